@@ -1,0 +1,96 @@
+//! Command-line definitions (clap) and the step from raw arguments to a validated config.
+
+use crate::engine::run::{ExploreConfig, StoreKind};
+use crate::engine::{EngineOptions, Order};
+use crate::model::petri::TokenWidth;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0    success
+  1    internal error
+  2    bad command line
+  3    malformed or unsupported model
+  4    I/O error (missing file, unwritable output, disk full)
+  5    corrupted or truncated data file
+  6    resource limit hit (state-id space, place counter width)
+  130  interrupted";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "spillway",
+    version,
+    about = "Generate very large state spaces on modest machines",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Explore every reachable state of a model and optionally write its LTS.
+    #[command(after_help = EXIT_CODES)]
+    Explore(ExploreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExploreArgs {
+    /// The model: a P/T net (.pnml) or an explicit LTS (.aut).
+    pub model: PathBuf,
+
+    /// Search order.
+    #[arg(long, value_enum, default_value = "bfs")]
+    pub order: Order,
+
+    /// Visited-state store.
+    #[arg(long, value_enum, default_value = "full")]
+    pub store: StoreKind,
+
+    /// Write the LTS here: .slts (native, compressed) or .aut (Aldebaran).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: Option<PathBuf>,
+
+    /// Write the run's statistics as one JSON object to this file.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+
+    /// Bits per place counter for P/T nets: auto (start narrow, widen on overflow), 8, 16 or 32.
+    #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
+    pub token_bits: TokenWidth,
+
+    /// Do not show the live progress line.
+    #[arg(long)]
+    pub no_progress: bool,
+
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn parse_token_bits(s: &str) -> Result<TokenWidth, String> {
+    match s {
+        "auto" => Ok(TokenWidth::Auto),
+        "8" => Ok(TokenWidth::Bits(8)),
+        "16" => Ok(TokenWidth::Bits(16)),
+        "32" => Ok(TokenWidth::Bits(32)),
+        other => Err(format!("'{other}' is not one of auto, 8, 16, 32")),
+    }
+}
+
+impl ExploreArgs {
+    /// The validated configuration for the engine.
+    pub fn config(&self) -> ExploreConfig {
+        ExploreConfig {
+            order: self.order,
+            store: self.store,
+            token_width: self.token_bits,
+            output: self.output.clone(),
+            engine: EngineOptions {
+                progress: !self.no_progress && !self.quiet,
+            },
+        }
+    }
+}

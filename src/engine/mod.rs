@@ -1,0 +1,255 @@
+//! Exploration algorithms. One loop per search order; each takes a [`Model`], a
+//! [`StateStore`] and an [`LtsSink`] and returns [`ExploreStats`].
+//!
+//! Invariants shared by every engine:
+//! * states are numbered by the store in discovery order, the initial state is 0;
+//! * every (state, enabled transition) pair produces exactly one edge in the sink, so the edge
+//!   count equals the MCC "transitions" count (self-loops and parallel edges included);
+//! * a label is defined in the sink before the first edge that uses it.
+
+pub mod bfs;
+pub mod dfs;
+pub mod run;
+
+use crate::error::ExploreError;
+use crate::lts::LtsSink;
+use crate::model::{LabelId, Model};
+use crate::store::{Exactness, StateStore};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// The search order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Breadth-first: depth is the number of BFS levels.
+    Bfs,
+    /// Depth-first: depth is the largest stack size.
+    Dfs,
+}
+
+impl Order {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Bfs => "bfs",
+            Order::Dfs => "dfs",
+        }
+    }
+}
+
+/// Options common to every engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Show a live progress line on stderr (only honoured when stderr is a terminal).
+    pub progress: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { progress: true }
+    }
+}
+
+/// What an exploration found and what it cost. Serialised as the `--stats-json` object.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreStats {
+    pub model: String,
+    pub states: u64,
+    pub transitions: u64,
+    pub deadlocks: u64,
+    pub max_depth: u64,
+    pub wall_seconds: f64,
+    pub states_per_second: f64,
+    pub peak_rss_bytes: u64,
+    pub store: String,
+    pub order: String,
+    pub exact: bool,
+    /// Upper bound on the probability that a state was omitted (0 for exact stores).
+    pub omission_probability: f64,
+    pub store_ram_bytes: u64,
+    pub store_ram_bytes_per_state: f64,
+    pub labels: u64,
+    pub output: Option<String>,
+    pub output_bytes: Option<u64>,
+}
+
+/// Peak resident set size of this process (the kernel's VmHWM), in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    proc_status_kb("VmHWM:") * 1024
+}
+
+/// Current resident set size (VmRSS), in bytes.
+pub fn rss_bytes() -> u64 {
+    proc_status_kb("VmRSS:") * 1024
+}
+
+fn proc_status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Counts and bookkeeping shared by the engines while they run.
+pub(crate) struct Run<'a> {
+    pub model: &'a dyn Model,
+    pub sink: &'a mut dyn LtsSink,
+    pub labels_defined: usize,
+    pub transitions: u64,
+    pub deadlocks: u64,
+    pub max_depth: u64,
+    start: Instant,
+    progress: Option<Progress>,
+}
+
+struct Progress {
+    last: Instant,
+    last_states: u64,
+    shown: bool,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(
+        model: &'a dyn Model,
+        sink: &'a mut dyn LtsSink,
+        opts: &EngineOptions,
+    ) -> Result<Self, ExploreError> {
+        let mut run = Run {
+            model,
+            sink,
+            labels_defined: 0,
+            transitions: 0,
+            deadlocks: 0,
+            max_depth: 0,
+            start: Instant::now(),
+            progress: (opts.progress && std::io::stderr().is_terminal()).then(|| Progress {
+                last: Instant::now(),
+                last_states: 0,
+                shown: false,
+            }),
+        };
+        run.define_labels()?;
+        Ok(run)
+    }
+
+    /// Defines every label the model knows that the sink has not seen yet.
+    pub fn define_labels(&mut self) -> Result<(), ExploreError> {
+        let n = self.model.label_count();
+        while self.labels_defined < n {
+            let id = LabelId(self.labels_defined as u32);
+            self.sink.define_label(id, &self.model.label_name(id))?;
+            self.labels_defined += 1;
+        }
+        Ok(())
+    }
+
+    /// Emits one edge, defining its label first if the model grew its label table.
+    #[inline]
+    pub fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), ExploreError> {
+        if label.0 as usize >= self.labels_defined {
+            self.define_labels()?;
+        }
+        self.transitions += 1;
+        self.sink.edge(src, label, dst)?;
+        Ok(())
+    }
+
+    /// Called now and then by the engines; redraws the progress line about once a second.
+    pub fn tick(&mut self, states: u64, depth: u64) {
+        let Some(p) = self.progress.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let dt = now.duration_since(p.last);
+        if dt < Duration::from_secs(1) {
+            return;
+        }
+        let rate = (states - p.last_states) as f64 / dt.as_secs_f64();
+        eprint!(
+            "\r\x1b[K{states} states, {} transitions, {:.0} states/s, depth {depth}, RSS {} MiB",
+            self.transitions,
+            rate,
+            rss_bytes() >> 20
+        );
+        p.last = now;
+        p.last_states = states;
+        p.shown = true;
+    }
+
+    /// Completes the output LTS.
+    pub fn finish(&mut self, store: &dyn StateStore) -> Result<(), ExploreError> {
+        self.sink.finish(&crate::lts::LtsSummary {
+            states: store.len(),
+            transitions: self.transitions,
+            initial: 0,
+            deadlocks: self.deadlocks,
+        })?;
+        Ok(())
+    }
+
+    /// Clears the progress line and builds the stats.
+    pub fn stats(&mut self, store: &dyn StateStore, order: Order) -> ExploreStats {
+        if let Some(p) = &self.progress {
+            if p.shown {
+                eprint!("\r\x1b[K");
+            }
+        }
+        let wall = self.start.elapsed().as_secs_f64();
+        let states = store.len();
+        let (exact, omission_probability) = match store.exactness() {
+            Exactness::Exact => (true, 0.0),
+            Exactness::Probabilistic {
+                omission_probability,
+            } => (false, omission_probability),
+        };
+        let ram = store.ram_bytes();
+        ExploreStats {
+            model: String::new(),
+            states,
+            transitions: self.transitions,
+            deadlocks: self.deadlocks,
+            max_depth: self.max_depth,
+            wall_seconds: wall,
+            states_per_second: if wall > 0.0 {
+                states as f64 / wall
+            } else {
+                0.0
+            },
+            peak_rss_bytes: peak_rss_bytes(),
+            store: store.name().to_string(),
+            order: order.as_str().to_string(),
+            exact,
+            omission_probability,
+            store_ram_bytes: ram,
+            store_ram_bytes_per_state: if states > 0 {
+                ram as f64 / states as f64
+            } else {
+                0.0
+            },
+            labels: self.labels_defined as u64,
+            output: None,
+            output_bytes: None,
+        }
+    }
+}
+
+/// Explores `model` in the given order, numbering states with `store` and streaming edges to
+/// `sink` (which is finished on success).
+pub fn explore(
+    model: &dyn Model,
+    store: &mut dyn StateStore,
+    sink: &mut dyn LtsSink,
+    order: Order,
+    opts: &EngineOptions,
+) -> Result<ExploreStats, ExploreError> {
+    match order {
+        Order::Bfs => bfs::explore(model, store, sink, opts),
+        Order::Dfs => dfs::explore(model, store, sink, opts),
+    }
+}

@@ -1,0 +1,123 @@
+//! The driver behind `spillway explore`: model file in, stats (and an LTS file) out.
+//!
+//! The output is written to `OUT.partial` and renamed to `OUT` only once it is complete, so a
+//! failed or killed run never replaces an earlier good file; the partial file has no footer
+//! (native) or no header counts (`.aut`) and every reader rejects it.
+//!
+//! P/T nets start with the narrowest place counters that hold the initial marking; if a place
+//! overflows, the run restarts from scratch with wider counters (8 → 16 → 32 bits) and says so.
+//! Overflow at 32 bits is an error.
+
+use super::{EngineOptions, ExploreStats, Order};
+use crate::error::{ExploreError, LtsError, ModelError};
+use crate::lts::{LtsFormat, LtsSink, NullSink};
+use crate::model::petri::{self, TokenWidth};
+use crate::model::{Model, Source};
+use crate::store::full::FullStore;
+use crate::store::StateStore;
+use std::path::{Path, PathBuf};
+
+/// The visited-state store to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// Full state table (exact baseline).
+    Full,
+}
+
+/// Everything `explore` needs besides the model path.
+#[derive(Clone, Debug)]
+pub struct ExploreConfig {
+    pub order: Order,
+    pub store: StoreKind,
+    pub token_width: TokenWidth,
+    pub output: Option<PathBuf>,
+    pub engine: EngineOptions,
+}
+
+impl Default for ExploreConfig {
+    fn default() -> Self {
+        ExploreConfig {
+            order: Order::Bfs,
+            store: StoreKind::Full,
+            token_width: TokenWidth::Auto,
+            output: None,
+            engine: EngineOptions::default(),
+        }
+    }
+}
+
+fn make_store(kind: StoreKind, model: &dyn Model) -> Box<dyn StateStore> {
+    match kind {
+        StoreKind::Full => Box::new(FullStore::new(model.state_len())),
+    }
+}
+
+/// The temporary name an output file has until it is complete.
+pub fn partial_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+/// Explores one model with the given store and writes the output, if any.
+pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
+    let mut store = make_store(cfg.store, model);
+    let mut stats = match &cfg.output {
+        None => super::explore(model, store.as_mut(), &mut NullSink, cfg.order, &cfg.engine)?,
+        Some(out) => {
+            let format = LtsFormat::from_path(out)?;
+            let partial = partial_path(out);
+            let mut sink: Box<dyn LtsSink> = format.create(&partial)?;
+            let stats =
+                super::explore(model, store.as_mut(), sink.as_mut(), cfg.order, &cfg.engine)?;
+            drop(sink);
+            std::fs::rename(&partial, out).map_err(|source| LtsError::Io {
+                path: out.to_path_buf(),
+                source,
+            })?;
+            stats
+        }
+    };
+    if let Some(out) = &cfg.output {
+        stats.output = Some(out.display().to_string());
+        stats.output_bytes = std::fs::metadata(out).ok().map(|m| m.len());
+    }
+    stats.model = model.describe();
+    Ok(stats)
+}
+
+/// Reads a model file and explores it; `note` receives human-readable remarks (e.g. a restart
+/// with wider counters).
+pub fn explore_file(
+    path: &Path,
+    cfg: &ExploreConfig,
+    note: &mut dyn FnMut(&str),
+) -> Result<ExploreStats, ExploreError> {
+    match Source::read(path)? {
+        Source::Aut(m) => explore_model(&m, cfg),
+        Source::Pnml(net) => {
+            let mut bits = petri::initial_bits(&net, cfg.token_width);
+            loop {
+                let model = petri::build(net.clone(), bits)?;
+                match explore_model(model.as_ref(), cfg) {
+                    Err(ExploreError::Model(ModelError::TokenOverflow { place, limit }))
+                        if cfg.token_width == TokenWidth::Auto =>
+                    {
+                        match TokenWidth::wider(bits) {
+                            Some(wider) => {
+                                note(&format!(
+                                    "place '{place}' exceeded {limit} tokens with {bits}-bit counters; restarting with {wider}-bit counters"
+                                ));
+                                bits = wider;
+                            }
+                            None => {
+                                return Err(ModelError::TokenOverflow { place, limit }.into());
+                            }
+                        }
+                    }
+                    other => return other,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Typed errors, one enum per layer. `anyhow` is used only in `main`.
+//!
+//! Every variant carries what a user needs to act: the file, the position (line and column for
+//! text formats, byte offset for binary ones) and what was expected versus found.
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Errors from model front ends (parsing, unsupported constructs, runtime limits of a model).
+#[derive(Debug, Error)]
+pub enum ModelError {
+    #[error("{path}: cannot read model: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}:{line}:{column}: unsupported: {construct}")]
+    Unsupported {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        construct: String,
+    },
+    #[error("{path}: invalid model: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{path}: unknown model format '.{ext}' (expected .pnml or .aut)")]
+    UnknownFormat { path: PathBuf, ext: String },
+    /// A token count exceeded the counter width; the caller may retry with wider counters.
+    #[error("place '{place}' would hold more than {limit} tokens (counter overflow)")]
+    TokenOverflow { place: String, limit: u64 },
+    #[error("model error: {0}")]
+    Other(String),
+}
+
+/// Errors from LTS files (native and textual formats).
+#[derive(Debug, Error)]
+pub enum LtsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is damaged: a checksum, magic number or structural field does not match.
+    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        expected: String,
+        found: String,
+    },
+    /// The file ends early: typically written by a run that was killed.
+    #[error("{path}: truncated: {message}")]
+    Truncated { path: PathBuf, message: String },
+    #[error("{path}: unsupported native LTS format version {found} (this build reads version {supported})")]
+    Version {
+        path: PathBuf,
+        found: u16,
+        supported: u16,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Errors from visited-state stores.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("state store '{store}' is full: {message}")]
+    CapacityExceeded {
+        store: &'static str,
+        message: String,
+    },
+    #[error("state store '{store}': {message}")]
+    Invalid {
+        store: &'static str,
+        message: String,
+    },
+}
+
+/// Errors of an exploration run: any layer's error, tagged with the layer.
+#[derive(Debug, Error)]
+pub enum ExploreError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Lts(#[from] LtsError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Process exit codes, documented in `--help` and the README.
+pub mod exit {
+    /// The command succeeded.
+    pub const OK: i32 = 0;
+    /// An unexpected internal error.
+    pub const INTERNAL: i32 = 1;
+    /// Bad command line (unknown flag, bad value).
+    pub const USAGE: i32 = 2;
+    /// The model is malformed or uses an unsupported construct.
+    pub const MODEL: i32 = 3;
+    /// An I/O error: file missing, unwritable, disk full.
+    pub const IO: i32 = 4;
+    /// A data file (LTS, segment, checkpoint) is truncated or corrupted.
+    pub const CORRUPT: i32 = 5;
+    /// A resource limit was hit (memory budget, state-id space, counter width).
+    pub const LIMIT: i32 = 6;
+    /// The run was interrupted (SIGINT/SIGTERM).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+impl ExploreError {
+    /// The exit code this error maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExploreError::Model(ModelError::Io { .. }) => exit::IO,
+            ExploreError::Model(ModelError::TokenOverflow { .. }) => exit::LIMIT,
+            ExploreError::Model(_) => exit::MODEL,
+            ExploreError::Lts(e) => e.exit_code(),
+            ExploreError::Store(StoreError::CapacityExceeded { .. }) => exit::LIMIT,
+            ExploreError::Store(_) => exit::INTERNAL,
+            ExploreError::Config(_) => exit::USAGE,
+        }
+    }
+}
+
+impl LtsError {
+    /// The exit code this error maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LtsError::Io { .. } => exit::IO,
+            LtsError::Corrupt { .. } | LtsError::Truncated { .. } | LtsError::Version { .. } => {
+                exit::CORRUPT
+            }
+            LtsError::Syntax { .. } => exit::MODEL,
+            LtsError::Invalid(_) => exit::USAGE,
+        }
+    }
+}
+
+/// Converts a byte offset in `text` into a 1-based (line, column) pair.
+pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = match before.iter().rposition(|&b| b == b'\n') {
+        Some(nl) => offset - nl,
+        None => offset + 1,
+    };
+    (line, col)
+}

@@ -1,0 +1,28 @@
+//! # spillway
+//!
+//! Generates very large state spaces on modest machines. A model (a Place/Transition Petri
+//! net in PNML, an explicit LTS in Aldebaran `.aut`, or a model written in Rust) is explored
+//! state by state; the labelled transition system is streamed to a compressed file.
+//!
+//! Data flows one way: [`model`] → [`engine`] → [`store`] → [`lts`]. See docs/ARCHITECTURE.md.
+//!
+//! ```
+//! use spillway::engine::run::{explore_file, ExploreConfig};
+//! use std::path::Path;
+//!
+//! let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+//! let stats = explore_file(&path, &ExploreConfig::default(), &mut |_| {}).unwrap();
+//! assert_eq!((stats.states, stats.transitions), (243, 945));
+//! ```
+
+pub mod cli;
+pub mod engine;
+pub mod error;
+pub mod lts;
+pub mod model;
+pub mod store;
+
+pub use engine::{ExploreStats, Order};
+pub use error::{ExploreError, LtsError, ModelError, StoreError};
+pub use model::{Fired, LabelId, Model, TransitionId};
+pub use store::{Exactness, Insert, StateStore};

@@ -1,0 +1,359 @@
+//! Aldebaran `.aut` files (CADP, VLTS): a streaming reader and a writer.
+//!
+//! ```text
+//! des (INITIAL, TRANSITIONS, STATES)
+//! (SRC, LABEL, DST)
+//! ```
+//! A label is either quoted (`"a !1"`) or bare (`i`, `MIRQ2`); quoted labels may contain commas
+//! and parentheses, so a line is split at its *first* and *last* comma. Labels are stored without
+//! their quotes; the writer quotes every label.
+
+use super::{LtsSink, LtsSummary};
+use crate::error::LtsError;
+use crate::model::LabelId;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The `des` line of an `.aut` file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutHeader {
+    pub initial: u64,
+    pub transitions: u64,
+    pub states: u64,
+}
+
+/// Streams the transitions of an `.aut` file, interning labels in order of first appearance.
+pub struct AutReader {
+    path: PathBuf,
+    reader: Box<dyn BufRead>,
+    line: String,
+    line_no: usize,
+    header: AutHeader,
+    labels: Vec<String>,
+    label_ids: HashMap<String, u32>,
+    seen: u64,
+}
+
+impl AutReader {
+    /// Opens a file and reads its header.
+    pub fn open(path: &Path) -> Result<Self, LtsError> {
+        let file = File::open(path).map_err(|source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::new(Box::new(BufReader::with_capacity(1 << 16, file)), path)
+    }
+
+    /// Reads a header from any buffered reader; `path` names it in errors.
+    pub fn new(reader: Box<dyn BufRead>, path: &Path) -> Result<Self, LtsError> {
+        let mut r = AutReader {
+            path: path.to_path_buf(),
+            reader,
+            line: String::new(),
+            line_no: 0,
+            header: AutHeader {
+                initial: 0,
+                transitions: 0,
+                states: 0,
+            },
+            labels: Vec::new(),
+            label_ids: HashMap::new(),
+            seen: 0,
+        };
+        if !r.read_line()? {
+            return Err(r.syntax(
+                1,
+                "empty file: expected 'des (INITIAL, TRANSITIONS, STATES)'",
+            ));
+        }
+        let line = r.line.trim().to_string();
+        let inner = line
+            .strip_prefix("des")
+            .map(str::trim_start)
+            .and_then(|s| s.strip_prefix('('))
+            .and_then(|s| s.strip_suffix(')'))
+            .ok_or_else(|| r.syntax(1, "expected 'des (INITIAL, TRANSITIONS, STATES)'"))?;
+        let nums: Vec<&str> = inner.split(',').map(str::trim).collect();
+        if nums.len() != 3 {
+            return Err(r.syntax(1, "expected three numbers in the 'des' header"));
+        }
+        let mut vals = [0u64; 3];
+        for (i, n) in nums.iter().enumerate() {
+            vals[i] = n
+                .parse()
+                .map_err(|_| r.syntax(1, &format!("'{n}' is not a non-negative integer")))?;
+        }
+        r.header = AutHeader {
+            initial: vals[0],
+            transitions: vals[1],
+            states: vals[2],
+        };
+        if r.header.states == 0 || r.header.initial >= r.header.states {
+            return Err(r.syntax(
+                1,
+                &format!(
+                    "initial state {} is not below the state count {}",
+                    r.header.initial, r.header.states
+                ),
+            ));
+        }
+        Ok(r)
+    }
+
+    fn read_line(&mut self) -> Result<bool, LtsError> {
+        self.line.clear();
+        let n = self
+            .reader
+            .read_line(&mut self.line)
+            .map_err(|source| LtsError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.line_no += 1;
+        Ok(n > 0)
+    }
+
+    fn syntax(&self, column: usize, message: &str) -> LtsError {
+        LtsError::Syntax {
+            path: self.path.clone(),
+            line: self.line_no,
+            column,
+            message: message.to_string(),
+        }
+    }
+
+    pub fn header(&self) -> AutHeader {
+        self.header
+    }
+
+    /// Labels seen so far, indexed by label id.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// The next transition `(src, label, dst)`, or `None` at the end of the file (after checking
+    /// that the count matches the header).
+    pub fn next_edge(&mut self) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
+        loop {
+            if !self.read_line()? {
+                if self.seen != self.header.transitions {
+                    return Err(LtsError::Truncated {
+                        path: self.path.clone(),
+                        message: format!(
+                            "the header announces {} transitions but the file holds {}",
+                            self.header.transitions, self.seen
+                        ),
+                    });
+                }
+                return Ok(None);
+            }
+            let line = self.line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let inner = line
+                .strip_prefix('(')
+                .and_then(|s| s.strip_suffix(')'))
+                .ok_or_else(|| self.syntax(1, "expected '(SRC, LABEL, DST)'"))?;
+            let (first, last) = match (inner.find(','), inner.rfind(',')) {
+                (Some(a), Some(b)) if a < b => (a, b),
+                _ => return Err(self.syntax(2, "expected '(SRC, LABEL, DST)' with two commas")),
+            };
+            let src_text = inner[..first].trim();
+            let dst_text = inner[last + 1..].trim();
+            let src: u64 = src_text.parse().map_err(|_| {
+                self.syntax(2, &format!("source '{src_text}' is not a state number"))
+            })?;
+            let dst: u64 = dst_text.parse().map_err(|_| {
+                self.syntax(
+                    last + 2,
+                    &format!("target '{dst_text}' is not a state number"),
+                )
+            })?;
+            for (what, s, col) in [("source", src, 2), ("target", dst, last + 2)] {
+                if s >= self.header.states {
+                    return Err(self.syntax(
+                        col,
+                        &format!(
+                            "{what} state {s} is not below the header's state count {}",
+                            self.header.states
+                        ),
+                    ));
+                }
+            }
+            let raw = inner[first + 1..last].trim();
+            let label = if raw.len() >= 2 && raw.starts_with('"') && raw.ends_with('"') {
+                &raw[1..raw.len() - 1]
+            } else {
+                raw
+            };
+            let id = match self.label_ids.get(label) {
+                Some(&id) => id,
+                None => {
+                    let id = self.labels.len() as u32;
+                    self.labels.push(label.to_string());
+                    self.label_ids.insert(label.to_string(), id);
+                    id
+                }
+            };
+            self.seen += 1;
+            if self.seen > self.header.transitions {
+                return Err(self.syntax(
+                    1,
+                    &format!(
+                        "more transitions than the {} the header announces",
+                        self.header.transitions
+                    ),
+                ));
+            }
+            return Ok(Some((src, LabelId(id), dst)));
+        }
+    }
+}
+
+/// Width of the `des` line the writer reserves, patched with the real counts at the end.
+const HEADER_WIDTH: usize = 64;
+
+/// Writes an `.aut` file while exploring. The `des` line needs the final counts, so a
+/// fixed-width line is reserved and overwritten by `finish`; until then the file starts with
+/// `des (?` and no reader accepts it.
+pub struct AutWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    labels: Vec<String>,
+    transitions: u64,
+    line: Vec<u8>,
+}
+
+impl AutWriter {
+    pub fn create(path: &Path) -> Result<Self, LtsError> {
+        let io = |source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::create(path).map_err(io)?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut placeholder = b"des (?".to_vec();
+        placeholder.resize(HEADER_WIDTH - 1, b' ');
+        placeholder.push(b'\n');
+        out.write_all(&placeholder).map_err(io)?;
+        Ok(AutWriter {
+            path: path.to_path_buf(),
+            out,
+            labels: Vec::new(),
+            transitions: 0,
+            line: Vec::with_capacity(128),
+        })
+    }
+}
+
+/// Formats one `.aut` transition line (with a trailing newline) into `out`.
+pub fn format_edge(out: &mut Vec<u8>, src: u64, label: &str, dst: u64) {
+    out.push(b'(');
+    out.extend_from_slice(src.to_string().as_bytes());
+    out.extend_from_slice(b", \"");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b"\", ");
+    out.extend_from_slice(dst.to_string().as_bytes());
+    out.extend_from_slice(b")\n");
+}
+
+/// The `des` line for the given counts, without a newline.
+pub fn header_line(initial: u64, transitions: u64, states: u64) -> String {
+    format!("des ({initial}, {transitions}, {states})")
+}
+
+impl LtsSink for AutWriter {
+    fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
+        let i = id.0 as usize;
+        if self.labels.len() <= i {
+            self.labels.resize(i + 1, String::new());
+        }
+        self.labels[i] = name.to_string();
+        Ok(())
+    }
+
+    fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
+        self.line.clear();
+        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
+            LtsError::Invalid(format!("label {} used before it was defined", label.0))
+        })?;
+        format_edge(&mut self.line, src, name, dst);
+        self.out.write_all(&self.line).map_err(|e| LtsError::Io {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        self.transitions += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
+        let mut header =
+            header_line(summary.initial, self.transitions, summary.states).into_bytes();
+        debug_assert!(header.len() < HEADER_WIDTH);
+        header.resize(HEADER_WIDTH - 1, b' ');
+        header.push(b'\n');
+        let path = &self.path;
+        let io = |source| LtsError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.out.flush().map_err(io)?;
+        let file = self.out.get_mut();
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
+        file.write_all(&header).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(text: &str) -> Result<AutReader, LtsError> {
+        AutReader::new(
+            Box::new(std::io::Cursor::new(text.as_bytes().to_vec())),
+            Path::new("x.aut"),
+        )
+    }
+
+    #[test]
+    fn reads_quoted_and_bare_labels() {
+        let mut r =
+            reader("des (0, 3, 2)\n(0, \"a, (b)\", 1)\n(1, i, 0)\n\n(1,\"a, (b)\",1)\n").unwrap();
+        let mut edges = Vec::new();
+        while let Some(e) = r.next_edge().unwrap() {
+            edges.push(e);
+        }
+        assert_eq!(
+            edges,
+            vec![(0, LabelId(0), 1), (1, LabelId(1), 0), (1, LabelId(0), 1)]
+        );
+        assert_eq!(r.labels(), &["a, (b)".to_string(), "i".to_string()]);
+    }
+
+    #[test]
+    fn errors_name_line() {
+        let mut r = reader("des (0, 2, 2)\n(0, a, 1)\n(0, a 1)\n").unwrap();
+        r.next_edge().unwrap();
+        let e = r.next_edge().unwrap_err().to_string();
+        assert!(e.starts_with("x.aut:3:"), "{e}");
+        let mut r = reader("des (0, 2, 2)\n(0, a, 1)\n").unwrap();
+        r.next_edge().unwrap();
+        let e = r.next_edge().unwrap_err().to_string();
+        assert!(
+            e.contains("announces 2 transitions but the file holds 1"),
+            "{e}"
+        );
+        let mut r = reader("des (0, 1, 2)\n(0, a, 7)\n").unwrap();
+        assert!(r
+            .next_edge()
+            .unwrap_err()
+            .to_string()
+            .contains("target state 7"));
+        assert!(reader("des (0, 1)\n").is_err());
+    }
+}

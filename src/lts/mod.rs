@@ -1,0 +1,78 @@
+//! LTS output: the native streamed, compressed format ([`native`]) and Aldebaran `.aut`
+//! ([`aut`]). Engines push edges into an [`LtsSink`] as they discover them.
+
+pub mod aut;
+pub mod native;
+
+use crate::error::LtsError;
+use crate::model::LabelId;
+use std::path::Path;
+
+/// Final counts handed to a sink when the exploration is complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LtsSummary {
+    pub states: u64,
+    pub transitions: u64,
+    pub initial: u64,
+    pub deadlocks: u64,
+}
+
+/// Receives the LTS while it is explored. States are numbered in discovery order, the initial
+/// state is 0. Every label is defined (`define_label`) before an edge uses it.
+pub trait LtsSink {
+    fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError>;
+    fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError>;
+    /// Completes the file; a file whose writer never finished must not read as a valid LTS.
+    fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError>;
+}
+
+/// A sink that discards everything (exploration without output).
+pub struct NullSink;
+
+impl LtsSink for NullSink {
+    fn define_label(&mut self, _: LabelId, _: &str) -> Result<(), LtsError> {
+        Ok(())
+    }
+    fn edge(&mut self, _: u64, _: LabelId, _: u64) -> Result<(), LtsError> {
+        Ok(())
+    }
+    fn finish(&mut self, _: &LtsSummary) -> Result<(), LtsError> {
+        Ok(())
+    }
+}
+
+/// LTS file formats, chosen from the file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LtsFormat {
+    /// The native format (`.slts`), see docs/FORMATS.md.
+    Native,
+    /// Aldebaran `.aut`.
+    Aut,
+}
+
+impl LtsFormat {
+    pub fn from_path(path: &Path) -> Result<Self, LtsError> {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(|e| e.to_ascii_lowercase())
+            .as_deref()
+        {
+            Some("slts") => Ok(LtsFormat::Native),
+            Some("aut") => Ok(LtsFormat::Aut),
+            other => Err(LtsError::Invalid(format!(
+                "{}: unknown LTS format '.{}' (expected .slts for the native format or .aut)",
+                path.display(),
+                other.unwrap_or("")
+            ))),
+        }
+    }
+
+    /// Creates a sink writing this format.
+    pub fn create(self, path: &Path) -> Result<Box<dyn LtsSink>, LtsError> {
+        Ok(match self {
+            LtsFormat::Native => Box::new(native::NativeWriter::create(path)?),
+            LtsFormat::Aut => Box::new(aut::AutWriter::create(path)?),
+        })
+    }
+}

@@ -1,0 +1,670 @@
+//! The native LTS format (`.slts`): written while exploring, read back by `spillway lts`.
+//!
+//! Layout (all integers little-endian; full description in docs/FORMATS.md):
+//! a 32-byte header, then edge blocks of at most [`EDGES_PER_BLOCK`] edges each (zstd
+//! compressed, CRC-32 per block), then one label block, then a 72-byte footer with the counts,
+//! a CRC-32 of everything before it and an end magic. A file without a valid footer — e.g. from
+//! a killed run — is rejected, never read as a shorter LTS. Block boundaries depend only on the
+//! edge count, never on timing, so equal explorations give byte-identical files.
+
+use super::{LtsSink, LtsSummary};
+use crate::error::LtsError;
+use crate::model::LabelId;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const MAGIC: &[u8; 8] = b"SPILLLTS";
+pub const END_MAGIC: &[u8; 8] = b"SPILLEND";
+pub const VERSION: u16 = 1;
+pub const HEADER_LEN: u64 = 32;
+pub const BLOCK_HEADER_LEN: usize = 24;
+pub const FOOTER_LEN: u64 = 72;
+pub const EDGES_PER_BLOCK: u32 = 1 << 16;
+const TAG_EDGES: &[u8; 4] = b"EDGS";
+const TAG_LABELS: &[u8; 4] = b"LABL";
+const TAG_FOOTER: &[u8; 4] = b"FOOT";
+const ZSTD_LEVEL: i32 = 3;
+/// Upper bound on a block's decompressed size; larger claims are treated as corruption.
+const MAX_RAW_BLOCK: u32 = 1 << 30;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Streams a native LTS file. Must be `finish`ed; a file left unfinished has no footer.
+pub struct NativeWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    body_crc: crc32fast::Hasher,
+    offset: u64,
+    raw: Vec<u8>,
+    records: u32,
+    prev_src: u64,
+    blocks: u32,
+    transitions: u64,
+    labels: Vec<String>,
+    compressor: zstd::bulk::Compressor<'static>,
+}
+
+impl NativeWriter {
+    pub fn create(path: &Path) -> Result<Self, LtsError> {
+        let io = |source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::create(path).map_err(io)?;
+        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
+        let mut w = NativeWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            body_crc: crc32fast::Hasher::new(),
+            offset: 0,
+            raw: Vec::with_capacity(1 << 20),
+            records: 0,
+            prev_src: 0,
+            blocks: 0,
+            transitions: 0,
+            labels: Vec::new(),
+            compressor,
+        };
+        let mut header = Vec::with_capacity(HEADER_LEN as usize);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&0u16.to_le_bytes());
+        header.extend_from_slice(&EDGES_PER_BLOCK.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes()); // flags
+        header.extend_from_slice(&[0u8; 8]); // reserved
+        let crc = crc32fast::hash(&header);
+        header.extend_from_slice(&crc.to_le_bytes());
+        w.write(&header)?;
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
+        self.out.write_all(bytes).map_err(|source| LtsError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.body_crc.update(bytes);
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn write_block(&mut self, tag: &[u8; 4], records: u32) -> Result<(), LtsError> {
+        let payload = self
+            .compressor
+            .compress(&self.raw)
+            .map_err(|source| LtsError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        let mut header = Vec::with_capacity(BLOCK_HEADER_LEN);
+        header.extend_from_slice(tag);
+        header.extend_from_slice(&records.to_le_bytes());
+        header.extend_from_slice(&(self.raw.len() as u32).to_le_bytes());
+        header.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        crc.update(&payload);
+        header.extend_from_slice(&crc.finalize().to_le_bytes());
+        self.write(&header)?;
+        self.write(&payload)?;
+        self.raw.clear();
+        Ok(())
+    }
+
+    fn flush_edges(&mut self) -> Result<(), LtsError> {
+        if self.records > 0 {
+            self.write_block(TAG_EDGES, self.records)?;
+            self.blocks += 1;
+            self.records = 0;
+            self.prev_src = 0;
+        }
+        Ok(())
+    }
+}
+
+impl LtsSink for NativeWriter {
+    fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
+        let i = id.0 as usize;
+        if self.labels.len() <= i {
+            self.labels.resize(i + 1, String::new());
+        }
+        self.labels[i] = name.to_string();
+        Ok(())
+    }
+
+    fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
+        put_varint(
+            &mut self.raw,
+            zigzag(src.wrapping_sub(self.prev_src) as i64),
+        );
+        put_varint(&mut self.raw, label.0 as u64);
+        put_varint(&mut self.raw, zigzag(dst.wrapping_sub(src) as i64));
+        self.prev_src = src;
+        self.records += 1;
+        self.transitions += 1;
+        if self.records == EDGES_PER_BLOCK {
+            self.flush_edges()?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
+        self.flush_edges()?;
+        let label_offset = self.offset;
+        self.raw.clear();
+        let labels = std::mem::take(&mut self.labels);
+        for l in &labels {
+            put_varint(&mut self.raw, l.len() as u64);
+            self.raw.extend_from_slice(l.as_bytes());
+        }
+        self.write_block(TAG_LABELS, labels.len() as u32)?;
+        let body_crc = std::mem::take(&mut self.body_crc).finalize();
+        let mut f = Vec::with_capacity(FOOTER_LEN as usize);
+        f.extend_from_slice(TAG_FOOTER);
+        f.extend_from_slice(&VERSION.to_le_bytes());
+        f.extend_from_slice(&0u16.to_le_bytes());
+        f.extend_from_slice(&summary.states.to_le_bytes());
+        f.extend_from_slice(&self.transitions.to_le_bytes());
+        f.extend_from_slice(&summary.initial.to_le_bytes());
+        f.extend_from_slice(&summary.deadlocks.to_le_bytes());
+        f.extend_from_slice(&(labels.len() as u32).to_le_bytes());
+        f.extend_from_slice(&self.blocks.to_le_bytes());
+        f.extend_from_slice(&label_offset.to_le_bytes());
+        f.extend_from_slice(&body_crc.to_le_bytes());
+        let crc = crc32fast::hash(&f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        f.extend_from_slice(END_MAGIC);
+        debug_assert_eq!(f.len() as u64, FOOTER_LEN);
+        self.write(&f)?;
+        let io = |source| LtsError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.out.flush().map_err(io)?;
+        self.out.get_ref().sync_all().map_err(io)?;
+        Ok(())
+    }
+}
+
+/// The footer of a native file: what the writer recorded when it finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Footer {
+    pub version: u16,
+    pub states: u64,
+    pub transitions: u64,
+    pub initial: u64,
+    pub deadlocks: u64,
+    pub labels: u32,
+    pub edge_blocks: u32,
+    pub label_offset: u64,
+    pub body_crc: u32,
+}
+
+/// One edge of an LTS: (source state, label, target state).
+pub type Edge = (u64, LabelId, u64);
+
+/// Reads a native LTS file: validates header and footer on open, then streams edge blocks,
+/// checking each block's checksum and, at the end, the whole-file checksum and the counts.
+pub struct NativeReader {
+    path: PathBuf,
+    file: BufReader<File>,
+    file_len: u64,
+    footer: Footer,
+    labels: Vec<String>,
+    pos: u64,
+    blocks_read: u32,
+    edges_read: u64,
+    body_crc: crc32fast::Hasher,
+    decompressor: zstd::bulk::Decompressor<'static>,
+    block: Vec<Edge>,
+    done: bool,
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Decodes LEB128 varints from a block payload.
+struct Varints<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Varints<'_> {
+    fn next(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *self.bytes.get(self.at)?;
+            self.at += 1;
+            if shift >= 64 {
+                return None;
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+            shift += 7;
+        }
+    }
+}
+
+impl NativeReader {
+    pub fn open(path: &Path) -> Result<Self, LtsError> {
+        let io = |source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let corrupt = |offset: u64, expected: &str, found: String| LtsError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            expected: expected.to_string(),
+            found,
+        };
+        if file_len < HEADER_LEN {
+            return Err(LtsError::Truncated {
+                path: path.to_path_buf(),
+                message: format!("{file_len} bytes is shorter than the {HEADER_LEN}-byte header"),
+            });
+        }
+        let mut header = [0u8; HEADER_LEN as usize];
+        file.read_exact(&mut header).map_err(io)?;
+        if &header[0..8] != MAGIC {
+            return Err(corrupt(
+                0,
+                "the native LTS magic \"SPILLLTS\"",
+                format!("{:?}", String::from_utf8_lossy(&header[0..8])),
+            ));
+        }
+        let version = le_u16(&header, 8);
+        if version != VERSION {
+            return Err(LtsError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let crc = crc32fast::hash(&header[..28]);
+        if crc != le_u32(&header, 28) {
+            return Err(corrupt(
+                28,
+                &format!("header checksum {crc:#010x}"),
+                format!("{:#010x}", le_u32(&header, 28)),
+            ));
+        }
+        if file_len < HEADER_LEN + FOOTER_LEN {
+            return Err(LtsError::Truncated {
+                path: path.to_path_buf(),
+                message: "no footer: the file ends after the header (was the run interrupted?)"
+                    .into(),
+            });
+        }
+        let foot_at = file_len - FOOTER_LEN;
+        let mut f = [0u8; FOOTER_LEN as usize];
+        file.seek(SeekFrom::Start(foot_at)).map_err(io)?;
+        file.read_exact(&mut f).map_err(io)?;
+        if &f[64..72] != END_MAGIC || &f[0..4] != TAG_FOOTER {
+            return Err(LtsError::Truncated {
+                path: path.to_path_buf(),
+                message: "no valid footer at the end of the file: it was not finished (interrupted run) or was cut short".into(),
+            });
+        }
+        let crc = crc32fast::hash(&f[..60]);
+        if crc != le_u32(&f, 60) {
+            return Err(corrupt(
+                foot_at + 60,
+                &format!("footer checksum {crc:#010x}"),
+                format!("{:#010x}", le_u32(&f, 60)),
+            ));
+        }
+        let footer = Footer {
+            version: le_u16(&f, 4),
+            states: le_u64(&f, 8),
+            transitions: le_u64(&f, 16),
+            initial: le_u64(&f, 24),
+            deadlocks: le_u64(&f, 32),
+            labels: le_u32(&f, 40),
+            edge_blocks: le_u32(&f, 44),
+            label_offset: le_u64(&f, 48),
+            body_crc: le_u32(&f, 56),
+        };
+        if footer.label_offset < HEADER_LEN || footer.label_offset >= foot_at {
+            return Err(corrupt(
+                foot_at + 48,
+                &format!("a label block offset between {HEADER_LEN} and {foot_at}"),
+                footer.label_offset.to_string(),
+            ));
+        }
+        let mut r = NativeReader {
+            path: path.to_path_buf(),
+            file: BufReader::with_capacity(1 << 20, file),
+            file_len,
+            footer,
+            labels: Vec::new(),
+            pos: 0,
+            blocks_read: 0,
+            edges_read: 0,
+            body_crc: crc32fast::Hasher::new(),
+            decompressor: zstd::bulk::Decompressor::new().map_err(io)?,
+            block: Vec::new(),
+            done: false,
+        };
+        // Read the label table first (it is at the end), then rewind to the first edge block.
+        r.file
+            .seek(SeekFrom::Start(r.footer.label_offset))
+            .map_err(|e| r.io(e))?;
+        r.pos = r.footer.label_offset;
+        let (tag, count, raw) = r.read_block(false)?;
+        if &tag != TAG_LABELS || count != r.footer.labels {
+            return Err(r.corrupt(
+                r.footer.label_offset,
+                &format!("a label block of {} labels", r.footer.labels),
+                format!(
+                    "tag {:?} with {count} records",
+                    String::from_utf8_lossy(&tag)
+                ),
+            ));
+        }
+        let mut v = Varints { bytes: &raw, at: 0 };
+        let mut labels = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let len = v.next().ok_or_else(|| r.label_err())? as usize;
+            let bytes = raw.get(v.at..v.at + len).ok_or_else(|| r.label_err())?;
+            labels.push(String::from_utf8(bytes.to_vec()).map_err(|_| r.label_err())?);
+            v.at += len;
+        }
+        r.labels = labels;
+        r.file
+            .seek(SeekFrom::Start(HEADER_LEN))
+            .map_err(|e| r.io(e))?;
+        r.pos = HEADER_LEN;
+        r.body_crc.update(&header);
+        Ok(r)
+    }
+
+    fn io(&self, source: std::io::Error) -> LtsError {
+        LtsError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, offset: u64, expected: &str, found: String) -> LtsError {
+        LtsError::Corrupt {
+            path: self.path.clone(),
+            offset,
+            expected: expected.to_string(),
+            found,
+        }
+    }
+
+    fn label_err(&self) -> LtsError {
+        self.corrupt(
+            self.footer.label_offset,
+            "a well-formed label table",
+            "undecodable label data".into(),
+        )
+    }
+
+    /// Reads one block at the current position; returns (tag, records, raw payload).
+    fn read_block(&mut self, hash_body: bool) -> Result<([u8; 4], u32, Vec<u8>), LtsError> {
+        let at = self.pos;
+        let mut h = [0u8; BLOCK_HEADER_LEN];
+        self.file.read_exact(&mut h).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.corrupt(at, "a block header", "end of file".into())
+            } else {
+                self.io(e)
+            }
+        })?;
+        let tag: [u8; 4] = h[0..4].try_into().unwrap();
+        let records = le_u32(&h, 4);
+        let raw_len = le_u32(&h, 8);
+        let comp_len = le_u32(&h, 12);
+        let end = at + BLOCK_HEADER_LEN as u64 + comp_len as u64;
+        if end > self.file_len - FOOTER_LEN || raw_len > MAX_RAW_BLOCK {
+            return Err(self.corrupt(
+                at + 8,
+                "block lengths that fit in the file",
+                format!("raw {raw_len} / compressed {comp_len} bytes"),
+            ));
+        }
+        let mut payload = vec![0u8; comp_len as usize];
+        self.file.read_exact(&mut payload).map_err(|e| self.io(e))?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&h[..20]);
+        crc.update(&payload);
+        let crc = crc.finalize();
+        if crc != le_u32(&h, 20) {
+            return Err(self.corrupt(
+                at + 20,
+                &format!("block checksum {:#010x}", le_u32(&h, 20)),
+                format!("{crc:#010x} (computed over the block)"),
+            ));
+        }
+        if hash_body {
+            self.body_crc.update(&h);
+            self.body_crc.update(&payload);
+        }
+        self.pos = end;
+        let raw = self
+            .decompressor
+            .decompress(&payload, raw_len as usize)
+            .map_err(|e| self.corrupt(at + 24, "a valid zstd frame", e.to_string()))?;
+        if raw.len() != raw_len as usize {
+            return Err(self.corrupt(
+                at + 8,
+                &format!("{raw_len} decompressed bytes"),
+                raw.len().to_string(),
+            ));
+        }
+        Ok((tag, records, raw))
+    }
+
+    pub fn footer(&self) -> &Footer {
+        &self.footer
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// The next decoded block of edges, or `None` after the last one (once every count and the
+    /// whole-file checksum have been verified).
+    pub fn next_block(&mut self) -> Result<Option<&[Edge]>, LtsError> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.pos >= self.footer.label_offset {
+            return self.finish_checks().map(|_| None);
+        }
+        let at = self.pos;
+        let (tag, records, raw) = self.read_block(true)?;
+        if &tag != TAG_EDGES {
+            return Err(self.corrupt(
+                at,
+                "an edge block tag \"EDGS\"",
+                format!("{:?}", String::from_utf8_lossy(&tag)),
+            ));
+        }
+        self.block.clear();
+        let mut v = Varints { bytes: &raw, at: 0 };
+        let mut prev_src = 0u64;
+        let bad = |me: &Self| {
+            me.corrupt(
+                at,
+                &format!("{records} well-formed edge records"),
+                "undecodable edge data".into(),
+            )
+        };
+        for _ in 0..records {
+            let (Some(ds), Some(l), Some(dd)) = (v.next(), v.next(), v.next()) else {
+                return Err(bad(self));
+            };
+            let src = prev_src.wrapping_add(unzigzag(ds) as u64);
+            let dst = src.wrapping_add(unzigzag(dd) as u64);
+            if src >= self.footer.states
+                || dst >= self.footer.states
+                || l >= self.footer.labels as u64
+            {
+                return Err(self.corrupt(
+                    at,
+                    &format!(
+                        "states below {} and labels below {}",
+                        self.footer.states, self.footer.labels
+                    ),
+                    format!("edge ({src}, {l}, {dst})"),
+                ));
+            }
+            prev_src = src;
+            self.block.push((src, LabelId(l as u32), dst));
+        }
+        if v.at != raw.len() {
+            return Err(bad(self));
+        }
+        self.blocks_read += 1;
+        self.edges_read += records as u64;
+        Ok(Some(&self.block))
+    }
+
+    fn finish_checks(&mut self) -> Result<(), LtsError> {
+        self.done = true;
+        if self.blocks_read != self.footer.edge_blocks || self.edges_read != self.footer.transitions
+        {
+            return Err(self.corrupt(
+                self.pos,
+                &format!(
+                    "{} edge blocks with {} transitions (footer)",
+                    self.footer.edge_blocks, self.footer.transitions
+                ),
+                format!(
+                    "{} blocks with {} transitions",
+                    self.blocks_read, self.edges_read
+                ),
+            ));
+        }
+        // Hash the label block too, then compare with the footer's whole-body checksum.
+        let label_len = self.file_len - FOOTER_LEN - self.footer.label_offset;
+        let mut rest = vec![0u8; label_len as usize];
+        self.file
+            .seek(SeekFrom::Start(self.footer.label_offset))
+            .map_err(|e| self.io(e))?;
+        self.file.read_exact(&mut rest).map_err(|e| self.io(e))?;
+        self.body_crc.update(&rest);
+        let crc = std::mem::take(&mut self.body_crc).finalize();
+        if crc != self.footer.body_crc {
+            return Err(self.corrupt(
+                0,
+                &format!("file checksum {:#010x} (footer)", self.footer.body_crc),
+                format!("{crc:#010x}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Calls `f` on every edge in file order, verifying everything.
+    pub fn for_each_edge(&mut self, mut f: impl FnMut(u64, LabelId, u64)) -> Result<(), LtsError> {
+        while let Some(block) = self.next_block()? {
+            for &(s, l, d) in block {
+                f(s, l, d);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A whole LTS in memory (tests and small files).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lts {
+    pub footer: Footer,
+    pub labels: Vec<String>,
+    pub edges: Vec<Edge>,
+}
+
+/// Reads and verifies a whole native file.
+pub fn read_all(path: &Path) -> Result<Lts, LtsError> {
+    let mut r = NativeReader::open(path)?;
+    let mut edges = Vec::with_capacity(r.footer().transitions.min(1 << 24) as usize);
+    r.for_each_edge(|s, l, d| edges.push((s, l, d)))?;
+    Ok(Lts {
+        footer: r.footer().clone(),
+        labels: r.labels().to_vec(),
+        edges,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_sample(path: &Path, n: u64) {
+        let mut w = NativeWriter::create(path).unwrap();
+        w.define_label(LabelId(0), "a").unwrap();
+        w.define_label(LabelId(1), "b c").unwrap();
+        for i in 0..n {
+            w.edge(i, LabelId((i % 2) as u32), (i * 7 + 3) % n).unwrap();
+        }
+        w.finish(&LtsSummary {
+            states: n,
+            transitions: n,
+            initial: 0,
+            deadlocks: 0,
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn roundtrip_multiple_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.slts");
+        let n = EDGES_PER_BLOCK as u64 * 2 + 17;
+        write_sample(&p, n);
+        let lts = read_all(&p).unwrap();
+        assert_eq!(lts.footer.edge_blocks, 3);
+        assert_eq!(lts.labels, vec!["a", "b c"]);
+        assert_eq!(lts.edges.len() as u64, n);
+        assert_eq!(lts.edges[5], (5, LabelId(1), 38));
+    }
+
+    #[test]
+    fn varint_zigzag_extremes() {
+        for v in [0i64, 1, -1, i64::MAX, i64::MIN, 123456789] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+            let mut b = Vec::new();
+            put_varint(&mut b, zigzag(v));
+            assert_eq!(Varints { bytes: &b, at: 0 }.next(), Some(zigzag(v)));
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The `spillway` command: parse the command line, run, map errors to exit codes.
+
+use clap::Parser;
+use spillway::cli::{Cli, Command, ExploreArgs};
+use spillway::engine::run::explore_file;
+use spillway::engine::ExploreStats;
+use spillway::error::{exit, ExploreError};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Explore(args) => explore(&args),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn explore(args: &ExploreArgs) -> i32 {
+    let cfg = args.config();
+    let quiet = args.quiet;
+    let result = explore_file(&args.model, &cfg, &mut |note| {
+        if !quiet {
+            eprintln!("spillway: note: {note}");
+        }
+    });
+    match result {
+        Ok(stats) => {
+            if !quiet {
+                print_stats(&stats);
+            }
+            if let Some(path) = &args.stats_json {
+                let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
+                if let Err(e) = std::fs::write(path, json + "\n") {
+                    eprintln!(
+                        "spillway: error: {}: cannot write stats: {e}",
+                        path.display()
+                    );
+                    return exit::IO;
+                }
+            }
+            exit::OK
+        }
+        Err(e) => report(&e),
+    }
+}
+
+fn report(e: &ExploreError) -> i32 {
+    eprintln!("spillway: error: {e}");
+    e.exit_code()
+}
+
+fn print_stats(s: &ExploreStats) {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("model         {}", s.model);
+    println!("states        {}", s.states);
+    println!("transitions   {}", s.transitions);
+    println!("deadlocks     {}", s.deadlocks);
+    println!(
+        "depth         {} ({})",
+        s.max_depth,
+        if s.order == "bfs" {
+            "BFS levels"
+        } else {
+            "max DFS stack"
+        }
+    );
+    println!(
+        "store         {} ({}), {:.1} MiB in RAM, {:.1} bytes/state",
+        s.store,
+        if s.exact {
+            "exact".to_string()
+        } else {
+            format!("omission probability <= {:.3e}", s.omission_probability)
+        },
+        mib(s.store_ram_bytes),
+        s.store_ram_bytes_per_state
+    );
+    println!(
+        "time          {:.3} s ({:.0} states/s)",
+        s.wall_seconds, s.states_per_second
+    );
+    println!("peak RSS      {:.1} MiB", mib(s.peak_rss_bytes));
+    if let (Some(out), Some(bytes)) = (&s.output, s.output_bytes) {
+        println!(
+            "output        {out} ({bytes} bytes, {:.2} bytes/transition)",
+            bytes as f64 / s.transitions.max(1) as f64
+        );
+    }
+}

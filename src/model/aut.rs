@@ -1,0 +1,169 @@
+//! An explicit LTS (Aldebaran `.aut`) explored as a model — how the VLTS benchmark is used.
+//!
+//! A state is its 4-byte little-endian number in the file. The transition id of an edge is its
+//! index among its source state's out-edges in file order, so `(state, id)` determines the
+//! successor even when one label leads to several states (replay stays deterministic).
+
+use super::{Fired, LabelId, Model, TransitionId};
+use crate::error::{LtsError, ModelError};
+use crate::lts::aut::AutReader;
+use std::path::Path;
+
+/// An explicit LTS in compressed-sparse-row form.
+pub struct AutModel {
+    initial: u32,
+    states: u32,
+    /// `out[start[s]..start[s+1]]` are the out-edges of `s`, in file order.
+    start: Vec<u64>,
+    out: Vec<(u32, u32)>,
+    labels: Vec<String>,
+    max_out_degree: usize,
+}
+
+impl AutModel {
+    /// Reads an `.aut` file.
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
+        let to_model = |e: LtsError| match e {
+            LtsError::Io { path, source } => ModelError::Io { path, source },
+            LtsError::Syntax {
+                path,
+                line,
+                column,
+                message,
+            } => ModelError::Syntax {
+                path,
+                line,
+                column,
+                message,
+            },
+            other => ModelError::Invalid {
+                path: path.to_path_buf(),
+                message: other.to_string(),
+            },
+        };
+        let mut r = AutReader::open(path).map_err(to_model)?;
+        let h = r.header();
+        let states = u32::try_from(h.states).map_err(|_| ModelError::Invalid {
+            path: path.to_path_buf(),
+            message: format!(
+                "{} states: the .aut front end holds at most 2^32-1",
+                h.states
+            ),
+        })?;
+        let mut edges: Vec<(u32, u32, u32)> =
+            Vec::with_capacity(h.transitions.min(1 << 28) as usize);
+        while let Some((s, l, d)) = r.next_edge().map_err(to_model)? {
+            edges.push((s as u32, l.0, d as u32));
+        }
+        // Stable sort keeps file order among a state's out-edges.
+        edges.sort_by_key(|e| e.0);
+        let mut start = vec![0u64; states as usize + 1];
+        for &(s, _, _) in &edges {
+            start[s as usize + 1] += 1;
+        }
+        for i in 0..states as usize {
+            start[i + 1] += start[i];
+        }
+        let max_out_degree = (0..states as usize)
+            .map(|s| (start[s + 1] - start[s]) as usize)
+            .max()
+            .unwrap_or(0);
+        Ok(AutModel {
+            initial: h.initial as u32,
+            states,
+            start,
+            out: edges.into_iter().map(|(_, l, d)| (l, d)).collect(),
+            labels: r.labels().to_vec(),
+            max_out_degree,
+        })
+    }
+
+    fn state(&self, s: &[u8]) -> Result<u32, ModelError> {
+        let bytes: [u8; 4] = s.try_into().map_err(|_| {
+            ModelError::Other(format!(
+                "explicit LTS state must be 4 bytes, got {}",
+                s.len()
+            ))
+        })?;
+        let v = u32::from_le_bytes(bytes);
+        if v >= self.states {
+            return Err(ModelError::Other(format!("state {v} out of range")));
+        }
+        Ok(v)
+    }
+
+    fn row(&self, s: u32) -> &[(u32, u32)] {
+        &self.out[self.start[s as usize] as usize..self.start[s as usize + 1] as usize]
+    }
+}
+
+impl Model for AutModel {
+    fn describe(&self) -> String {
+        format!(
+            "explicit LTS: {} states, {} transitions, {} labels",
+            self.states,
+            self.out.len(),
+            self.labels.len()
+        )
+    }
+
+    fn initial_state(&self, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        out.clear();
+        out.extend_from_slice(&self.initial.to_le_bytes());
+        Ok(())
+    }
+
+    fn state_len(&self) -> Option<usize> {
+        Some(4)
+    }
+
+    fn transition_count(&self) -> usize {
+        self.max_out_degree
+    }
+
+    fn successors(
+        &self,
+        src: &[u8],
+        sink: &mut dyn FnMut(TransitionId, LabelId, &[u8]),
+    ) -> Result<(), ModelError> {
+        let s = self.state(src)?;
+        for (i, &(l, d)) in self.row(s).iter().enumerate() {
+            sink(TransitionId(i as u32), LabelId(l), &d.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    fn enabled(&self, src: &[u8], out: &mut Vec<TransitionId>) -> Result<(), ModelError> {
+        let s = self.state(src)?;
+        out.clear();
+        out.extend((0..self.row(s).len() as u32).map(TransitionId));
+        Ok(())
+    }
+
+    fn fire(&self, src: &[u8], t: TransitionId, dst: &mut Vec<u8>) -> Result<Fired, ModelError> {
+        let s = self.state(src)?;
+        match self.row(s).get(t.0 as usize) {
+            Some(&(l, d)) => {
+                dst.clear();
+                dst.extend_from_slice(&d.to_le_bytes());
+                Ok(Fired::Enabled(LabelId(l)))
+            }
+            None => Ok(Fired::Disabled),
+        }
+    }
+
+    fn label_count(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn label_name(&self, l: LabelId) -> String {
+        self.labels[l.0 as usize].clone()
+    }
+
+    fn format_state(&self, state: &[u8]) -> String {
+        match self.state(state) {
+            Ok(s) => format!("state {s}"),
+            Err(_) => format!("{state:?}"),
+        }
+    }
+}

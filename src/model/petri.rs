@@ -1,0 +1,539 @@
+//! A Place/Transition net as a [`Model`].
+//!
+//! State vector: one little-endian counter per place, all of the same width (1, 2 or 4 bytes).
+//! The width is chosen from the initial marking and arc weights; a firing that would exceed it
+//! is reported as [`ModelError::TokenOverflow`] (never wrapped) and the driver retries with the
+//! next width (see [`TokenWidth::Auto`]).
+//!
+//! Successor generation does not test every transition in every state. Each transition with
+//! input places is *guarded* by one of them (preferably one that is initially empty, as such a
+//! place is more often empty later); a transition can only be enabled when its guard place is
+//! marked, so a state only tests the transitions guarded by its marked places, skipping empty
+//! places eight bytes at a time. Transitions without input places are always tested.
+
+use super::pnml::PetriNet;
+use super::{Fired, LabelId, Model, TransitionId};
+use crate::error::ModelError;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// The counter width requested for place markings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenWidth {
+    /// Start with the smallest width that holds the initial marking and arc weights; the
+    /// explore driver restarts with a wider counter if a place overflows.
+    Auto,
+    /// Exactly this many bits per place (8, 16 or 32); overflow is an error.
+    Bits(u8),
+}
+
+impl TokenWidth {
+    /// The next wider width after an overflow at `bits`, if any.
+    pub fn wider(bits: u8) -> Option<u8> {
+        match bits {
+            8 => Some(16),
+            16 => Some(32),
+            _ => None,
+        }
+    }
+}
+
+/// Counter encodings for the state vector.
+trait Counter: 'static {
+    const BYTES: usize;
+    const MAX: u64;
+    fn get(s: &[u8], p: usize) -> u64;
+    fn set(s: &mut [u8], p: usize, v: u64);
+}
+
+struct C8;
+struct C16;
+struct C32;
+
+impl Counter for C8 {
+    const BYTES: usize = 1;
+    const MAX: u64 = u8::MAX as u64;
+    #[inline(always)]
+    fn get(s: &[u8], p: usize) -> u64 {
+        s[p] as u64
+    }
+    #[inline(always)]
+    fn set(s: &mut [u8], p: usize, v: u64) {
+        s[p] = v as u8;
+    }
+}
+
+impl Counter for C16 {
+    const BYTES: usize = 2;
+    const MAX: u64 = u16::MAX as u64;
+    #[inline(always)]
+    fn get(s: &[u8], p: usize) -> u64 {
+        u16::from_le_bytes([s[2 * p], s[2 * p + 1]]) as u64
+    }
+    #[inline(always)]
+    fn set(s: &mut [u8], p: usize, v: u64) {
+        s[2 * p..2 * p + 2].copy_from_slice(&(v as u16).to_le_bytes());
+    }
+}
+
+impl Counter for C32 {
+    const BYTES: usize = 4;
+    const MAX: u64 = u32::MAX as u64;
+    #[inline(always)]
+    fn get(s: &[u8], p: usize) -> u64 {
+        u32::from_le_bytes(s[4 * p..4 * p + 4].try_into().unwrap()) as u64
+    }
+    #[inline(always)]
+    fn set(s: &mut [u8], p: usize, v: u64) {
+        s[4 * p..4 * p + 4].copy_from_slice(&(v as u32).to_le_bytes());
+    }
+}
+
+/// Compressed sparse rows: `rows[i]` is `items[start[i]..start[i+1]]`.
+struct Csr<T> {
+    start: Vec<u32>,
+    items: Vec<T>,
+}
+
+impl<T> Csr<T> {
+    fn from_rows(rows: impl IntoIterator<Item = Vec<T>>) -> Self {
+        let mut start = vec![0u32];
+        let mut items = Vec::new();
+        for r in rows {
+            items.extend(r);
+            start.push(items.len() as u32);
+        }
+        Csr { start, items }
+    }
+    #[inline(always)]
+    fn row(&self, i: usize) -> &[T] {
+        &self.items[self.start[i] as usize..self.start[i + 1] as usize]
+    }
+}
+
+struct Scratch {
+    enabled: Vec<u32>,
+    dst: Vec<u8>,
+}
+
+/// A compiled P/T net with counters of type `C`.
+struct PetriModel<C: Counter> {
+    places: usize,
+    place_names: Vec<String>,
+    initial: Vec<u64>,
+    transitions: usize,
+    pre: Csr<(u32, u32)>,
+    post: Csr<(u32, u32)>,
+    /// Net effect per transition: (place, signed change), zero changes dropped.
+    delta: Csr<(u32, i64)>,
+    /// For each place, the transitions it guards (ascending).
+    guarded: Csr<u32>,
+    /// Transitions without input places: enabled in every state.
+    unguarded: Vec<u32>,
+    /// Sorted places each transition touches, for the dependency relation.
+    touches: Csr<u32>,
+    label_of: Vec<u32>,
+    labels: Vec<String>,
+    scratch: RefCell<Scratch>,
+    _c: std::marker::PhantomData<C>,
+}
+
+/// The counter width (bits) to start with: the requested one, or for [`TokenWidth::Auto`] the
+/// smallest that holds the initial marking and every arc weight.
+pub fn initial_bits(net: &PetriNet, width: TokenWidth) -> u8 {
+    match width {
+        TokenWidth::Bits(b) => b,
+        TokenWidth::Auto => {
+            let max_initial = net.places.iter().map(|p| p.initial).max().unwrap_or(0);
+            let max_weight = net
+                .transitions
+                .iter()
+                .flat_map(|t| t.pre.iter().chain(&t.post).map(|&(_, w)| w))
+                .max()
+                .unwrap_or(0);
+            let need = max_initial.max(max_weight);
+            if need <= u8::MAX as u64 {
+                8
+            } else if need <= u16::MAX as u64 {
+                16
+            } else {
+                32
+            }
+        }
+    }
+}
+
+/// Compiles a parsed net into a model with `bits`-bit place counters (8, 16 or 32).
+pub fn build(net: PetriNet, bits: u8) -> Result<Box<dyn Model>, ModelError> {
+    Ok(match bits {
+        8 => Box::new(PetriModel::<C8>::new(net)?),
+        16 => Box::new(PetriModel::<C16>::new(net)?),
+        32 => Box::new(PetriModel::<C32>::new(net)?),
+        other => {
+            return Err(ModelError::Other(format!(
+                "token width {other} is not supported (use 8, 16 or 32)"
+            )))
+        }
+    })
+}
+
+impl<C: Counter> PetriModel<C> {
+    fn new(net: PetriNet) -> Result<Self, ModelError> {
+        let places = net.places.len();
+        for p in &net.places {
+            if p.initial > C::MAX {
+                return Err(ModelError::TokenOverflow {
+                    place: p.name.clone().unwrap_or_else(|| p.id.clone()),
+                    limit: C::MAX,
+                });
+            }
+        }
+        let weight = |w: u64| -> Result<u32, ModelError> {
+            u32::try_from(w)
+                .map_err(|_| ModelError::Other(format!("arc weight {w} exceeds 2^32-1")))
+        };
+        let mut pre_rows = Vec::new();
+        let mut post_rows = Vec::new();
+        let mut delta_rows = Vec::new();
+        let mut touch_rows = Vec::new();
+        let mut guarded: Vec<Vec<u32>> = vec![Vec::new(); places];
+        let mut unguarded = Vec::new();
+        let mut labels: Vec<String> = Vec::new();
+        let mut label_ids: HashMap<String, u32> = HashMap::new();
+        let mut label_of = Vec::new();
+        for (ti, t) in net.transitions.iter().enumerate() {
+            let pre: Vec<(u32, u32)> = t
+                .pre
+                .iter()
+                .map(|&(p, w)| Ok((p, weight(w)?)))
+                .collect::<Result<_, ModelError>>()?;
+            let post: Vec<(u32, u32)> = t
+                .post
+                .iter()
+                .map(|&(p, w)| Ok((p, weight(w)?)))
+                .collect::<Result<_, ModelError>>()?;
+            let mut effect: std::collections::BTreeMap<u32, i64> = Default::default();
+            for &(p, w) in &pre {
+                *effect.entry(p).or_default() -= w as i64;
+            }
+            for &(p, w) in &post {
+                *effect.entry(p).or_default() += w as i64;
+            }
+            delta_rows.push(
+                effect
+                    .into_iter()
+                    .filter(|&(_, d)| d != 0)
+                    .collect::<Vec<_>>(),
+            );
+            let mut touch: Vec<u32> = pre.iter().chain(&post).map(|&(p, _)| p).collect();
+            touch.sort_unstable();
+            touch.dedup();
+            touch_rows.push(touch);
+            // Guard: prefer an initially empty input place, then the heaviest arc.
+            match pre
+                .iter()
+                .min_by_key(|&&(p, w)| (net.places[p as usize].initial != 0, std::cmp::Reverse(w)))
+            {
+                Some(&(p, _)) => guarded[p as usize].push(ti as u32),
+                None => unguarded.push(ti as u32),
+            }
+            pre_rows.push(pre);
+            post_rows.push(post);
+            let label = t.label().to_string();
+            let id = *label_ids.entry(label.clone()).or_insert_with(|| {
+                labels.push(label);
+                (labels.len() - 1) as u32
+            });
+            label_of.push(id);
+        }
+        Ok(PetriModel {
+            places,
+            place_names: net
+                .places
+                .iter()
+                .map(|p| p.name.clone().unwrap_or_else(|| p.id.clone()))
+                .collect(),
+            initial: net.places.iter().map(|p| p.initial).collect(),
+            transitions: net.transitions.len(),
+            pre: Csr::from_rows(pre_rows),
+            post: Csr::from_rows(post_rows),
+            delta: Csr::from_rows(delta_rows),
+            guarded: Csr::from_rows(guarded),
+            unguarded,
+            touches: Csr::from_rows(touch_rows),
+            label_of,
+            labels,
+            scratch: RefCell::new(Scratch {
+                enabled: Vec::new(),
+                dst: Vec::new(),
+            }),
+            _c: std::marker::PhantomData,
+        })
+    }
+
+    #[inline(always)]
+    fn is_enabled(&self, src: &[u8], t: usize) -> bool {
+        self.pre
+            .row(t)
+            .iter()
+            .all(|&(p, w)| C::get(src, p as usize) >= w as u64)
+    }
+
+    /// Collects the enabled transitions of `src`, ascending.
+    fn collect_enabled(&self, src: &[u8], out: &mut Vec<u32>) {
+        out.clear();
+        let width = self.places * C::BYTES;
+        debug_assert_eq!(src.len(), width);
+        let mut byte = 0;
+        while byte < width {
+            // Skip runs of empty places a word at a time.
+            if byte + 8 <= width && u64::from_ne_bytes(src[byte..byte + 8].try_into().unwrap()) == 0
+            {
+                byte += 8;
+                continue;
+            }
+            let p = byte / C::BYTES;
+            if C::get(src, p) != 0 {
+                for &t in self.guarded.row(p) {
+                    if self.is_enabled(src, t as usize) {
+                        out.push(t);
+                    }
+                }
+            }
+            byte = (p + 1) * C::BYTES;
+        }
+        for &t in &self.unguarded {
+            if self.is_enabled(src, t as usize) {
+                out.push(t);
+            }
+        }
+        out.sort_unstable();
+    }
+
+    /// Applies the effect of `t` (assumed enabled) to `dst`, a copy of the source.
+    #[inline(always)]
+    fn apply(&self, dst: &mut [u8], t: usize) -> Result<(), ModelError> {
+        for &(p, d) in self.delta.row(t) {
+            let v = C::get(dst, p as usize) as i64 + d;
+            if v as u64 > C::MAX {
+                return Err(ModelError::TokenOverflow {
+                    place: self.place_names[p as usize].clone(),
+                    limit: C::MAX,
+                });
+            }
+            C::set(dst, p as usize, v as u64);
+        }
+        Ok(())
+    }
+
+    fn check_len(&self, s: &[u8]) -> Result<(), ModelError> {
+        if s.len() != self.places * C::BYTES {
+            return Err(ModelError::Other(format!(
+                "state vector of {} bytes given to a net whose states have {} bytes",
+                s.len(),
+                self.places * C::BYTES
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<C: Counter> Model for PetriModel<C> {
+    fn describe(&self) -> String {
+        format!(
+            "P/T net: {} places, {} transitions, {}-bit counters",
+            self.places,
+            self.transitions,
+            C::BYTES * 8
+        )
+    }
+
+    fn initial_state(&self, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        out.clear();
+        out.resize(self.places * C::BYTES, 0);
+        for (p, &m) in self.initial.iter().enumerate() {
+            C::set(out, p, m);
+        }
+        Ok(())
+    }
+
+    fn state_len(&self) -> Option<usize> {
+        Some(self.places * C::BYTES)
+    }
+
+    fn transition_count(&self) -> usize {
+        self.transitions
+    }
+
+    fn successors(
+        &self,
+        src: &[u8],
+        sink: &mut dyn FnMut(TransitionId, LabelId, &[u8]),
+    ) -> Result<(), ModelError> {
+        self.check_len(src)?;
+        let mut guard = self.scratch.borrow_mut();
+        let Scratch { enabled, dst } = &mut *guard;
+        self.collect_enabled(src, enabled);
+        for &t in enabled.iter() {
+            dst.clear();
+            dst.extend_from_slice(src);
+            self.apply(dst, t as usize)?;
+            sink(TransitionId(t), LabelId(self.label_of[t as usize]), dst);
+        }
+        Ok(())
+    }
+
+    fn enabled(&self, src: &[u8], out: &mut Vec<TransitionId>) -> Result<(), ModelError> {
+        self.check_len(src)?;
+        let mut guard = self.scratch.borrow_mut();
+        self.collect_enabled(src, &mut guard.enabled);
+        out.clear();
+        out.extend(guard.enabled.iter().map(|&t| TransitionId(t)));
+        Ok(())
+    }
+
+    fn fire(&self, src: &[u8], t: TransitionId, dst: &mut Vec<u8>) -> Result<Fired, ModelError> {
+        self.check_len(src)?;
+        let t = t.0 as usize;
+        if t >= self.transitions || !self.is_enabled(src, t) {
+            return Ok(Fired::Disabled);
+        }
+        dst.clear();
+        dst.extend_from_slice(src);
+        self.apply(dst, t)?;
+        Ok(Fired::Enabled(LabelId(self.label_of[t])))
+    }
+
+    fn unfire(&self, dst: &[u8], t: TransitionId, src: &mut Vec<u8>) -> Result<Fired, ModelError> {
+        self.check_len(dst)?;
+        let t = t.0 as usize;
+        if t >= self.transitions {
+            return Ok(Fired::Disabled);
+        }
+        // A predecessor exists iff dst holds the tokens t produced; then src = dst - post + pre.
+        if !self
+            .post
+            .row(t)
+            .iter()
+            .all(|&(p, w)| C::get(dst, p as usize) >= w as u64)
+        {
+            return Ok(Fired::Disabled);
+        }
+        src.clear();
+        src.extend_from_slice(dst);
+        for &(p, d) in self.delta.row(t) {
+            let v = C::get(src, p as usize) as i64 - d;
+            if v < 0 {
+                return Ok(Fired::Disabled);
+            }
+            if v as u64 > C::MAX {
+                return Err(ModelError::TokenOverflow {
+                    place: self.place_names[p as usize].clone(),
+                    limit: C::MAX,
+                });
+            }
+            C::set(src, p as usize, v as u64);
+        }
+        Ok(Fired::Enabled(LabelId(self.label_of[t])))
+    }
+
+    fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
+        let (a, b) = (
+            self.touches.row(a.0 as usize),
+            self.touches.row(b.0 as usize),
+        );
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            match a[i].cmp(&b[j]) {
+                std::cmp::Ordering::Equal => return true,
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+            }
+        }
+        false
+    }
+
+    fn label_count(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn label_name(&self, l: LabelId) -> String {
+        self.labels[l.0 as usize].clone()
+    }
+
+    fn format_state(&self, state: &[u8]) -> String {
+        if state.len() != self.places * C::BYTES {
+            return format!("{state:?}");
+        }
+        let marked: Vec<String> = (0..self.places)
+            .filter_map(|p| {
+                let v = C::get(state, p);
+                (v != 0).then(|| {
+                    if v == 1 {
+                        self.place_names[p].clone()
+                    } else {
+                        format!("{}*{v}", self.place_names[p])
+                    }
+                })
+            })
+            .collect();
+        format!("[{}]", marked.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pnml;
+    use std::path::Path;
+
+    fn net(src: &str) -> PetriNet {
+        pnml::parse(src.as_bytes(), Path::new("t.pnml")).unwrap()
+    }
+
+    const PRODUCER: &str = r#"<pnml><net id="n" type="ptnet"><page id="g">
+      <place id="a"><initialMarking><text>1</text></initialMarking></place>
+      <place id="b"/>
+      <transition id="gen"/>
+      <arc id="1" source="a" target="gen"/><arc id="2" source="gen" target="a"/>
+      <arc id="3" source="gen" target="b"><inscription><text>100</text></inscription></arc>
+    </page></net></pnml>"#;
+
+    #[test]
+    fn overflow_is_reported_not_wrapped() {
+        let m = build(net(PRODUCER), 8).unwrap();
+        let mut s = Vec::new();
+        m.initial_state(&mut s).unwrap();
+        let mut next = Vec::new();
+        assert!(matches!(
+            m.fire(&s, TransitionId(0), &mut next),
+            Ok(Fired::Enabled(_))
+        ));
+        assert!(matches!(
+            m.fire(&next.clone(), TransitionId(0), &mut s),
+            Ok(Fired::Enabled(_))
+        ));
+        let err = m.fire(&s, TransitionId(0), &mut next).unwrap_err();
+        assert!(matches!(err, ModelError::TokenOverflow { ref place, limit: 255 } if place == "b"));
+    }
+
+    #[test]
+    fn unfire_inverts_fire_and_stops_at_negative() {
+        let m = build(net(PRODUCER), 16).unwrap();
+        let mut s = Vec::new();
+        m.initial_state(&mut s).unwrap();
+        let mut next = Vec::new();
+        m.fire(&s, TransitionId(0), &mut next).unwrap();
+        let mut back = Vec::new();
+        assert!(matches!(
+            m.unfire(&next, TransitionId(0), &mut back),
+            Ok(Fired::Enabled(_))
+        ));
+        assert_eq!(back, s);
+        assert_eq!(
+            m.unfire(&s, TransitionId(0), &mut back).unwrap(),
+            Fired::Disabled
+        );
+        assert!(m.dependent(TransitionId(0), TransitionId(0)));
+    }
+}

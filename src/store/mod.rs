@@ -1,0 +1,48 @@
+//! Visited-state stores. Every store answers one question — was this state seen before? — and
+//! numbers states densely in insertion (discovery) order, the initial state first.
+
+pub mod full;
+
+use crate::error::StoreError;
+
+/// A state number: dense, in discovery order, the initial state is 0.
+pub type StateId = u64;
+
+/// The result of inserting a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    /// The state was not in the store; it now has this number.
+    New(StateId),
+    /// The state was already stored under this number.
+    Seen(StateId),
+}
+
+/// Whether a store can lose states.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Exactness {
+    /// Every reachable state is found and told apart from every other.
+    Exact,
+    /// States may be omitted (hash collisions); the estimate is an upper bound.
+    Probabilistic { omission_probability: f64 },
+}
+
+/// A visited-state store.
+pub trait StateStore {
+    /// The name used in stats (`--store` value).
+    fn name(&self) -> &'static str;
+    /// Inserts a state, numbering it if new.
+    fn insert(&mut self, state: &[u8]) -> Result<Insert, StoreError>;
+    /// The number of distinct states stored.
+    fn len(&self) -> u64;
+    /// Whether the store is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies state `id` into `out` if the store keeps full state vectors; `false` if it does
+    /// not (then the engine keeps its own open set).
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool;
+    /// Exact or probabilistic.
+    fn exactness(&self) -> Exactness;
+    /// Bytes held in RAM by the store's structures.
+    fn ram_bytes(&self) -> u64;
+}
