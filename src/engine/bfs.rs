@@ -7,8 +7,8 @@
 use super::{EngineOptions, ExploreStats, Order, Run};
 use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
-use crate::model::Model;
-use crate::store::{Insert, StateStore};
+use crate::model::{LabelId, Model};
+use crate::store::{Insert, StateBatch, StateStore};
 
 pub fn explore(
     model: &dyn Model,
@@ -18,6 +18,9 @@ pub fn explore(
 ) -> Result<ExploreStats, ExploreError> {
     let mut run = Run::new(model, sink, opts)?;
     let mut state = Vec::new();
+    let mut batch = StateBatch::default();
+    let mut labels: Vec<LabelId> = Vec::new();
+    let mut results: Vec<Insert> = Vec::new();
     model.initial_state(&mut state)?;
     store.insert(&state)?;
     let mut head: u64 = 0;
@@ -35,28 +38,18 @@ pub fn explore(
             }
             .into());
         }
-        let mut failure: Option<ExploreError> = None;
-        let mut successors = 0u64;
-        let r = &mut run;
+        batch.clear();
+        labels.clear();
         model.successors(&state, &mut |_t, label, succ| {
-            if failure.is_some() {
-                return;
-            }
-            successors += 1;
-            let result = store
-                .insert(succ)
-                .map_err(ExploreError::from)
-                .and_then(|ins| {
-                    let (Insert::New(id) | Insert::Seen(id)) = ins;
-                    r.edge(head, label, id)
-                });
-            if let Err(e) = result {
-                failure = Some(e);
-            }
+            batch.push(succ);
+            labels.push(label);
         })?;
-        if let Some(e) = failure {
-            return Err(e);
+        store.insert_batch(&batch, &mut results)?;
+        for (&label, ins) in labels.iter().zip(&results) {
+            let (Insert::New(id) | Insert::Seen(id)) = *ins;
+            run.edge(head, label, id)?;
         }
+        let successors = labels.len();
         if successors == 0 {
             run.deadlocks += 1;
         }

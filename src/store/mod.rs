@@ -32,6 +32,19 @@ pub trait StateStore {
     fn name(&self) -> &'static str;
     /// Inserts a state, numbering it if new.
     fn insert(&mut self, state: &[u8]) -> Result<Insert, StoreError>;
+    /// Inserts every state of a batch in order; `out[i]` is the result for state `i`. Stores
+    /// override this to overlap the memory latency of a batch's lookups.
+    fn insert_batch(
+        &mut self,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        for i in 0..batch.len() {
+            out.push(self.insert(batch.get(i))?);
+        }
+        Ok(())
+    }
     /// The number of distinct states stored.
     fn len(&self) -> u64;
     /// Whether the store is empty.
@@ -45,4 +58,33 @@ pub trait StateStore {
     fn exactness(&self) -> Exactness;
     /// Bytes held in RAM by the store's structures.
     fn ram_bytes(&self) -> u64;
+}
+
+/// A batch of state vectors (e.g. all successors of one state), stored contiguously.
+#[derive(Default)]
+pub struct StateBatch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl StateBatch {
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+    pub fn push(&mut self, state: &[u8]) {
+        self.bytes.extend_from_slice(state);
+        self.ends.push(self.bytes.len());
+    }
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
 }
