@@ -163,7 +163,11 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
     let mut buf = Vec::new();
 
     loop {
-        let offset = reader.buffer_position() as usize;
+        // The event starts after any whitespace the reader skips (trim_text).
+        let mut offset = reader.buffer_position() as usize;
+        while offset < text.len() && text[offset].is_ascii_whitespace() {
+            offset += 1;
+        }
         let event = reader.read_event_into(&mut buf).map_err(|err| {
             let at = reader.error_position() as usize;
             p.syntax(at, format!("malformed XML: {err}"))

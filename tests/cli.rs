@@ -1,0 +1,242 @@
+//! The `spillway explore` command end to end: outputs, stats, bad input and exit codes.
+
+mod common;
+
+use common::{bin, shared_models, shipped};
+use spillway::lts::aut::AutReader;
+use spillway::lts::native;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn spillway(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run spillway")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Reads a whole `.aut` file: header, every edge (each line must parse), and the labels.
+fn read_aut(path: &Path) -> (spillway::lts::aut::AutHeader, Vec<(u64, String, u64)>) {
+    let mut r = AutReader::open(path).unwrap();
+    let mut edges = Vec::new();
+    while let Some((s, l, d)) = r.next_edge().unwrap() {
+        edges.push((s, r.labels()[l.0 as usize].clone(), d));
+    }
+    (r.header(), edges)
+}
+
+fn label_multiset(edges: &[(u64, String, u64)]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (_, l, _) in edges {
+        *m.entry(l.clone()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn philosophers_to_aut_has_reference_header_and_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.aut");
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let o = spillway(&["explore", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--no-progress"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first = text.lines().next().unwrap().trim_end();
+    assert_eq!(first, "des (0, 945, 243)");
+    let (h, edges) = read_aut(&out);
+    assert_eq!((h.initial, h.transitions, h.states), (0, 945, 243));
+    assert_eq!(edges.len(), 945);
+    assert!(!dir.path().join("p.aut.partial").exists());
+}
+
+#[test]
+fn vlts_aut_roundtrip_keeps_counts_and_labels() {
+    let Some(models) = shared_models() else { return };
+    for name in ["vasy_0_1.aut", "cwi_1_2.aut", "vasy_5_9.aut", "vasy_8_24.aut"] {
+        let input = models.join("vlts").join(name);
+        let (h_in, e_in) = read_aut(&input);
+        for order in ["bfs", "dfs"] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out.aut");
+            let o = spillway(&[
+                "explore",
+                input.to_str().unwrap(),
+                "--order",
+                order,
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+            let (h_out, e_out) = read_aut(&out);
+            assert_eq!((h_out.states, h_out.transitions), (h_in.states, h_in.transitions), "{name}");
+            assert_eq!(label_multiset(&e_out), label_multiset(&e_in), "{name} {order}");
+        }
+    }
+}
+
+#[test]
+fn native_output_reads_back_and_matches_aut_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let slts = dir.path().join("p.slts");
+    let aut = dir.path().join("p.aut");
+    for out in [&slts, &aut] {
+        let o = spillway(&["explore", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let lts = native::read_all(&slts).unwrap();
+    assert_eq!((lts.footer.states, lts.footer.transitions, lts.footer.deadlocks), (243, 945, 2));
+    let (_, aut_edges) = read_aut(&aut);
+    let native_edges: Vec<(u64, String, u64)> = lts
+        .edges
+        .iter()
+        .map(|&(s, l, d)| (s, lts.labels[l.0 as usize].clone(), d))
+        .collect();
+    assert_eq!(native_edges, aut_edges);
+}
+
+#[test]
+fn truncated_or_bit_flipped_native_file_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let good = dir.path().join("p.slts");
+    let o = spillway(&["explore", model.to_str().unwrap(), "-o", good.to_str().unwrap()]);
+    assert!(o.status.success());
+    let bytes = std::fs::read(&good).unwrap();
+
+    // A run killed before `finish` leaves a file without footer: any prefix must be rejected.
+    for cut in [0, 10, 32, 100, bytes.len() / 2, bytes.len() - 1] {
+        let p = dir.path().join(format!("cut{cut}.slts"));
+        std::fs::write(&p, &bytes[..cut]).unwrap();
+        let e = native::read_all(&p).unwrap_err().to_string();
+        assert!(e.contains(&format!("cut{cut}.slts")), "{e}");
+        assert!(e.contains("truncated") || e.contains("corrupted"), "{e}");
+    }
+    // Every single bit flip anywhere in the file is detected.
+    for pos in (0..bytes.len()).step_by(7) {
+        let mut b = bytes.clone();
+        b[pos] ^= 1 << (pos % 8);
+        let p = dir.path().join("flip.slts");
+        std::fs::write(&p, &b).unwrap();
+        let r = native::read_all(&p);
+        assert!(r.is_err(), "bit flip at byte {pos} not detected");
+        assert!(r.unwrap_err().to_string().contains("flip.slts"));
+    }
+}
+
+fn write_model(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+const NET: &str = r#"<?xml version="1.0"?>
+<pnml xmlns="http://www.pnml.org/version-2009/grammar/pnml">
+  <net id="n" type="http://www.pnml.org/version-2009/grammar/ptnet">
+    <page id="g">
+      <place id="p"><initialMarking><text>1</text></initialMarking></place>
+      <place id="q"/>
+      <transition id="t"/>
+      <arc id="a1" source="p" target="t"/>
+      <arc id="a2" source="t" target="q"/>
+    </page>
+  </net>
+</pnml>"#;
+
+#[test]
+fn malformed_models_exit_nonzero_with_one_line_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("broken.pnml", NET.replace("</page>", "</pag>"), "broken.pnml:10:5:", 3),
+        ("missing.pnml", NET.replace(r#"target="q""#, r#"target="nowhere""#), "'nowhere'", 3),
+        (
+            "colored.pnml",
+            NET.replace("grammar/ptnet", "grammar/symmetricnet"),
+            "unsupported",
+            3,
+        ),
+        ("empty.pnml", String::new(), "empty.pnml", 3),
+        ("bad.aut", "des (0, 1, 1)\n(0, a)\n".to_string(), "bad.aut:2:", 3),
+    ];
+    for (name, text, needle, code) in cases {
+        let path = write_model(dir.path(), name, &text);
+        let o = spillway(&["explore", &path]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{name}: {err}");
+        assert!(err.contains(needle), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: {err}");
+    }
+    // The well-formed net itself works: 2 states, 1 transition, 1 deadlock.
+    let ok = write_model(dir.path(), "ok.pnml", NET);
+    let stats = dir.path().join("s.json");
+    let o = spillway(&["explore", &ok, "--stats-json", stats.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(v["states"], 2);
+    assert_eq!(v["transitions"], 1);
+    assert_eq!(v["deadlocks"], 1);
+}
+
+#[test]
+fn bad_flags_and_missing_files() {
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let m = model.to_str().unwrap();
+    let o = spillway(&["explore", m, "--order", "sideways"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = spillway(&["explore", "/nonexistent/x.pnml"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/nonexistent/x.pnml"));
+    let o = spillway(&["explore", "model.xyz"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("unknown model format"));
+    let o = spillway(&["explore", m, "-o", "/tmp/out.unknown"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = spillway(&["explore", m, "-o", "/nonexistent-dir/out.slts"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+}
+
+#[test]
+fn stats_json_has_the_documented_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("s.json");
+    let model = shipped("Philosophers-PT-000005.pnml");
+    for order in ["bfs", "dfs"] {
+        let o = spillway(&[
+            "explore",
+            model.to_str().unwrap(),
+            "--order",
+            order,
+            "--stats-json",
+            stats.to_str().unwrap(),
+        ]);
+        assert!(o.status.success());
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        for key in [
+            "states",
+            "transitions",
+            "deadlocks",
+            "max_depth",
+            "wall_seconds",
+            "peak_rss_bytes",
+            "store",
+            "order",
+            "exact",
+        ] {
+            assert!(v.get(key).is_some(), "missing key {key}");
+        }
+        assert_eq!(v["states"], 243);
+        assert_eq!(v["transitions"], 945);
+        assert_eq!(v["deadlocks"], 2);
+        assert_eq!(v["order"], order);
+        assert_eq!(v["store"], "full");
+        assert_eq!(v["exact"], true);
+        assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+        if order == "bfs" {
+            // Philosophers-5 has its deepest states at distance 5: six BFS levels.
+            assert_eq!(v["max_depth"], 6);
+        }
+    }
+}
