@@ -10,7 +10,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn spillway(args: &[&str]) -> Output {
-    Command::new(bin()).args(args).output().expect("run spillway")
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run spillway")
 }
 
 fn stderr(o: &Output) -> String {
@@ -40,7 +43,13 @@ fn philosophers_to_aut_has_reference_header_and_parses() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.aut");
     let model = shipped("Philosophers-PT-000005.pnml");
-    let o = spillway(&["explore", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--no-progress"]);
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = std::fs::read_to_string(&out).unwrap();
     let first = text.lines().next().unwrap().trim_end();
@@ -53,8 +62,15 @@ fn philosophers_to_aut_has_reference_header_and_parses() {
 
 #[test]
 fn vlts_aut_roundtrip_keeps_counts_and_labels() {
-    let Some(models) = shared_models() else { return };
-    for name in ["vasy_0_1.aut", "cwi_1_2.aut", "vasy_5_9.aut", "vasy_8_24.aut"] {
+    let Some(models) = shared_models() else {
+        return;
+    };
+    for name in [
+        "vasy_0_1.aut",
+        "cwi_1_2.aut",
+        "vasy_5_9.aut",
+        "vasy_8_24.aut",
+    ] {
         let input = models.join("vlts").join(name);
         let (h_in, e_in) = read_aut(&input);
         for order in ["bfs", "dfs"] {
@@ -70,8 +86,16 @@ fn vlts_aut_roundtrip_keeps_counts_and_labels() {
             ]);
             assert!(o.status.success(), "{name}: {}", stderr(&o));
             let (h_out, e_out) = read_aut(&out);
-            assert_eq!((h_out.states, h_out.transitions), (h_in.states, h_in.transitions), "{name}");
-            assert_eq!(label_multiset(&e_out), label_multiset(&e_in), "{name} {order}");
+            assert_eq!(
+                (h_out.states, h_out.transitions),
+                (h_in.states, h_in.transitions),
+                "{name}"
+            );
+            assert_eq!(
+                label_multiset(&e_out),
+                label_multiset(&e_in),
+                "{name} {order}"
+            );
         }
     }
 }
@@ -83,11 +107,23 @@ fn native_output_reads_back_and_matches_aut_output() {
     let slts = dir.path().join("p.slts");
     let aut = dir.path().join("p.aut");
     for out in [&slts, &aut] {
-        let o = spillway(&["explore", model.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let o = spillway(&[
+            "explore",
+            model.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let lts = native::read_all(&slts).unwrap();
-    assert_eq!((lts.footer.states, lts.footer.transitions, lts.footer.deadlocks), (243, 945, 2));
+    assert_eq!(
+        (
+            lts.footer.states,
+            lts.footer.transitions,
+            lts.footer.deadlocks
+        ),
+        (243, 945, 2)
+    );
     let (_, aut_edges) = read_aut(&aut);
     let native_edges: Vec<(u64, String, u64)> = lts
         .edges
@@ -102,7 +138,12 @@ fn truncated_or_bit_flipped_native_file_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let model = shipped("Philosophers-PT-000005.pnml");
     let good = dir.path().join("p.slts");
-    let o = spillway(&["explore", model.to_str().unwrap(), "-o", good.to_str().unwrap()]);
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "-o",
+        good.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     let bytes = std::fs::read(&good).unwrap();
 
@@ -149,8 +190,18 @@ const NET: &str = r#"<?xml version="1.0"?>
 fn malformed_models_exit_nonzero_with_one_line_cause() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        ("broken.pnml", NET.replace("</page>", "</pag>"), "broken.pnml:10:5:", 3),
-        ("missing.pnml", NET.replace(r#"target="q""#, r#"target="nowhere""#), "'nowhere'", 3),
+        (
+            "broken.pnml",
+            NET.replace("</page>", "</pag>"),
+            "broken.pnml:10:5:",
+            3,
+        ),
+        (
+            "missing.pnml",
+            NET.replace(r#"target="q""#, r#"target="nowhere""#),
+            "'nowhere'",
+            3,
+        ),
         (
             "colored.pnml",
             NET.replace("grammar/ptnet", "grammar/symmetricnet"),
@@ -158,7 +209,12 @@ fn malformed_models_exit_nonzero_with_one_line_cause() {
             3,
         ),
         ("empty.pnml", String::new(), "empty.pnml", 3),
-        ("bad.aut", "des (0, 1, 1)\n(0, a)\n".to_string(), "bad.aut:2:", 3),
+        (
+            "bad.aut",
+            "des (0, 1, 1)\n(0, a)\n".to_string(),
+            "bad.aut:2:",
+            3,
+        ),
     ];
     for (name, text, needle, code) in cases {
         let path = write_model(dir.path(), name, &text);
@@ -174,7 +230,8 @@ fn malformed_models_exit_nonzero_with_one_line_cause() {
     let stats = dir.path().join("s.json");
     let o = spillway(&["explore", &ok, "--stats-json", stats.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(v["states"], 2);
     assert_eq!(v["transitions"], 1);
     assert_eq!(v["deadlocks"], 1);
@@ -213,7 +270,8 @@ fn stats_json_has_the_documented_keys() {
             stats.to_str().unwrap(),
         ]);
         assert!(o.status.success());
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
         for key in [
             "states",
             "transitions",

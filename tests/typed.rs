@@ -18,7 +18,11 @@ fn typed_philosophers_match_the_net() {
             ..ExploreConfig::default()
         };
         let s = explore_model(&Typed::new(Philosophers { n: 5 }), &cfg).unwrap();
-        assert_eq!((s.states, s.transitions, s.deadlocks), (243, 945, 2), "{order:?}");
+        assert_eq!(
+            (s.states, s.transitions, s.deadlocks),
+            (243, 945, 2),
+            "{order:?}"
+        );
         let s = explore_model(&Typed::new(Philosophers { n: 10 }), &cfg).unwrap();
         // Philosophers-PT-000010 in REFERENCE.tsv.
         assert_eq!((s.states, s.transitions), (59049, 459270), "{order:?}");

@@ -9,7 +9,7 @@ use super::{EngineOptions, ExploreStats, Order, Run};
 use crate::error::{ExploreError, ModelError};
 use crate::lts::LtsSink;
 use crate::model::{Fired, Model, TransitionId};
-use crate::store::{Insert, StateStore};
+use crate::store::{Insert, StateStore, Via};
 
 struct Frame {
     id: u64,
@@ -33,7 +33,7 @@ pub fn explore(
 
     let mut init = Vec::new();
     model.initial_state(&mut init)?;
-    let Insert::New(id) = store.insert(&init)? else {
+    let Insert::New(id) = store.insert(&init, None)? else {
         unreachable!("the first insert into an empty store is new")
     };
     push(
@@ -63,7 +63,12 @@ pub fn explore(
                     .into())
                 }
             };
-            match store.insert(&succ)? {
+            let via = Via {
+                parent: src_id,
+                transition: t,
+                depth: frames.len() as u64,
+            };
+            match store.insert(&succ, Some(via))? {
                 Insert::New(id) => {
                     run.edge(src_id, label, id)?;
                     let s = std::mem::take(&mut succ);

@@ -9,6 +9,7 @@
 
 pub mod bfs;
 pub mod dfs;
+pub mod open;
 pub mod run;
 
 use crate::error::ExploreError;

@@ -12,7 +12,7 @@
 //! loaded, so the cache misses of a batch overlap, then the states are probed and inserted in
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
-use super::{Exactness, Insert, StateBatch, StateId, StateStore};
+use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
 use crate::error::StoreError;
 
 /// Stable state hash: xxh3-64, seed 0. Its identity is recorded wherever hashes are persisted.
@@ -161,7 +161,7 @@ impl StateStore for FullStore {
         "full"
     }
 
-    fn insert(&mut self, state: &[u8]) -> Result<Insert, StoreError> {
+    fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state, 1)?;
         self.reserve(1);
         Ok(self.insert_hashed(state, state_hash(state)))
@@ -169,6 +169,8 @@ impl StateStore for FullStore {
 
     fn insert_batch(
         &mut self,
+        _parent: StateId,
+        _parent_depth: u64,
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
@@ -241,7 +243,7 @@ mod tests {
                 .collect();
             let mut expect_new = 0;
             for st in &states {
-                match s.insert(st).unwrap() {
+                match s.insert(st, None).unwrap() {
                     Insert::New(id) => {
                         assert_eq!(id, expect_new);
                         expect_new += 1;
@@ -254,7 +256,7 @@ mod tests {
                 }
             }
             for st in &states {
-                let Insert::Seen(id) = s.insert(st).unwrap() else {
+                let Insert::Seen(id) = s.insert(st, None).unwrap() else {
                     panic!("lost {st:?}")
                 };
                 let mut out = Vec::new();

@@ -4,6 +4,7 @@
 pub mod full;
 
 use crate::error::StoreError;
+use crate::model::TransitionId;
 
 /// A state number: dense, in discovery order, the initial state is 0.
 pub type StateId = u64;
@@ -15,6 +16,16 @@ pub enum Insert {
     New(StateId),
     /// The state was already stored under this number.
     Seen(StateId),
+}
+
+/// How a state was reached: the search-tree edge from its parent. Stores that keep paths
+/// instead of states (ComBack, Δ-markings) record it; others ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Via {
+    pub parent: StateId,
+    pub transition: TransitionId,
+    /// Depth of the new state: the parent's depth + 1 (the initial state has depth 0).
+    pub depth: u64,
 }
 
 /// Whether a store can lose states.
@@ -30,18 +41,26 @@ pub enum Exactness {
 pub trait StateStore {
     /// The name used in stats (`--store` value).
     fn name(&self) -> &'static str;
-    /// Inserts a state, numbering it if new.
-    fn insert(&mut self, state: &[u8]) -> Result<Insert, StoreError>;
-    /// Inserts every state of a batch in order; `out[i]` is the result for state `i`. Stores
-    /// override this to overlap the memory latency of a batch's lookups.
+    /// Inserts a state reached by `via` (`None` for the initial state), numbering it if new.
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError>;
+    /// Inserts every successor in `batch` of state `parent` (at depth `parent_depth`), in
+    /// order; `out[i]` is the result for successor `i`. Stores override this to overlap the
+    /// memory latency of a batch's lookups.
     fn insert_batch(
         &mut self,
+        parent: StateId,
+        parent_depth: u64,
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         out.clear();
         for i in 0..batch.len() {
-            out.push(self.insert(batch.get(i))?);
+            let via = Via {
+                parent,
+                transition: batch.transition(i),
+                depth: parent_depth + 1,
+            };
+            out.push(self.insert(batch.get(i), Some(via))?);
         }
         Ok(())
     }
@@ -58,23 +77,39 @@ pub trait StateStore {
     fn exactness(&self) -> Exactness;
     /// Bytes held in RAM by the store's structures.
     fn ram_bytes(&self) -> u64;
+    /// Bytes the store keeps on disk.
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+    /// Store-specific counters for the stats (e.g. reconstructions), as JSON values.
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
-/// A batch of state vectors (e.g. all successors of one state), stored contiguously.
+/// A batch of successor states (all successors of one state) with the transitions that
+/// produced them, stored contiguously.
 #[derive(Default)]
 pub struct StateBatch {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    transitions: Vec<TransitionId>,
 }
 
 impl StateBatch {
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
+        self.transitions.clear();
     }
-    pub fn push(&mut self, state: &[u8]) {
+    pub fn push(&mut self, t: TransitionId, state: &[u8]) {
         self.bytes.extend_from_slice(state);
         self.ends.push(self.bytes.len());
+        self.transitions.push(t);
+    }
+    #[inline]
+    pub fn transition(&self, i: usize) -> TransitionId {
+        self.transitions[i]
     }
     pub fn len(&self) -> usize {
         self.ends.len()
