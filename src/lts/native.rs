@@ -44,19 +44,68 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Streams a native LTS file. Must be `finish`ed; a file left unfinished has no footer.
-pub struct NativeWriter {
+/// The file side of a writer: compresses blocks and appends them, keeping the running
+/// whole-body checksum. Owned by the writer's background thread while edges stream in, then
+/// handed back for the label block and footer.
+struct BlockFile {
     path: PathBuf,
     out: BufWriter<File>,
     body_crc: crc32fast::Hasher,
     offset: u64,
+    compressor: zstd::bulk::Compressor<'static>,
+}
+
+impl BlockFile {
+    fn io(&self, source: std::io::Error) -> LtsError {
+        LtsError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
+        self.out.write_all(bytes).map_err(|e| self.io(e))?;
+        self.body_crc.update(bytes);
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn write_block(&mut self, tag: &[u8; 4], records: u32, raw: &[u8]) -> Result<(), LtsError> {
+        let payload = self.compressor.compress(raw).map_err(|e| self.io(e))?;
+        let mut header = Vec::with_capacity(BLOCK_HEADER_LEN);
+        header.extend_from_slice(tag);
+        header.extend_from_slice(&records.to_le_bytes());
+        header.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        header.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        crc.update(&payload);
+        header.extend_from_slice(&crc.finalize().to_le_bytes());
+        self.write(&header)?;
+        self.write(&payload)
+    }
+}
+
+/// Edge blocks on their way to the background thread (at most this many queued).
+const QUEUED_BLOCKS: usize = 4;
+
+/// Streams a native LTS file. Must be `finish`ed; a file left unfinished has no footer.
+///
+/// Edges are encoded on the caller's thread; full blocks go through a bounded channel to a
+/// background thread that compresses and writes them, in order (one thread, FIFO), so the
+/// file is the same as a single-threaded writer's. An I/O error on that thread is returned by
+/// the next call that hands it a block, or by `finish`.
+pub struct NativeWriter {
+    path: PathBuf,
+    tx: Option<std::sync::mpsc::SyncSender<(u32, Vec<u8>)>>,
+    worker: Option<std::thread::JoinHandle<Result<BlockFile, LtsError>>>,
     raw: Vec<u8>,
     records: u32,
     prev_src: u64,
     blocks: u32,
     transitions: u64,
     labels: Vec<String>,
-    compressor: zstd::bulk::Compressor<'static>,
 }
 
 impl NativeWriter {
@@ -67,17 +116,11 @@ impl NativeWriter {
         };
         let file = File::create(path).map_err(io)?;
         let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
-        let mut w = NativeWriter {
+        let mut file = BlockFile {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(1 << 20, file),
             body_crc: crc32fast::Hasher::new(),
             offset: 0,
-            raw: Vec::with_capacity(1 << 20),
-            records: 0,
-            prev_src: 0,
-            blocks: 0,
-            transitions: 0,
-            labels: Vec::new(),
             compressor,
         };
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
@@ -89,51 +132,67 @@ impl NativeWriter {
         header.extend_from_slice(&[0u8; 8]); // reserved
         let crc = crc32fast::hash(&header);
         header.extend_from_slice(&crc.to_le_bytes());
-        w.write(&header)?;
-        Ok(w)
+        file.write(&header)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u32, Vec<u8>)>(QUEUED_BLOCKS);
+        let worker = std::thread::Builder::new()
+            .name("lts-writer".into())
+            .spawn(move || {
+                for (records, raw) in rx {
+                    file.write_block(TAG_EDGES, records, &raw)?;
+                }
+                Ok(file)
+            })
+            .map_err(io)?;
+        Ok(NativeWriter {
+            path: path.to_path_buf(),
+            tx: Some(tx),
+            worker: Some(worker),
+            raw: Vec::with_capacity(1 << 20),
+            records: 0,
+            prev_src: 0,
+            blocks: 0,
+            transitions: 0,
+            labels: Vec::new(),
+        })
     }
 
-    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
-        self.out.write_all(bytes).map_err(|source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
-        self.body_crc.update(bytes);
-        self.offset += bytes.len() as u64;
-        Ok(())
-    }
-
-    fn write_block(&mut self, tag: &[u8; 4], records: u32) -> Result<(), LtsError> {
-        let payload = self
-            .compressor
-            .compress(&self.raw)
-            .map_err(|source| LtsError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-        let mut header = Vec::with_capacity(BLOCK_HEADER_LEN);
-        header.extend_from_slice(tag);
-        header.extend_from_slice(&records.to_le_bytes());
-        header.extend_from_slice(&(self.raw.len() as u32).to_le_bytes());
-        header.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        header.extend_from_slice(&0u32.to_le_bytes());
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&header);
-        crc.update(&payload);
-        header.extend_from_slice(&crc.finalize().to_le_bytes());
-        self.write(&header)?;
-        self.write(&payload)?;
-        self.raw.clear();
-        Ok(())
+    /// Stops the background thread and takes the file back (or the thread's error).
+    fn join(&mut self) -> Result<BlockFile, LtsError> {
+        self.tx = None;
+        match self.worker.take() {
+            Some(w) => w.join().unwrap_or_else(|_| {
+                Err(LtsError::Invalid(format!(
+                    "{}: the LTS writer thread panicked",
+                    self.path.display()
+                )))
+            }),
+            None => Err(LtsError::Invalid(format!(
+                "{}: the LTS writer was already finished or failed",
+                self.path.display()
+            ))),
+        }
     }
 
     fn flush_edges(&mut self) -> Result<(), LtsError> {
-        if self.records > 0 {
-            self.write_block(TAG_EDGES, self.records)?;
-            self.blocks += 1;
-            self.records = 0;
-            self.prev_src = 0;
+        if self.records == 0 {
+            return Ok(());
         }
+        let raw = std::mem::replace(&mut self.raw, Vec::with_capacity(1 << 20));
+        let sent = match &self.tx {
+            Some(tx) => tx.send((self.records, raw)).is_ok(),
+            None => false,
+        };
+        if !sent {
+            // The thread stopped: it holds the reason.
+            self.join()?;
+            return Err(LtsError::Invalid(format!(
+                "{}: the LTS writer stopped early",
+                self.path.display()
+            )));
+        }
+        self.blocks += 1;
+        self.records = 0;
+        self.prev_src = 0;
         Ok(())
     }
 }
@@ -166,15 +225,16 @@ impl LtsSink for NativeWriter {
 
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
         self.flush_edges()?;
-        let label_offset = self.offset;
-        self.raw.clear();
+        let mut file = self.join()?;
+        let label_offset = file.offset;
+        let mut raw = Vec::new();
         let labels = std::mem::take(&mut self.labels);
         for l in &labels {
-            put_varint(&mut self.raw, l.len() as u64);
-            self.raw.extend_from_slice(l.as_bytes());
+            put_varint(&mut raw, l.len() as u64);
+            raw.extend_from_slice(l.as_bytes());
         }
-        self.write_block(TAG_LABELS, labels.len() as u32)?;
-        let body_crc = std::mem::take(&mut self.body_crc).finalize();
+        file.write_block(TAG_LABELS, labels.len() as u32, &raw)?;
+        let body_crc = std::mem::take(&mut file.body_crc).finalize();
         let mut f = Vec::with_capacity(FOOTER_LEN as usize);
         f.extend_from_slice(TAG_FOOTER);
         f.extend_from_slice(&VERSION.to_le_bytes());
@@ -191,13 +251,9 @@ impl LtsSink for NativeWriter {
         f.extend_from_slice(&crc.to_le_bytes());
         f.extend_from_slice(END_MAGIC);
         debug_assert_eq!(f.len() as u64, FOOTER_LEN);
-        self.write(&f)?;
-        let io = |source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
+        file.write(&f)?;
+        file.out.flush().map_err(|e| file.io(e))?;
+        file.out.get_ref().sync_all().map_err(|e| file.io(e))?;
         Ok(())
     }
 }
@@ -656,6 +712,33 @@ mod tests {
         assert_eq!(lts.labels, vec!["a", "b c"]);
         assert_eq!(lts.edges.len() as u64, n);
         assert_eq!(lts.edges[5], (5, LabelId(1), 38));
+    }
+
+    #[test]
+    fn full_disk_is_an_error_not_a_short_file() {
+        let dev_full = Path::new("/dev/full");
+        if !dev_full.exists() {
+            return;
+        }
+        let mut w = NativeWriter::create(dev_full).unwrap();
+        w.define_label(LabelId(0), "a").unwrap();
+        let mut result = Ok(());
+        for i in 0..(EDGES_PER_BLOCK as u64 * 40) {
+            result = w.edge(i, LabelId(0), i);
+            if result.is_err() {
+                break;
+            }
+        }
+        let result = result.and_then(|_| {
+            w.finish(&LtsSummary {
+                states: 1,
+                transitions: 0,
+                initial: 0,
+                deadlocks: 0,
+            })
+        });
+        let e = result.unwrap_err().to_string();
+        assert!(e.contains("/dev/full"), "{e}");
     }
 
     #[test]
