@@ -18,6 +18,43 @@ struct Frame {
     cursor: usize,
 }
 
+/// The DFS stack. Invariant: frame `i`'s state is `states[frames[i].state_start..]` up to the
+/// next frame's start (the top frame's runs to the end), likewise for `enabled`.
+#[derive(Default)]
+struct Stack {
+    frames: Vec<Frame>,
+    states: Vec<u8>,
+    enabled: Vec<TransitionId>,
+    scratch: Vec<TransitionId>,
+}
+
+impl Stack {
+    /// Pushes a newly found state; counts it as a deadlock if nothing is enabled.
+    fn push(&mut self, run: &mut Run, id: u64, state: &[u8]) -> Result<(), ExploreError> {
+        run.model.enabled(state, &mut self.scratch)?;
+        if self.scratch.is_empty() {
+            run.deadlocks += 1;
+        }
+        self.frames.push(Frame {
+            id,
+            state_start: self.states.len(),
+            enabled_start: self.enabled.len(),
+            cursor: 0,
+        });
+        self.states.extend_from_slice(state);
+        self.enabled.extend_from_slice(&self.scratch);
+        run.max_depth = run.max_depth.max(self.frames.len() as u64);
+        Ok(())
+    }
+
+    fn pop(&mut self) {
+        if let Some(f) = self.frames.pop() {
+            self.states.truncate(f.state_start);
+            self.enabled.truncate(f.enabled_start);
+        }
+    }
+}
+
 pub fn explore(
     model: &dyn Model,
     store: &mut dyn StateStore,
@@ -25,10 +62,7 @@ pub fn explore(
     opts: &EngineOptions,
 ) -> Result<ExploreStats, ExploreError> {
     let mut run = Run::new(model, sink, opts)?;
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut states: Vec<u8> = Vec::new();
-    let mut enabled: Vec<TransitionId> = Vec::new();
-    let mut scratch: Vec<TransitionId> = Vec::new();
+    let mut stack = Stack::default();
     let mut succ: Vec<u8> = Vec::new();
 
     let mut init = Vec::new();
@@ -36,93 +70,43 @@ pub fn explore(
     let Insert::New(id) = store.insert(&init, None)? else {
         unreachable!("the first insert into an empty store is new")
     };
-    push(
-        model,
-        &mut run,
-        &mut frames,
-        &mut states,
-        &mut enabled,
-        &mut scratch,
-        id,
-        &init,
-    )?;
+    stack.push(&mut run, id, &init)?;
     let mut steps: u64 = 0;
-    while let Some(top) = frames.last_mut() {
+    while let Some(top) = stack.frames.last_mut() {
         let next = top.enabled_start + top.cursor;
-        if next < enabled.len() {
-            top.cursor += 1;
-            let (src_id, t) = (top.id, enabled[next]);
-            let src = &states[top.state_start..];
-            let label = match model.fire(src, t, &mut succ)? {
-                Fired::Enabled(l) => l,
-                other => {
-                    return Err(ModelError::Other(format!(
-                        "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
-                        t.0
-                    ))
-                    .into())
-                }
-            };
-            let via = Via {
-                parent: src_id,
-                transition: t,
-                depth: frames.len() as u64,
-            };
-            match store.insert(&succ, Some(via))? {
-                Insert::New(id) => {
-                    run.edge(src_id, label, id)?;
-                    let s = std::mem::take(&mut succ);
-                    push(
-                        model,
-                        &mut run,
-                        &mut frames,
-                        &mut states,
-                        &mut enabled,
-                        &mut scratch,
-                        id,
-                        &s,
-                    )?;
-                    succ = s;
-                }
-                Insert::Seen(id) => run.edge(src_id, label, id)?,
+        if next == stack.enabled.len() {
+            stack.pop();
+            continue;
+        }
+        top.cursor += 1;
+        let (src_id, t) = (top.id, stack.enabled[next]);
+        let src = &stack.states[top.state_start..];
+        let label = match model.fire(src, t, &mut succ)? {
+            Fired::Enabled(l) => l,
+            other => {
+                return Err(ModelError::Other(format!(
+                    "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
+                    t.0
+                ))
+                .into())
             }
-        } else {
-            let f = frames.pop().expect("non-empty");
-            states.truncate(f.state_start);
-            enabled.truncate(f.enabled_start);
+        };
+        let via = Via {
+            parent: src_id,
+            transition: t,
+            depth: stack.frames.len() as u64,
+        };
+        let ins = store.insert(&succ, Some(via))?;
+        let (Insert::New(id) | Insert::Seen(id)) = ins;
+        run.edge(src_id, label, id)?;
+        if let Insert::New(id) = ins {
+            stack.push(&mut run, id, &succ)?;
         }
         steps += 1;
         if steps & 0x3fff == 0 {
-            run.tick(store.len(), frames.len() as u64);
+            run.tick(store.len(), stack.frames.len() as u64);
         }
     }
     run.finish(store)?;
     Ok(run.stats(store, Order::Dfs))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn push(
-    model: &dyn Model,
-    run: &mut Run,
-    frames: &mut Vec<Frame>,
-    states: &mut Vec<u8>,
-    enabled: &mut Vec<TransitionId>,
-    scratch: &mut Vec<TransitionId>,
-    id: u64,
-    state: &[u8],
-) -> Result<(), ExploreError> {
-    model.enabled(state, scratch)?;
-    if scratch.is_empty() {
-        run.deadlocks += 1;
-    }
-    frames.push(Frame {
-        id,
-        state_start: states.len(),
-        enabled_start: enabled.len(),
-        cursor: 0,
-    });
-    states.extend_from_slice(state);
-    enabled.extend_from_slice(scratch);
-    run.max_depth = run.max_depth.max(frames.len() as u64);
-    Ok(())
 }
