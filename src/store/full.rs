@@ -12,6 +12,7 @@
 //! loaded, so the cache misses of a batch overlap, then the states are probed and inserted in
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
+use super::slots::Slots;
 use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
 use crate::error::StoreError;
 
@@ -33,7 +34,7 @@ pub struct FullStore {
     ends: Vec<u64>,
     count: u64,
     /// Open-addressing slots, length a power of two, at most 3/4 full.
-    slots: Vec<u64>,
+    slots: Slots,
     hashes: Vec<u64>,
 }
 
@@ -53,16 +54,26 @@ fn slice<'a>(arena: &'a [u8], ends: &[u64], width: Option<usize>, id: usize) -> 
 /// a call to `memcmp` on them (measured: ~10% of BFS time on Kanban-PT-00005).
 #[inline(always)]
 pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    let (mut ca, mut cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        if u64::from_ne_bytes(x.try_into().unwrap()) != u64::from_ne_bytes(y.try_into().unwrap()) {
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_ne_bytes(a[i..i + 8].try_into().unwrap());
+        let y = u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
+        if x != y {
             return false;
         }
+        i += 8;
     }
-    ca.remainder() == cb.remainder()
+    while i < n {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl FullStore {
@@ -73,7 +84,7 @@ impl FullStore {
             arena: Vec::new(),
             ends: Vec::new(),
             count: 0,
-            slots: vec![0; 1 << 10],
+            slots: Slots::zeroed(1 << 10).expect("a 8 KiB anonymous mapping"),
             hashes: Vec::new(),
         }
     }
@@ -83,26 +94,30 @@ impl FullStore {
     }
 
     /// Makes room for `extra` more states without passing the load limit.
-    fn reserve(&mut self, extra: u64) {
+    fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
         let need = self.count + extra;
         if need * 4 <= self.slots.len() as u64 * 3 {
-            return;
+            return Ok(());
         }
         let mut cap = self.slots.len();
         while need * 4 > cap as u64 * 3 {
             cap *= 2;
         }
-        let mut slots = vec![0u64; cap];
+        let mut slots = Slots::zeroed(cap).map_err(|e| StoreError::CapacityExceeded {
+            store: "full",
+            message: format!("cannot allocate an index of {cap} slots: {e}"),
+        })?;
         let mask = cap - 1;
         for id in 0..self.count as usize {
             let h = state_hash(self.state(id));
             let mut i = h as usize & mask;
-            while slots[i] != 0 {
+            while slots.get(i) != 0 {
                 i = (i + 1) & mask;
             }
-            slots[i] = (h & 0xffff_ffff_0000_0000) | (id as u64 + 1);
+            slots.set(i, (h & 0xffff_ffff_0000_0000) | (id as u64 + 1));
         }
         self.slots = slots;
+        Ok(())
     }
 
     /// Finds or inserts a state with precomputed hash `h`; capacity must have been reserved.
@@ -112,7 +127,7 @@ impl FullStore {
         let hi = h & 0xffff_ffff_0000_0000;
         let mut i = h as usize & mask;
         loop {
-            let s = self.slots[i];
+            let s = self.slots.get(i);
             if s == 0 {
                 break;
             }
@@ -129,7 +144,7 @@ impl FullStore {
         if self.width.is_none() {
             self.ends.push(self.arena.len() as u64);
         }
-        self.slots[i] = hi | (id + 1);
+        self.slots.set(i, hi | (id + 1));
         self.count += 1;
         Insert::New(id)
     }
@@ -163,7 +178,7 @@ impl StateStore for FullStore {
 
     fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state, 1)?;
-        self.reserve(1);
+        self.reserve(1)?;
         Ok(self.insert_hashed(state, state_hash(state)))
     }
 
@@ -182,7 +197,7 @@ impl StateStore for FullStore {
         for i in 0..n {
             self.check(batch.get(i), n as u64)?;
         }
-        self.reserve(n as u64);
+        self.reserve(n as u64)?;
         let mask = self.slots.len() - 1;
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
@@ -190,7 +205,7 @@ impl StateStore for FullStore {
         let mut touch = 0u64;
         for i in 0..n {
             let h = state_hash(batch.get(i));
-            touch ^= self.slots[h as usize & mask];
+            touch ^= self.slots.get(h as usize & mask);
             hashes.push(h);
         }
         std::hint::black_box(touch);
@@ -220,7 +235,7 @@ impl StateStore for FullStore {
     }
 
     fn ram_bytes(&self) -> u64 {
-        (self.arena.capacity() + self.ends.capacity() * 8 + self.slots.len() * 8) as u64
+        (self.arena.capacity() + self.ends.capacity() * 8 + self.slots.bytes() as usize) as u64
     }
 }
 

@@ -2,6 +2,7 @@
 //! numbers states densely in insertion (discovery) order, the initial state first.
 
 pub mod full;
+pub mod slots;
 
 use crate::error::StoreError;
 use crate::model::TransitionId;
