@@ -4,7 +4,7 @@ use clap::Parser;
 use spillway::cli::{Cli, Command, ExploreArgs, LtsArgs};
 use spillway::engine::run::explore_file;
 use spillway::engine::ExploreStats;
-use spillway::error::{exit, ExploreError};
+use spillway::error::{exit, ExploreError, LtsError, PostError};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -48,6 +48,12 @@ fn explore(args: &ExploreArgs) -> i32 {
 fn lts(args: &LtsArgs) -> i32 {
     match spillway::post::run::run(args) {
         Ok(code) => code,
+        // A reader such as `head` closed the pipe: what it wanted was printed.
+        Err(PostError::Lts(LtsError::Io { source, .. }))
+            if source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            exit::OK
+        }
         Err(e) => {
             eprintln!("spillway: error: {e}");
             e.exit_code()

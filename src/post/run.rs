@@ -62,7 +62,8 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
     };
     let r = convert(&a.input, &a.output, &opts, limit)?;
     if !a.quiet {
-        println!(
+        writeln!(
+            std::io::stdout().lock(),
             "wrote {}: {} states, {} transitions, {} labels, initial state {}{}",
             a.output.display(),
             r.summary.states,
@@ -74,7 +75,8 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
             } else {
                 format!(" ({} transitions hidden)", r.hidden_transitions)
             }
-        );
+        )
+        .map_err(stdout_err)?;
     }
     Ok(exit::OK)
 }
@@ -106,14 +108,16 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     )?;
     q.write(&a.output)?;
     if !a.quiet {
-        println!(
+        writeln!(
+            std::io::stdout().lock(),
             "reduced {}: {n} states, {m} transitions -> {} states, {} transitions ({} classes in all, {} distinct transitions in the input)",
             a.input.display(),
             q.states,
             q.transitions(),
             result.classes,
             result.distinct_transitions
-        );
+        )
+        .map_err(stdout_err)?;
         eprintln!(
             "spillway: load {load_s:.2} s, refine {reduce_s:.2} s, total {:.2} s, {} splitters, peak RSS {}",
             t0.elapsed().as_secs_f64(),
