@@ -527,3 +527,245 @@ fn cli_bad_input_gives_typed_errors() {
     ]);
     assert_eq!(out.status.code(), Some(4));
 }
+
+// ---------------------------------------------------------------- branching bisimulation
+
+/// Reference: naive branching-bisimulation signature refinement (Blom–Orzan): the signature of
+/// s is {(a, class t) | s -tau->* s' within s's class, s' -a-> t, not (a = tau and t in s's
+/// class)}.
+fn naive_branching_classes(lts: &Lts) -> Vec<u32> {
+    let n = lts.states as usize;
+    let is_tau = |l: u32| lts.labels[l as usize] == "tau" || lts.labels[l as usize] == "i";
+    let mut cls = vec![0u32; n];
+    let mut count = 1;
+    loop {
+        let mut ids: HashMap<(u32, Vec<(u32, u32)>), u32> = HashMap::new();
+        let mut next = vec![0u32; n];
+        for s in 0..n {
+            let mut sig = Vec::new();
+            let mut seen = vec![false; n];
+            let mut stack = vec![s as u32];
+            seen[s] = true;
+            while let Some(x) = stack.pop() {
+                for (l, d) in lts.out(x) {
+                    let inert = is_tau(l) && cls[d as usize] == cls[s];
+                    if inert {
+                        if !seen[d as usize] {
+                            seen[d as usize] = true;
+                            stack.push(d);
+                        }
+                    } else {
+                        sig.push((if is_tau(l) { u32::MAX } else { l }, cls[d as usize]));
+                    }
+                }
+            }
+            sig.sort_unstable();
+            sig.dedup();
+            let fresh = ids.len() as u32;
+            next[s] = *ids.entry((cls[s], sig)).or_insert(fresh);
+        }
+        cls = next;
+        if ids.len() == count {
+            return cls;
+        }
+        count = ids.len();
+    }
+}
+
+fn arb_tau_lts() -> impl Strategy<Value = Lts> {
+    (1u32..9, 1usize..3).prop_flat_map(|(n, k)| {
+        proptest::collection::vec((0..n, 0..=k as u32, 0..n), 0..20).prop_map(move |e| {
+            let mut labels = vec!["tau".to_string()];
+            labels.extend(labels_named(k));
+            Lts::from_edges(n, 0, labels, &e).unwrap()
+        })
+    })
+}
+
+fn labels_named(k: usize) -> Vec<String> {
+    labels(k)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn branching_matches_naive_reference(a in arb_tau_lts()) {
+        use spillway::post::branching::minimise_branching;
+        let m = minimise_branching(a.clone(), &[a.initial]).unwrap();
+        // Classes reachable from the initial state, per the reference.
+        let cls = naive_branching_classes(&a);
+        let mut seen = vec![false; a.states as usize];
+        let mut stack = vec![a.initial];
+        seen[a.initial as usize] = true;
+        let mut classes = std::collections::HashSet::new();
+        while let Some(s) = stack.pop() {
+            classes.insert(cls[s as usize]);
+            for (_, d) in a.out(s) {
+                if !seen[d as usize] { seen[d as usize] = true; stack.push(d); }
+            }
+        }
+        prop_assert_eq!(m.lts.states as usize, classes.len());
+        // Idempotent, and the quotient is branching bisimilar to the input.
+        let again = minimise_branching(m.lts.clone(), &[0]).unwrap().lts;
+        prop_assert_eq!(&again, &m.lts);
+        let (u, init_b) = spillway::post::compare::disjoint_union(a.clone(), m.lts.clone()).unwrap();
+        let c = naive_branching_classes(&u);
+        prop_assert_eq!(c[u.initial as usize], c[init_b as usize]);
+    }
+}
+
+#[test]
+fn vlts_branching_matches_naive_reference() {
+    use spillway::post::branching::minimise_branching;
+    for aut in vlts_files() {
+        let lts = Lts::load(&aut).unwrap();
+        if lts.states > 10_000 {
+            continue; // the naive reference is quadratic
+        }
+        let cls = naive_branching_classes(&lts);
+        let distinct: std::collections::HashSet<_> = cls.iter().collect();
+        let m = minimise_branching(lts.clone(), &[lts.initial]).unwrap();
+        // Every VLTS state is reachable (REFERENCE.tsv), so all classes are kept.
+        assert_eq!(m.classes as usize, distinct.len(), "{}", aut.display());
+        assert_eq!(m.lts.states as usize, distinct.len(), "{}", aut.display());
+    }
+}
+
+#[test]
+fn cli_branching_reduce_and_weak_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.aut");
+    let b = dir.path().join("b.aut");
+    // a: tau.x.y ; b: x.tau.z
+    std::fs::write(
+        &a,
+        "des (0, 3, 4)\n(0, \"tau\", 1)\n(1, \"x\", 2)\n(2, \"y\", 3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "des (0, 3, 4)\n(0, \"x\", 1)\n(1, i, 2)\n(2, \"z\", 3)\n",
+    )
+    .unwrap();
+    let red = dir.path().join("r.aut");
+    let out = spillway(&[
+        "lts",
+        "reduce",
+        "--branching",
+        a.to_str().unwrap(),
+        red.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lts = Lts::load(&red).unwrap();
+    assert_eq!((lts.states, lts.transitions()), (3, 2));
+    let out = spillway(&[
+        "lts",
+        "compare",
+        "--branching",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-q",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("not equivalent (branching bisimulation)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("distinguishing weak trace (2 steps)"),
+        "{text}"
+    );
+    let out = spillway(&[
+        "lts",
+        "compare",
+        "--branching",
+        a.to_str().unwrap(),
+        red.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "equivalent (branching bisimulation)\n"
+    );
+    let out = spillway(&[
+        "lts",
+        "reduce",
+        "--strong",
+        "--branching",
+        a.to_str().unwrap(),
+        red.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Whether `trace` is a weak trace of `lts` (internal steps `tau`/`i` may occur anywhere).
+fn weakly_accepts(lts: &Lts, trace: &[String]) -> bool {
+    let is_tau = |l: u32| lts.labels[l as usize] == "tau" || lts.labels[l as usize] == "i";
+    let close = |set: &mut Vec<u32>| {
+        let mut i = 0;
+        while i < set.len() {
+            let s = set[i];
+            i += 1;
+            for (l, d) in lts.out(s) {
+                if is_tau(l) && !set.contains(&d) {
+                    set.push(d);
+                }
+            }
+        }
+    };
+    let mut cur = vec![lts.initial];
+    close(&mut cur);
+    for name in trace {
+        let mut next = Vec::new();
+        for &s in &cur {
+            for (l, d) in lts.out(s) {
+                if &lts.labels[l as usize] == name && !next.contains(&d) {
+                    next.push(d);
+                }
+            }
+        }
+        close(&mut next);
+        if next.is_empty() {
+            return false;
+        }
+        cur = next;
+    }
+    true
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn branching_compare_agrees_with_reference_and_weak_traces_are_valid(
+        a in arb_tau_lts(),
+        which in any::<prop::sample::Index>(),
+        to in 0u32..9,
+    ) {
+        use spillway::post::compare::compare_with;
+        use spillway::post::Bisimulation;
+        let mut edges = edges_of(&a);
+        if edges.is_empty() {
+            edges.push((0, 0, to % a.states));
+        } else {
+            let i = which.index(edges.len());
+            edges[i].2 = to % a.states;
+        }
+        let b = Lts::from_edges(a.states, a.initial, a.labels.clone(), &edges).unwrap();
+        let verdict = compare_with(a.clone(), b.clone(), Bisimulation::Branching).unwrap().verdict;
+        let (u, init_b) = spillway::post::compare::disjoint_union(a.clone(), b.clone()).unwrap();
+        let c = naive_branching_classes(&u);
+        prop_assert_eq!(verdict == Equivalence::Equivalent, c[u.initial as usize] == c[init_b as usize]);
+        if let Equivalence::Different { search: TraceSearch::Found { trace, possible_in }, .. } = &verdict {
+            let (yes, no) = if *possible_in == Side::First { (&a, &b) } else { (&b, &a) };
+            prop_assert!(weakly_accepts(yes, trace));
+            prop_assert!(!weakly_accepts(no, trace));
+        }
+    }
+}

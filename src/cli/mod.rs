@@ -113,10 +113,10 @@ pub enum LtsCommand {
     /// Convert between .slts and .aut, or to .fsm (mCRL2) and .dot (GraphViz).
     #[command(after_help = EXIT_CODES)]
     Convert(ConvertArgs),
-    /// Minimise an LTS modulo strong bisimulation.
+    /// Minimise an LTS modulo strong (default) or branching bisimulation.
     #[command(after_help = EXIT_CODES)]
     Reduce(ReduceArgs),
-    /// Check whether two LTSs are strongly bisimilar; show why not.
+    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
     /// Count deadlock states and print shortest traces to them.
@@ -161,9 +161,12 @@ pub struct ReduceArgs {
     pub input: PathBuf,
     /// Output LTS: .slts, .aut, .fsm or .dot.
     pub output: PathBuf,
-    /// Minimise modulo strong bisimulation (the default and, for now, only equivalence).
-    #[arg(long)]
+    /// Minimise modulo strong bisimulation (the default).
+    #[arg(long, conflicts_with = "branching")]
     pub strong: bool,
+    /// Minimise modulo branching bisimulation (internal action: labels named tau or i).
+    #[arg(long)]
+    pub branching: bool,
     /// Write .dot output even above the size limit.
     #[arg(long)]
     pub force: bool,
@@ -178,9 +181,12 @@ pub struct CompareArgs {
     pub first: PathBuf,
     /// Second LTS (.slts or .aut).
     pub second: PathBuf,
-    /// Compare modulo strong bisimulation (the default and, for now, only equivalence).
-    #[arg(long)]
+    /// Compare modulo strong bisimulation (the default).
+    #[arg(long, conflicts_with = "branching")]
     pub strong: bool,
+    /// Compare modulo branching bisimulation (internal action: labels named tau or i).
+    #[arg(long)]
+    pub branching: bool,
     /// Print nothing on stderr (the verdict still goes to stdout).
     #[arg(short, long)]
     pub quiet: bool,

@@ -21,8 +21,10 @@
 //!    recursive step separates a pair at a strictly earlier round.
 
 use crate::error::PostError;
+use crate::post::branching::{internal_label, minimise_branching};
 use crate::post::graph::{Lts, NONE};
 use crate::post::reduce::{minimise, Minimised};
+use crate::post::Bisimulation;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
@@ -219,9 +221,19 @@ pub fn disjoint_union(a: Lts, b: Lts) -> Result<(Lts, u32), PostError> {
 
 /// Compares `a` and `b` modulo strong bisimulation.
 pub fn compare(a: Lts, b: Lts) -> Result<Comparison, PostError> {
+    compare_with(a, b, Bisimulation::Strong)
+}
+
+/// Compares `a` and `b` modulo the given equivalence. For branching bisimulation the witness
+/// is a distinguishing *weak* trace (internal steps skipped); when the LTSs have the same weak
+/// traces only that is reported, no formula.
+pub fn compare_with(a: Lts, b: Lts, relation: Bisimulation) -> Result<Comparison, PostError> {
     let (union, init_b) = disjoint_union(a, b)?;
     let init_a = union.initial;
-    let Minimised { lts: q, roots, .. } = minimise(union, &[init_a, init_b])?;
+    let Minimised { lts: q, roots, .. } = match relation {
+        Bisimulation::Strong => minimise(union, &[init_a, init_b])?,
+        Bisimulation::Branching => minimise_branching(union, &[init_a, init_b])?,
+    };
     let union_classes = q.states;
     if roots[0] == roots[1] {
         return Ok(Comparison {
@@ -229,10 +241,17 @@ pub fn compare(a: Lts, b: Lts) -> Result<Comparison, PostError> {
             union_classes,
         });
     }
-    let search = find_trace(&q, roots[0], roots[1], TRACE_SEARCH_BUDGET);
-    let explanation = match search {
-        TraceSearch::Found { .. } => None,
-        _ => Some(explain(&q, roots[0], roots[1])),
+    let tau = match relation {
+        Bisimulation::Strong => None,
+        Bisimulation::Branching => internal_label(&q.labels),
+    };
+    let search = find_trace(&q, roots[0], roots[1], TRACE_SEARCH_BUDGET, tau);
+    let explanation = match (&search, relation) {
+        (TraceSearch::Found { .. }, _) => None,
+        (_, Bisimulation::Strong) => Some(explain(&q, roots[0], roots[1])),
+        (_, Bisimulation::Branching) => Some(Explanation::FirstStep {
+            text: "no distinguishing formula is printed for branching bisimulation".into(),
+        }),
     };
     Ok(Comparison {
         verdict: Equivalence::Different {
@@ -245,11 +264,33 @@ pub fn compare(a: Lts, b: Lts) -> Result<Comparison, PostError> {
 
 /// Breadth-first search over pairs of state sets for a shortest trace possible from one root
 /// and not the other. States of `q` are pairwise non-bisimilar, which keeps the sets small.
-pub fn find_trace(q: &Lts, r0: u32, r1: u32, budget: usize) -> TraceSearch {
+///
+/// With `tau = Some(label)` the traces are *weak*: that label is invisible, sets are closed
+/// under it and it never appears in a trace.
+pub fn find_trace(q: &Lts, r0: u32, r1: u32, budget: usize, tau: Option<u32>) -> TraceSearch {
     type Pair = (Vec<u32>, Vec<u32>);
-    let mut nodes: Vec<(Pair, usize, u32)> = vec![((vec![r0], vec![r1]), usize::MAX, NONE)];
+    let close = |mut set: Vec<u32>| -> Vec<u32> {
+        if let Some(tau) = tau {
+            let mut members: std::collections::HashSet<u32> = set.iter().copied().collect();
+            let mut i = 0;
+            while i < set.len() {
+                let s = set[i];
+                i += 1;
+                for (l, d) in q.out(s) {
+                    if l == tau && members.insert(d) {
+                        set.push(d);
+                    }
+                }
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        set
+    };
+    let first = (close(vec![r0]), close(vec![r1]));
+    let mut nodes: Vec<(Pair, usize, u32)> = vec![(first.clone(), usize::MAX, NONE)];
     let mut seen: HashMap<Pair, ()> = HashMap::new();
-    seen.insert((vec![r0], vec![r1]), ());
+    seen.insert(first, ());
     let mut stored = 2usize;
     let mut queue = VecDeque::from([0usize]);
     let mut succ: Vec<(u32, u8, u32)> = Vec::new();
@@ -267,7 +308,9 @@ pub fn find_trace(q: &Lts, r0: u32, r1: u32, budget: usize) -> TraceSearch {
         for (side, set) in [(0u8, &nodes[i].0 .0), (1u8, &nodes[i].0 .1)] {
             for &s in set {
                 for (l, d) in q.out(s) {
-                    succ.push((l, side, d));
+                    if Some(l) != tau {
+                        succ.push((l, side, d));
+                    }
                 }
             }
         }
@@ -296,6 +339,7 @@ pub fn find_trace(q: &Lts, r0: u32, r1: u32, budget: usize) -> TraceSearch {
                     },
                 };
             }
+            let (p, r) = (close(p), close(r));
             if p == r {
                 continue;
             }

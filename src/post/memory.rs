@@ -22,6 +22,13 @@ pub fn reduce_bytes(n: u64, m: u64) -> u64 {
     20 * m + 60 * n
 }
 
+/// Peak bytes for [`crate::post::branching::minimise_branching`]: the collapsed edge list
+/// (12 bytes/transition), its CSR by source (8) and by target (12 while built), then the
+/// quotient's edge list; per state the SCC arrays, partition and scratch marks.
+pub fn branching_bytes(n: u64, m: u64) -> u64 {
+    36 * m + 80 * n
+}
+
 /// Peak bytes for `lts deadlocks`: the CSR plus BFS parent links and queue.
 pub fn deadlock_bytes(n: u64, m: u64) -> u64 {
     load_bytes(n, m).max(8 * m + 4 * n + 12 * n)

@@ -514,6 +514,28 @@ pub fn minimise(lts: Lts, roots: &[u32]) -> Result<Minimised, PostError> {
     drop(tsrc);
     drop(label);
     drop(in_start);
+    drop(rep);
+    let (quotient, root_ids) = build_quotient(labels, &block_of, nblocks, qedges, roots)?;
+    Ok(Minimised {
+        lts: quotient,
+        roots: root_ids,
+        classes: nblocks as u64,
+        distinct_transitions: m as u64,
+        splitters,
+    })
+}
+
+/// Builds the quotient LTS from the class of every input state and the class edges
+/// `(source class, label, smallest input state of the target class)`: keeps the classes
+/// reachable from `roots`, numbered in BFS order (successors by label, then by that smallest
+/// state), edges deduplicated and ordered by (label, target). Returns it with the roots' states.
+pub(crate) fn build_quotient(
+    labels: Vec<String>,
+    block_of: &[u32],
+    nblocks: usize,
+    mut qedges: Vec<(u32, u32, u32)>,
+    roots: &[u32],
+) -> Result<(Lts, Vec<u32>), PostError> {
     qedges.sort_unstable();
     qedges.dedup();
     let mut qstart = alloc_vec(nblocks + 1, 0u32, "the quotient")?;
@@ -525,7 +547,6 @@ pub fn minimise(lts: Lts, roots: &[u32]) -> Result<Minimised, PostError> {
     }
 
     // 7. Keep the blocks reachable from the roots, numbered in BFS order.
-    drop(rep);
     let mut new_id = alloc_vec(nblocks, NONE, "the quotient numbering")?;
     let mut order: Vec<u32> = Vec::new();
     let mut queue = VecDeque::new();
@@ -587,13 +608,7 @@ pub fn minimise(lts: Lts, roots: &[u32]) -> Result<Minimised, PostError> {
         label: qlabel,
         dst: qdst,
     };
-    Ok(Minimised {
-        lts: quotient,
-        roots: root_ids,
-        classes: nblocks as u64,
-        distinct_transitions: m as u64,
-        splitters,
-    })
+    Ok((quotient, root_ids))
 }
 
 #[cfg(test)]

@@ -5,12 +5,12 @@ use crate::cli::{
     CompareArgs, ConvertArgs, DeadlocksArgs, InfoArgs, LtsArgs, LtsCommand, ReduceArgs,
 };
 use crate::error::{exit, PostError};
-use crate::post::compare::{compare, Equivalence, Explanation, Side, TraceSearch};
+use crate::post::compare::{compare_with, Equivalence, Explanation, Side, TraceSearch};
 use crate::post::convert::{check_dot_size, convert, LabelOptions, SizeLimit};
 use crate::post::graph::Lts;
 use crate::post::input::Input;
 use crate::post::memory::{self, fmt_mib};
-use crate::post::{deadlocks, info, reduce};
+use crate::post::{branching, deadlocks, info, reduce, Bisimulation};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -31,6 +31,20 @@ fn stdout_err(e: std::io::Error) -> PostError {
         path: "<stdout>".into(),
         source: e,
     })
+}
+
+fn relation_name(r: Bisimulation) -> &'static str {
+    match r {
+        Bisimulation::Strong => "strong bisimulation",
+        Bisimulation::Branching => "branching bisimulation",
+    }
+}
+
+fn estimate(r: Bisimulation, n: u64, m: u64) -> u64 {
+    match r {
+        Bisimulation::Strong => memory::reduce_bytes(n, m),
+        Bisimulation::Branching => memory::branching_bytes(n, m),
+    }
 }
 
 fn counts(path: &Path) -> Result<(u64, u64), PostError> {
@@ -84,16 +98,25 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
 fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
     let (n, m) = counts(&a.input)?;
+    let relation = if a.branching {
+        Bisimulation::Branching
+    } else {
+        Bisimulation::Strong
+    };
     if !a.quiet {
         eprintln!(
-            "spillway: reduce (strong bisimulation) of {n} states, {m} transitions needs about {} (20 bytes/transition + 60 bytes/state at the peak)",
-            fmt_mib(memory::reduce_bytes(n, m))
+            "spillway: reduce ({}) of {n} states, {m} transitions needs about {}",
+            relation_name(relation),
+            fmt_mib(estimate(relation, n, m))
         );
     }
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
     let initial = lts.initial;
-    let result = reduce::minimise(lts, &[initial])?;
+    let result = match relation {
+        Bisimulation::Strong => reduce::minimise(lts, &[initial])?,
+        Bisimulation::Branching => branching::minimise_branching(lts, &[initial])?,
+    };
     let reduce_s = t0.elapsed().as_secs_f64() - load_s;
     let q = &result.lts;
     check_dot_size(
@@ -119,9 +142,8 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
         )
         .map_err(stdout_err)?;
         eprintln!(
-            "spillway: load {load_s:.2} s, refine {reduce_s:.2} s, total {:.2} s, {} splitters, peak RSS {}",
+            "spillway: load {load_s:.2} s, refine {reduce_s:.2} s, total {:.2} s, peak RSS {}",
             t0.elapsed().as_secs_f64(),
-            result.splitters,
             fmt_mib(memory::peak_rss())
         );
     }
@@ -132,17 +154,24 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
     let (n1, m1) = counts(&a.first)?;
     let (n2, m2) = counts(&a.second)?;
+    let relation = if a.branching {
+        Bisimulation::Branching
+    } else {
+        Bisimulation::Strong
+    };
     if !a.quiet {
         eprintln!(
-            "spillway: compare (strong bisimulation) of {} states, {} transitions in all needs about {}",
+            "spillway: compare ({}) of {} states, {} transitions in all needs about {}",
+            relation_name(relation),
             n1 + n2,
             m1 + m2,
-            fmt_mib(memory::reduce_bytes(n1 + n2, m1 + m2))
+            fmt_mib(estimate(relation, n1 + n2, m1 + m2))
         );
     }
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
-    let c = compare(first, second)?;
+    let c = compare_with(first, second, relation)?;
+    let rel = relation_name(relation);
     let name = |s: Side| match s {
         Side::First => a.first.display().to_string(),
         Side::Second => a.second.display().to_string(),
@@ -150,16 +179,17 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
     let mut out = std::io::stdout().lock();
     let mut w = |line: String| writeln!(out, "{line}").map_err(stdout_err);
     match &c.verdict {
-        Equivalence::Equivalent => w("equivalent (strong bisimulation)".into())?,
+        Equivalence::Equivalent => w(format!("equivalent ({rel})"))?,
         Equivalence::Different {
             search,
             explanation,
         } => {
-            w("not equivalent (strong bisimulation)".into())?;
+            w(format!("not equivalent ({rel})"))?;
             match search {
                 TraceSearch::Found { trace, possible_in } => {
                     w(format!(
-                        "distinguishing trace ({} steps), possible in {} but not in {}:",
+                        "distinguishing {}trace ({} steps), possible in {} but not in {}:",
+                        if relation == Bisimulation::Branching { "weak " } else { "" },
                         trace.len(),
                         name(*possible_in),
                         name(possible_in.other())
@@ -168,9 +198,10 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
                         w(format!("  {l}"))?;
                     }
                 }
-                TraceSearch::TraceEquivalent => w(
-                    "both have exactly the same traces, so no distinguishing trace exists".into(),
-                )?,
+                TraceSearch::TraceEquivalent => w(format!(
+                    "both have exactly the same {}traces, so no distinguishing trace exists",
+                    if relation == Bisimulation::Branching { "weak " } else { "" }
+                ))?,
                 TraceSearch::GaveUp { pairs_explored } => w(format!(
                     "no distinguishing trace found: the search stopped after {pairs_explored} pairs of state sets"
                 ))?,
