@@ -142,18 +142,42 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
             }
         }
     }
+    let labels = lts.labels.clone();
+    drop(lts);
     edges.sort_unstable();
     edges.dedup();
-    let Lts { labels, .. } = lts;
     let n = ncomp as usize;
     let m = edges.len();
-    let out = Lts::from_edges(ncomp, 0, vec![String::new(); labels.len()], &edges)?;
-    let mut isrc: Vec<u32> = edges.iter().map(|e| e.0).collect();
-    let mut ilabel: Vec<u32> = edges.iter().map(|e| e.1).collect();
-    let mut idst: Vec<u32> = edges.iter().map(|e| e.2).collect();
+    // CSR by source straight from the sorted edge list, then the list is dropped before the
+    // CSR by target is built from it: at most 20 bytes per transition at a time.
+    let mut start = alloc_vec(n + 1, 0u32, "the collapsed LTS")?;
+    let mut olabel = alloc_vec(m, 0u32, "the collapsed LTS")?;
+    let mut odst = alloc_vec(m, 0u32, "the collapsed LTS")?;
+    for (i, e) in edges.iter().enumerate() {
+        start[e.0 as usize + 1] += 1;
+        olabel[i] = e.1;
+        odst[i] = e.2;
+    }
+    drop(edges);
+    for s in 0..n {
+        start[s + 1] += start[s];
+    }
+    let out = Lts {
+        states: ncomp,
+        initial: 0,
+        labels: Vec::new(),
+        start,
+        label: olabel,
+        dst: odst,
+    };
+    let mut isrc = alloc_vec(m, 0u32, "the collapsed LTS by target")?;
+    for s in 0..ncomp {
+        isrc[out.out_range(s)].fill(s);
+    }
+    let mut ilabel = out.label.clone();
+    let mut idst = out.dst.clone();
     let in_start = bucket_sort(&mut idst, &mut [&mut isrc, &mut ilabel], n)?;
     drop(idst);
-    drop(edges);
 
     // 2. Groote–Vaandrager refinement.
     let mut block_of = alloc_vec(n, 0u32, "the block partition")?;
@@ -169,7 +193,9 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
     let mut bcount: Vec<u32> = vec![0];
     let mut btouch: Vec<u32> = vec![0];
     let mut touched: Vec<u32> = Vec::new();
-    let mut group: Vec<(u32, u32)> = Vec::new();
+    // Incoming transition numbers of the splitter block (4 bytes each: the first splitter is
+    // the whole state space).
+    let mut group: Vec<u32> = Vec::new();
     let mut sources: Vec<u32> = Vec::new();
     let mut queue: Vec<u32> = Vec::new();
     let mut splitter = 0usize;
@@ -185,16 +211,21 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
         }
         // Incoming transitions of the splitter block, grouped by label.
         group.clear();
+        let incoming: usize = members[splitter]
+            .iter()
+            .map(|&v| (in_start[v as usize + 1] - in_start[v as usize]) as usize)
+            .sum();
+        group.try_reserve_exact(incoming).map_err(|_| {
+            PostError::Limit(format!("cannot allocate {incoming} incoming transitions"))
+        })?;
         for &v in &members[splitter] {
-            for t in in_start[v as usize] as usize..in_start[v as usize + 1] as usize {
-                group.push((ilabel[t], isrc[t]));
-            }
+            group.extend(in_start[v as usize]..in_start[v as usize + 1]);
         }
-        group.sort_unstable();
+        group.sort_unstable_by_key(|&t| ilabel[t as usize]);
         let mut split_block = None;
         let mut g = 0;
         while g < group.len() && split_block.is_none() {
-            let a = group[g].0;
+            let a = ilabel[group[g] as usize];
             let mut h = g;
             if stamp >= u32::MAX - 2 {
                 seen.fill(0);
@@ -205,8 +236,8 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
             stamp += 1;
             touched.clear();
             sources.clear();
-            while h < group.len() && group[h].0 == a {
-                let s = group[h].1;
+            while h < group.len() && ilabel[group[h] as usize] == a {
+                let s = isrc[group[h] as usize];
                 h += 1;
                 let b = block_of[s as usize];
                 if a == tau && b as usize == splitter {
@@ -286,6 +317,10 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
     }
 
     // 3. Quotient: every non-inert transition between classes.
+    drop(isrc);
+    drop(ilabel);
+    drop(in_start);
+    drop(group);
     let nblocks = members.len();
     drop(members);
     let mut class_of = alloc_vec(n0, 0u32, "the classes")?;
@@ -298,7 +333,18 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
             rep[c as usize] = s as u32;
         }
     }
+    let count = (0..ncomp)
+        .map(|s| {
+            let bs = block_of[s as usize];
+            out.out(s)
+                .filter(|&(l, d)| !(l == tau && block_of[d as usize] == bs))
+                .count()
+        })
+        .sum();
     let mut qedges = Vec::new();
+    qedges
+        .try_reserve_exact(count)
+        .map_err(|_| PostError::Limit(format!("cannot allocate the quotient's {count} edges")))?;
     for s in 0..ncomp {
         let bs = block_of[s as usize];
         for (l, d) in out.out(s) {
@@ -308,6 +354,7 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
             }
         }
     }
+    drop(out);
     let (quotient, root_ids) = build_quotient(labels, &class_of, nblocks, qedges, roots)?;
     Ok(Minimised {
         lts: quotient,

@@ -22,11 +22,12 @@ pub fn reduce_bytes(n: u64, m: u64) -> u64 {
     20 * m + 60 * n
 }
 
-/// Peak bytes for [`crate::post::branching::minimise_branching`]: the collapsed edge list
-/// (12 bytes/transition), its CSR by source (8) and by target (12 while built), then the
-/// quotient's edge list; per state the SCC arrays, partition and scratch marks.
+/// Peak bytes for [`crate::post::branching::minimise_branching`]: the loaded LTS (8
+/// bytes/transition) and the collapsed edge list (12) at first; later the collapsed LTS by
+/// source and by target (8 + 8, 12 while being sorted) and finally the quotient's edge list
+/// (up to 12); per state the SCC arrays, partition, bottom flags and scratch marks.
 pub fn branching_bytes(n: u64, m: u64) -> u64 {
-    36 * m + 80 * n
+    28 * m + 80 * n
 }
 
 /// Peak bytes for `lts deadlocks`: the CSR plus BFS parent links and queue.
