@@ -33,7 +33,20 @@ impl Input {
     /// Opens `path`; the format comes from the extension.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
         match LtsFormat::from_path(path)? {
-            LtsFormat::Native => Ok(Input::Native(Box::new(NativeReader::open(path)?))),
+            LtsFormat::Native => {
+                let r = NativeReader::open(path)?;
+                let f = r.footer();
+                // The reader checks edges against the state count but not the initial state.
+                if f.initial >= f.states.max(1) {
+                    return Err(LtsError::Corrupt {
+                        path: path.to_path_buf(),
+                        offset: r.file_len() - crate::lts::native::FOOTER_LEN + 24,
+                        expected: format!("an initial state below the state count {}", f.states),
+                        found: f.initial.to_string(),
+                    });
+                }
+                Ok(Input::Native(Box::new(r)))
+            }
             LtsFormat::Aut => Ok(Input::Aut(Box::new(AutReader::open(path)?))),
             other => Err(LtsError::Invalid(format!(
                 "{}: spillway cannot read the {} format; inputs must be .slts or .aut",
@@ -120,5 +133,38 @@ impl Input {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lts::native::NativeWriter;
+    use crate::lts::{LtsSink, LtsSummary};
+    use crate::model::LabelId;
+
+    #[test]
+    fn initial_state_outside_the_states_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.slts");
+        let mut w = NativeWriter::create(&p).unwrap();
+        w.define_label(LabelId(0), "a").unwrap();
+        w.edge(0, LabelId(0), 1).unwrap();
+        w.finish(&LtsSummary {
+            states: 2,
+            transitions: 1,
+            initial: 7,
+            deadlocks: 1,
+        })
+        .unwrap();
+        let e = Input::open(&p).err().unwrap();
+        assert!(matches!(e, LtsError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("initial state"), "{e}");
+    }
+
+    #[test]
+    fn write_only_formats_are_refused_as_input() {
+        let e = Input::open(Path::new("x.dot")).err().unwrap();
+        assert!(e.to_string().contains("x.dot"), "{e}");
     }
 }
