@@ -74,14 +74,25 @@ pub fn check_dot_size(
     Ok(())
 }
 
+/// What happened to a label on the way out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelFate {
+    /// Written under its own name.
+    Kept,
+    /// An internal action (`tau` / `i`) renamed by `--internal`.
+    Internal,
+    /// Matched by `--hide`: written as the internal action.
+    Hidden,
+}
+
 /// Maps input label ids to output label ids, defining output labels in the sink on first use.
 pub struct LabelMap {
     internal: String,
     rename_internal: bool,
     hide: Option<Regex>,
     out_ids: HashMap<String, u32>,
-    /// Input label id → (output id, hidden by --hide); `u32::MAX` = not seen yet.
-    map: Vec<(u32, bool)>,
+    /// Input label id → (output id, fate); `u32::MAX` = not seen yet.
+    map: Vec<(u32, LabelFate)>,
 }
 
 impl LabelMap {
@@ -113,15 +124,15 @@ impl LabelMap {
         })
     }
 
-    /// The output name of input label `name`, and whether `--hide` matched it.
-    pub fn rename<'a>(&'a self, name: &'a str) -> (&'a str, bool) {
+    /// The output name of input label `name` and why.
+    pub fn rename<'a>(&'a self, name: &'a str) -> (&'a str, LabelFate) {
         if self.hide.as_ref().is_some_and(|r| r.is_match(name)) {
-            return (&self.internal, true);
+            return (&self.internal, LabelFate::Hidden);
         }
         if self.rename_internal && INTERNAL_NAMES.contains(&name) {
-            return (&self.internal, false);
+            return (&self.internal, LabelFate::Internal);
         }
-        (name, false)
+        (name, LabelFate::Kept)
     }
 
     /// Output id of input label `l`, defining it in `sink` if new.
@@ -130,7 +141,7 @@ impl LabelMap {
         l: u32,
         labels: &[String],
         sink: &mut dyn LtsSink,
-    ) -> Result<(u32, bool), LtsError> {
+    ) -> Result<(u32, LabelFate), LtsError> {
         let i = l as usize;
         if let Some(&(o, h)) = self.map.get(i) {
             if o != u32::MAX {
@@ -138,9 +149,9 @@ impl LabelMap {
             }
         }
         if self.map.len() <= i {
-            self.map.resize(i + 1, (u32::MAX, false));
+            self.map.resize(i + 1, (u32::MAX, LabelFate::Kept));
         }
-        let (name, hidden) = self.rename(&labels[i]);
+        let (name, fate) = self.rename(&labels[i]);
         let name = name.to_string();
         let o = match self.out_ids.get(&name) {
             Some(&o) => o,
@@ -151,8 +162,8 @@ impl LabelMap {
                 o
             }
         };
-        self.map[i] = (o, hidden);
-        Ok((o, hidden))
+        self.map[i] = (o, fate);
+        Ok((o, fate))
     }
 
     /// Number of output labels defined so far.
@@ -188,8 +199,8 @@ pub fn convert(
             map.get(l as u32, &known, sink)?;
         }
         reader.for_each_edge(|s, l, d, labels| -> Result<(), PostError> {
-            let (o, h) = map.get(l, labels, sink)?;
-            if h {
+            let (o, fate) = map.get(l, labels, sink)?;
+            if fate == LabelFate::Hidden {
                 hidden += 1;
             }
             has_out[(s / 64) as usize] |= 1 << (s % 64);
@@ -222,16 +233,16 @@ mod tests {
             hide: vec!["lock.*".into(), "b".into()],
         };
         let m = LabelMap::new(&opts, LtsFormat::Aut).unwrap();
-        assert_eq!(m.rename("lock(p1, f1)"), ("i", true));
-        assert_eq!(m.rename("b"), ("i", true));
-        assert_eq!(m.rename("ab"), ("ab", false));
-        assert_eq!(m.rename("tau"), ("tau", false));
+        assert_eq!(m.rename("lock(p1, f1)"), ("i", LabelFate::Hidden));
+        assert_eq!(m.rename("b"), ("i", LabelFate::Hidden));
+        assert_eq!(m.rename("ab"), ("ab", LabelFate::Kept));
+        assert_eq!(m.rename("tau"), ("tau", LabelFate::Kept));
         let opts = LabelOptions {
             internal: Some("tau".into()),
             hide: vec![],
         };
         let m = LabelMap::new(&opts, LtsFormat::Aut).unwrap();
-        assert_eq!(m.rename("i"), ("tau", false));
+        assert_eq!(m.rename("i"), ("tau", LabelFate::Internal));
         assert!(LabelMap::new(
             &LabelOptions {
                 internal: None,
