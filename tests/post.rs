@@ -374,6 +374,10 @@ fn cli_reduce_compare_deadlocks() {
         text.contains("trace to deadlock state 2 (2 steps):\n  x\n  y\n"),
         "{text}"
     );
+    let out = spillway(&["lts", "deadlocks", a.to_str().unwrap(), "--json", "-q"]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["deadlocks"], 2);
+    assert_eq!(j["traces"][0]["trace"], serde_json::json!(["x", "y"]));
 }
 
 #[test]
