@@ -77,6 +77,33 @@ pub enum LtsError {
     Invalid(String),
 }
 
+/// Errors from the offline post-processing tools (`spillway lts ...`).
+#[derive(Debug, Error)]
+pub enum PostError {
+    /// Reading or writing an LTS file failed.
+    #[error(transparent)]
+    Lts(#[from] LtsError),
+    /// The request cannot be carried out as given (bad regex, unsupported format for this
+    /// direction, output too large for the format without `--force`).
+    #[error("{0}")]
+    Usage(String),
+    /// The LTS exceeds what the in-memory representation can index (more than 2^32 - 2 states
+    /// or transitions) or memory for it could not be allocated.
+    #[error("{0}")]
+    Limit(String),
+}
+
+impl PostError {
+    /// The exit code this error maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PostError::Lts(e) => e.exit_code(),
+            PostError::Usage(_) => exit::USAGE,
+            PostError::Limit(_) => exit::LIMIT,
+        }
+    }
+}
+
 /// Errors from visited-state stores.
 #[derive(Debug, Error)]
 pub enum StoreError {

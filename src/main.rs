@@ -1,16 +1,17 @@
 //! The `spillway` command: parse the command line, run, map errors to exit codes.
 
 use clap::Parser;
-use spillway::cli::{Cli, Command, ExploreArgs};
+use spillway::cli::{Cli, Command, ExploreArgs, LtsArgs};
 use spillway::engine::run::explore_file;
 use spillway::engine::ExploreStats;
-use spillway::error::{exit, ExploreError};
+use spillway::error::{exit, ExploreError, LtsError, PostError};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Explore(args) => explore(&args),
+        Command::Lts(args) => lts(&args),
     };
     ExitCode::from(code as u8)
 }
@@ -41,6 +42,22 @@ fn explore(args: &ExploreArgs) -> i32 {
             exit::OK
         }
         Err(e) => report(&e),
+    }
+}
+
+fn lts(args: &LtsArgs) -> i32 {
+    match spillway::post::run::run(args) {
+        Ok(code) => code,
+        // A reader such as `head` closed the pipe: what it wanted was printed.
+        Err(PostError::Lts(LtsError::Io { source, .. }))
+            if source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("spillway: error: {e}");
+            e.exit_code()
+        }
     }
 }
 

@@ -128,6 +128,11 @@ impl AutReader {
         self.header
     }
 
+    /// The file name used in errors.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Labels seen so far, indexed by label id.
     pub fn labels(&self) -> &[String] {
         &self.labels

@@ -1,7 +1,10 @@
 //! LTS output: the native streamed, compressed format ([`native`]) and Aldebaran `.aut`
-//! ([`aut`]). Engines push edges into an [`LtsSink`] as they discover them.
+//! ([`aut`]), both also readable; mCRL2 `.fsm` ([`fsm`]) and GraphViz `.dot` ([`dot`]) are
+//! write-only. Engines and the post-processing tools push edges into an [`LtsSink`].
 
 pub mod aut;
+pub mod dot;
+pub mod fsm;
 pub mod native;
 
 use crate::error::LtsError;
@@ -48,6 +51,10 @@ pub enum LtsFormat {
     Native,
     /// Aldebaran `.aut`.
     Aut,
+    /// mCRL2 `.fsm` (written only).
+    Fsm,
+    /// GraphViz `.dot` (written only).
+    Dot,
 }
 
 impl LtsFormat {
@@ -60,8 +67,10 @@ impl LtsFormat {
         {
             Some("slts") => Ok(LtsFormat::Native),
             Some("aut") => Ok(LtsFormat::Aut),
+            Some("fsm") => Ok(LtsFormat::Fsm),
+            Some("dot") => Ok(LtsFormat::Dot),
             other => Err(LtsError::Invalid(format!(
-                "{}: unknown LTS format '.{}' (expected .slts for the native format or .aut)",
+                "{}: unknown LTS format '.{}' (expected .slts for the native format, .aut, .fsm or .dot)",
                 path.display(),
                 other.unwrap_or("")
             ))),
@@ -73,6 +82,23 @@ impl LtsFormat {
         Ok(match self {
             LtsFormat::Native => Box::new(native::NativeWriter::create(path)?),
             LtsFormat::Aut => Box::new(aut::AutWriter::create(path)?),
+            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path)?),
+            LtsFormat::Dot => Box::new(dot::DotWriter::create(path)?),
         })
+    }
+
+    /// Whether spillway can read this format back (the post-processing tools' inputs).
+    pub fn readable(self) -> bool {
+        matches!(self, LtsFormat::Native | LtsFormat::Aut)
+    }
+
+    /// A short human-readable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LtsFormat::Native => "native (.slts)",
+            LtsFormat::Aut => "Aldebaran (.aut)",
+            LtsFormat::Fsm => "mCRL2 FSM (.fsm)",
+            LtsFormat::Dot => "GraphViz (.dot)",
+        }
     }
 }

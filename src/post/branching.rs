@@ -1,0 +1,405 @@
+//! Minimisation modulo branching bisimulation (van Glabbeek–Weijland): `lts reduce --branching`.
+//!
+//! # Algorithm
+//!
+//! Groote–Vaandrager (1990), O(m·n) time:
+//!
+//! 1. States on a cycle of internal steps are branching bisimilar, so the strongly connected
+//!    components of the internal transitions are collapsed first (Tarjan). Afterwards the
+//!    internal steps inside any block form an acyclic graph and every state can reach, by
+//!    *inert* steps (internal steps that stay in its block), a *bottom* state without any.
+//! 2. Starting from one block, repeat until nothing changes: for a block S and a label a, the
+//!    states with a *non-inert* a-step into S (not an internal step inside S) split a block B
+//!    if some but not all of B's states can reach such a step by inert steps. B is unstable
+//!    exactly when B contains such a state but not every bottom state of B has the step itself,
+//!    which is checked in O(|incoming a-transitions of S|) by counting bottom states. An unstable
+//!    B is split into the states that can (found by a backward search over inert steps from
+//!    the sources) and the rest; bottom states are recomputed for both parts.
+//!
+//! Each full scan over all (S, a) costs O(m), each split O(m), and there are fewer than n
+//! splits: O(m·n). In practice far fewer scans are needed than the bound suggests; this is
+//! nevertheless the slower of the two reductions (the O(m log n) algorithm of Jansen, Groote,
+//! Keiren and Wijs 2019 would be the upgrade).
+//!
+//! Labels named `tau` or `i` are the internal action ([`crate::post::convert::INTERNAL_NAMES`]);
+//! both are treated as one action, written under the first such label's name. The quotient
+//! keeps every non-inert transition between classes.
+
+use super::graph::{alloc_vec, bucket_sort, Lts, NONE};
+use super::reduce::{build_quotient, minimise, Minimised};
+use crate::error::PostError;
+use crate::post::convert::INTERNAL_NAMES;
+
+/// Label id of the internal action after merging `tau` and `i`, if the LTS has one.
+pub fn internal_label(labels: &[String]) -> Option<u32> {
+    labels
+        .iter()
+        .position(|l| INTERNAL_NAMES.contains(&l.as_str()))
+        .map(|i| i as u32)
+}
+
+/// Strongly connected components of the internal transitions (iterative Tarjan). Returns the
+/// component of every state and the number of components.
+fn tau_sccs(lts: &Lts, is_tau: &[bool]) -> Result<(Vec<u32>, u32), PostError> {
+    let n = lts.states as usize;
+    let mut index = alloc_vec(n, NONE, "SCC indices")?;
+    let mut low = alloc_vec(n, 0u32, "SCC indices")?;
+    let mut comp = alloc_vec(n, NONE, "SCC components")?;
+    let mut on_stack = alloc_vec(n, false, "SCC stack flags")?;
+    let mut stack: Vec<u32> = Vec::new();
+    let mut call: Vec<(u32, u32)> = Vec::new();
+    let (mut next, mut ncomp) = (0u32, 0u32);
+    for root in 0..n as u32 {
+        if index[root as usize] != NONE {
+            continue;
+        }
+        index[root as usize] = next;
+        low[root as usize] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        call.push((root, lts.start[root as usize]));
+        while let Some(&(v, mut pos)) = call.last() {
+            let end = lts.start[v as usize + 1];
+            let mut child = None;
+            while pos < end {
+                let i = pos as usize;
+                pos += 1;
+                if !is_tau[lts.label[i] as usize] {
+                    continue;
+                }
+                let w = lts.dst[i];
+                if index[w as usize] == NONE {
+                    child = Some(w);
+                    break;
+                } else if on_stack[w as usize] {
+                    low[v as usize] = low[v as usize].min(index[w as usize]);
+                }
+            }
+            if let Some(top) = call.last_mut() {
+                top.1 = pos;
+            }
+            if let Some(w) = child {
+                index[w as usize] = next;
+                low[w as usize] = next;
+                next += 1;
+                stack.push(w);
+                on_stack[w as usize] = true;
+                call.push((w, lts.start[w as usize]));
+                continue;
+            }
+            call.pop();
+            if let Some(&(u, _)) = call.last() {
+                low[u as usize] = low[u as usize].min(low[v as usize]);
+            }
+            if low[v as usize] == index[v as usize] {
+                while let Some(w) = stack.pop() {
+                    on_stack[w as usize] = false;
+                    comp[w as usize] = ncomp;
+                    if w == v {
+                        break;
+                    }
+                }
+                ncomp += 1;
+            }
+        }
+    }
+    Ok((comp, ncomp))
+}
+
+/// Computes the branching bisimulation classes of `lts` and returns the quotient restricted to
+/// the classes reachable from `roots` (at least one). Without an internal action this is
+/// strong bisimulation, and [`minimise`] is used.
+pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostError> {
+    let Some(tau) = internal_label(&lts.labels) else {
+        return minimise(lts, roots);
+    };
+    if roots.is_empty() || roots.iter().any(|&r| r >= lts.states) {
+        return Err(PostError::Usage(format!(
+            "roots {roots:?} must be non-empty and below the state count {}",
+            lts.states
+        )));
+    }
+    let n0 = lts.states as usize;
+    let is_tau: Vec<bool> = lts
+        .labels
+        .iter()
+        .map(|l| INTERNAL_NAMES.contains(&l.as_str()))
+        .collect();
+
+    // 1. Collapse internal cycles; merge all internal labels into `tau`.
+    let (comp, ncomp) = tau_sccs(&lts, &is_tau)?;
+    let mut edges: Vec<(u32, u32, u32)> = Vec::new();
+    edges
+        .try_reserve_exact(lts.transitions())
+        .map_err(|_| PostError::Limit("cannot allocate the collapsed transitions".into()))?;
+    for s in 0..lts.states {
+        for (l, d) in lts.out(s) {
+            let (cs, cd) = (comp[s as usize], comp[d as usize]);
+            let l = if is_tau[l as usize] { tau } else { l };
+            if !(l == tau && cs == cd) {
+                edges.push((cs, l, cd));
+            }
+        }
+    }
+    let labels = lts.labels.clone();
+    drop(lts);
+    edges.sort_unstable();
+    edges.dedup();
+    let n = ncomp as usize;
+    let m = edges.len();
+    // CSR by source straight from the sorted edge list, then the list is dropped before the
+    // CSR by target is built from it: at most 20 bytes per transition at a time.
+    let mut start = alloc_vec(n + 1, 0u32, "the collapsed LTS")?;
+    let mut olabel = alloc_vec(m, 0u32, "the collapsed LTS")?;
+    let mut odst = alloc_vec(m, 0u32, "the collapsed LTS")?;
+    for (i, e) in edges.iter().enumerate() {
+        start[e.0 as usize + 1] += 1;
+        olabel[i] = e.1;
+        odst[i] = e.2;
+    }
+    drop(edges);
+    for s in 0..n {
+        start[s + 1] += start[s];
+    }
+    let out = Lts {
+        states: ncomp,
+        initial: 0,
+        labels: Vec::new(),
+        start,
+        label: olabel,
+        dst: odst,
+    };
+    let mut isrc = alloc_vec(m, 0u32, "the collapsed LTS by target")?;
+    for s in 0..ncomp {
+        isrc[out.out_range(s)].fill(s);
+    }
+    let mut ilabel = out.label.clone();
+    let mut idst = out.dst.clone();
+    let in_start = bucket_sort(&mut idst, &mut [&mut isrc, &mut ilabel], n)?;
+    drop(idst);
+
+    // 2. Groote–Vaandrager refinement.
+    let mut block_of = alloc_vec(n, 0u32, "the block partition")?;
+    let mut members: Vec<Vec<u32>> = vec![(0..ncomp).collect()];
+    let mut bottom = alloc_vec(n, true, "bottom flags")?;
+    for s in 0..ncomp {
+        bottom[s as usize] = !out.out(s).any(|(l, _)| l == tau);
+    }
+    let mut nbottom: Vec<u32> = vec![bottom.iter().filter(|&&b| b).count() as u32];
+    let mut seen = alloc_vec(n, 0u32, "scratch marks")?;
+    let mut pos_mark = alloc_vec(n, 0u32, "scratch marks")?;
+    let mut stamp = 0u32;
+    let mut bcount: Vec<u32> = vec![0];
+    let mut btouch: Vec<u32> = vec![0];
+    let mut touched: Vec<u32> = Vec::new();
+    // Incoming transition numbers of the splitter block (4 bytes each: the first splitter is
+    // the whole state space).
+    let mut group: Vec<u32> = Vec::new();
+    let mut sources: Vec<u32> = Vec::new();
+    let mut queue: Vec<u32> = Vec::new();
+    let mut splitter = 0usize;
+    let mut changed = false;
+    loop {
+        if splitter >= members.len() {
+            if !changed {
+                break;
+            }
+            changed = false;
+            splitter = 0;
+            continue;
+        }
+        // Incoming transitions of the splitter block, grouped by label.
+        group.clear();
+        let incoming: usize = members[splitter]
+            .iter()
+            .map(|&v| (in_start[v as usize + 1] - in_start[v as usize]) as usize)
+            .sum();
+        group.try_reserve_exact(incoming).map_err(|_| {
+            PostError::Limit(format!("cannot allocate {incoming} incoming transitions"))
+        })?;
+        for &v in &members[splitter] {
+            group.extend(in_start[v as usize]..in_start[v as usize + 1]);
+        }
+        group.sort_unstable_by_key(|&t| ilabel[t as usize]);
+        let mut split_block = None;
+        let mut g = 0;
+        while g < group.len() && split_block.is_none() {
+            let a = ilabel[group[g] as usize];
+            let mut h = g;
+            if stamp >= u32::MAX - 2 {
+                seen.fill(0);
+                pos_mark.fill(0);
+                btouch.fill(0);
+                stamp = 0;
+            }
+            stamp += 1;
+            touched.clear();
+            sources.clear();
+            while h < group.len() && ilabel[group[h] as usize] == a {
+                let s = isrc[group[h] as usize];
+                h += 1;
+                let b = block_of[s as usize];
+                if a == tau && b as usize == splitter {
+                    continue; // inert
+                }
+                if seen[s as usize] == stamp {
+                    continue;
+                }
+                seen[s as usize] = stamp;
+                sources.push(s);
+                if btouch[b as usize] != stamp {
+                    btouch[b as usize] = stamp;
+                    bcount[b as usize] = 0;
+                    touched.push(b);
+                }
+                if bottom[s as usize] {
+                    bcount[b as usize] += 1;
+                }
+            }
+            split_block = touched
+                .iter()
+                .copied()
+                .find(|&b| bcount[b as usize] < nbottom[b as usize]);
+            if split_block.is_none() {
+                g = h;
+            }
+        }
+        let Some(b) = split_block else {
+            splitter += 1;
+            continue;
+        };
+        // Split b: states that reach a source by inert steps versus the rest.
+        stamp += 1;
+        queue.clear();
+        for &s in &sources {
+            if block_of[s as usize] == b {
+                pos_mark[s as usize] = stamp;
+                queue.push(s);
+            }
+        }
+        let mut qi = 0;
+        while qi < queue.len() {
+            let p = queue[qi];
+            qi += 1;
+            for t in in_start[p as usize] as usize..in_start[p as usize + 1] as usize {
+                let u = isrc[t];
+                if ilabel[t] == tau && block_of[u as usize] == b && pos_mark[u as usize] != stamp {
+                    pos_mark[u as usize] = stamp;
+                    queue.push(u);
+                }
+            }
+        }
+        let nb = members.len() as u32;
+        let (pos, rest): (Vec<u32>, Vec<u32>) = members[b as usize]
+            .iter()
+            .partition(|&&s| pos_mark[s as usize] == stamp);
+        for &s in &pos {
+            block_of[s as usize] = nb;
+        }
+        members[b as usize] = rest;
+        members.push(pos);
+        bcount.push(0);
+        btouch.push(0);
+        nbottom.push(0);
+        for blk in [b, nb] {
+            let mut count = 0;
+            for &s in &members[blk as usize] {
+                let bot = !out
+                    .out(s)
+                    .any(|(l, d)| l == tau && block_of[d as usize] == blk);
+                bottom[s as usize] = bot;
+                count += bot as u32;
+            }
+            nbottom[blk as usize] = count;
+        }
+        changed = true;
+    }
+
+    // 3. Quotient: every non-inert transition between classes.
+    drop(isrc);
+    drop(ilabel);
+    drop(in_start);
+    drop(group);
+    let nblocks = members.len();
+    drop(members);
+    let mut class_of = alloc_vec(n0, 0u32, "the classes")?;
+    for (s, c) in class_of.iter_mut().enumerate() {
+        *c = block_of[comp[s] as usize];
+    }
+    let mut rep = alloc_vec(nblocks, NONE, "class representatives")?;
+    for (s, &c) in class_of.iter().enumerate() {
+        if rep[c as usize] == NONE {
+            rep[c as usize] = s as u32;
+        }
+    }
+    let count = (0..ncomp)
+        .map(|s| {
+            let bs = block_of[s as usize];
+            out.out(s)
+                .filter(|&(l, d)| !(l == tau && block_of[d as usize] == bs))
+                .count()
+        })
+        .sum();
+    let mut qedges = Vec::new();
+    qedges
+        .try_reserve_exact(count)
+        .map_err(|_| PostError::Limit(format!("cannot allocate the quotient's {count} edges")))?;
+    for s in 0..ncomp {
+        let bs = block_of[s as usize];
+        for (l, d) in out.out(s) {
+            let bd = block_of[d as usize];
+            if !(l == tau && bs == bd) {
+                qedges.push((bs, l, rep[bd as usize]));
+            }
+        }
+    }
+    drop(out);
+    let (quotient, root_ids) = build_quotient(labels, &class_of, nblocks, qedges, roots)?;
+    Ok(Minimised {
+        lts: quotient,
+        roots: root_ids,
+        classes: nblocks as u64,
+        distinct_transitions: m as u64,
+        splitters: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
+        Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
+    }
+
+    #[test]
+    fn inert_tau_disappears() {
+        // 0 -tau-> 1 -a-> 2: branching bisimilar to a single a-step.
+        let m = minimise_branching(lts(3, &["tau", "a"], &[(0, 0, 1), (1, 1, 2)]), &[0]).unwrap();
+        assert_eq!((m.lts.states, m.lts.transitions()), (2, 1));
+        assert_eq!(m.lts.labels[m.lts.label[0] as usize], "a");
+    }
+
+    #[test]
+    fn choice_resolving_tau_is_kept() {
+        // 0 -a-> 1, 0 -tau-> 2 -b-> 3: the tau discards the a-option, so it is not inert.
+        let m = minimise_branching(
+            lts(4, &["a", "i", "b"], &[(0, 0, 1), (0, 1, 2), (2, 2, 3)]),
+            &[0],
+        )
+        .unwrap();
+        assert_eq!((m.lts.states, m.lts.transitions()), (3, 3));
+    }
+
+    #[test]
+    fn tau_cycles_collapse() {
+        // 0 -tau-> 1 -tau-> 0, 1 -a-> 2.
+        let m = minimise_branching(
+            lts(3, &["tau", "a"], &[(0, 0, 1), (1, 0, 0), (1, 1, 2)]),
+            &[0],
+        )
+        .unwrap();
+        assert_eq!((m.lts.states, m.lts.transitions()), (2, 1));
+    }
+}

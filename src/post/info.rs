@@ -1,0 +1,189 @@
+//! `spillway lts info`: what an LTS file holds, read in one streaming pass.
+//!
+//! Counts come from the file's header or footer and are checked against the edges actually
+//! read (the readers reject a mismatch). Deadlocks are counted from the edges with a bitset of
+//! one bit per state, so even a huge file needs only n/8 bytes. The compression ratio compares
+//! the file with the same LTS written as plain `.aut` text, `(S, "LABEL", D)` per line (exact byte count, computed
+//! while streaming, nothing is written).
+
+use crate::error::{LtsError, PostError};
+use crate::post::graph::alloc_vec;
+use crate::post::input::Input;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// Transitions carrying one label.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct LabelCount {
+    pub label: String,
+    pub transitions: u64,
+}
+
+/// The report of `lts info`, also its `--json` object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Info {
+    pub file: String,
+    /// "native" or "aut".
+    pub format: String,
+    /// Native format version; absent for `.aut`.
+    pub version: Option<u16>,
+    pub states: u64,
+    pub transitions: u64,
+    pub initial: u64,
+    /// Labels in label-table order with their transition counts.
+    pub labels: Vec<LabelCount>,
+    /// States without outgoing transitions (counted from the edges).
+    pub deadlocks: u64,
+    /// The deadlock count the writer recorded (native footer), if any.
+    pub recorded_deadlocks: Option<u64>,
+    pub self_loops: u64,
+    pub file_bytes: u64,
+    pub bytes_per_transition: f64,
+    /// Size of the same LTS as plain `.aut` text (`(S, "LABEL", D)` lines).
+    pub aut_text_bytes: u64,
+    /// `aut_text_bytes / file_bytes`.
+    pub compression_ratio: f64,
+}
+
+fn digits(mut v: u64) -> u64 {
+    let mut d = 1;
+    while v >= 10 {
+        v /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Reads `path` once and reports on it.
+pub fn info(path: &Path) -> Result<Info, PostError> {
+    let mut input = Input::open(path)?;
+    let h = input.header()?;
+    let words = usize::try_from(h.states.div_ceil(64))
+        .map_err(|_| PostError::Limit(format!("{}: too many states to count", path.display())))?;
+    let mut has_out = alloc_vec(words, 0u64, "the deadlock bitset")?;
+    let mut per_label: Vec<u64> = Vec::new();
+    let mut self_loops = 0u64;
+    let mut text =
+        crate::lts::aut::header_line(h.initial, h.transitions, h.states).len() as u64 + 1;
+    input.for_each_edge(|s, l, d, labels| -> Result<(), LtsError> {
+        has_out[(s / 64) as usize] |= 1 << (s % 64);
+        let l = l as usize;
+        if l >= per_label.len() {
+            per_label.resize(l + 1, 0);
+        }
+        per_label[l] += 1;
+        if s == d {
+            self_loops += 1;
+        }
+        // `(S, "LABEL", D)\n`
+        text += digits(s) + digits(d) + labels[l].len() as u64 + 9;
+        Ok(())
+    })?;
+    let labels = input.labels();
+    per_label.resize(labels.len(), 0);
+    let with_out: u64 = has_out.iter().map(|w| w.count_ones() as u64).sum();
+    let file_bytes = h.file_len;
+    Ok(Info {
+        file: path.display().to_string(),
+        format: match h.format {
+            crate::lts::LtsFormat::Native => "native".into(),
+            _ => "aut".into(),
+        },
+        version: h.version,
+        states: h.states,
+        transitions: h.transitions,
+        initial: h.initial,
+        labels: labels
+            .iter()
+            .zip(&per_label)
+            .map(|(l, &c)| LabelCount {
+                label: l.clone(),
+                transitions: c,
+            })
+            .collect(),
+        deadlocks: h.states - with_out,
+        recorded_deadlocks: h.recorded_deadlocks,
+        self_loops,
+        file_bytes,
+        bytes_per_transition: file_bytes as f64 / h.transitions.max(1) as f64,
+        aut_text_bytes: text,
+        compression_ratio: text as f64 / file_bytes.max(1) as f64,
+    })
+}
+
+/// Prints the human-readable report.
+pub fn print_text(i: &Info, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "file          {}", i.file)?;
+    match i.version {
+        Some(v) => writeln!(out, "format        {} (version {v})", i.format)?,
+        None => writeln!(out, "format        {}", i.format)?,
+    }
+    writeln!(out, "states        {}", i.states)?;
+    writeln!(out, "transitions   {}", i.transitions)?;
+    writeln!(out, "initial state {}", i.initial)?;
+    writeln!(out, "deadlocks     {}", i.deadlocks)?;
+    if let Some(r) = i.recorded_deadlocks {
+        if r != i.deadlocks {
+            writeln!(
+                out,
+                "warning       the file's footer records {r} deadlocks, but {} states have no outgoing transition",
+                i.deadlocks
+            )?;
+        }
+    }
+    writeln!(out, "self-loops    {}", i.self_loops)?;
+    writeln!(
+        out,
+        "size          {} bytes ({:.2} bytes/transition)",
+        i.file_bytes, i.bytes_per_transition
+    )?;
+    writeln!(
+        out,
+        "compression   {:.2}x versus .aut text ({} bytes)",
+        i.compression_ratio, i.aut_text_bytes
+    )?;
+    writeln!(out, "labels        {}", i.labels.len())?;
+    let width = i
+        .labels
+        .iter()
+        .map(|l| l.transitions.to_string().len())
+        .max()
+        .unwrap_or(1);
+    for l in &i.labels {
+        writeln!(out, "  {:>width$}  {}", l.transitions, l.label)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_aut_text_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.aut");
+        let text = "des (0, 3, 3)\n(0, \"a\", 1)\n(1, \"b\", 1)\n(1, \"a\", 0)\n";
+        std::fs::write(&p, text).unwrap();
+        let i = info(&p).unwrap();
+        assert_eq!(i.aut_text_bytes, text.len() as u64);
+        assert_eq!(
+            (i.states, i.transitions, i.deadlocks, i.self_loops),
+            (3, 3, 1, 1)
+        );
+        assert_eq!(
+            i.labels,
+            vec![
+                LabelCount {
+                    label: "a".into(),
+                    transitions: 2
+                },
+                LabelCount {
+                    label: "b".into(),
+                    transitions: 1
+                }
+            ]
+        );
+    }
+}

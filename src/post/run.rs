@@ -1,0 +1,252 @@
+//! The drivers behind `spillway lts <tool>`: run a tool, print its report, return the exit
+//! code. Results go to stdout; memory estimates, timings and notes to stderr.
+
+use crate::cli::{
+    CompareArgs, ConvertArgs, DeadlocksArgs, InfoArgs, LtsArgs, LtsCommand, ReduceArgs,
+};
+use crate::error::{exit, PostError};
+use crate::post::compare::{compare_with, Equivalence, Explanation, Side, TraceSearch};
+use crate::post::convert::{check_dot_size, convert, LabelOptions, SizeLimit};
+use crate::post::graph::Lts;
+use crate::post::input::Input;
+use crate::post::memory::{self, fmt_mib};
+use crate::post::{branching, deadlocks, info, reduce, Bisimulation};
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+/// Runs one `lts` tool; errors are returned for `main` to report.
+pub fn run(args: &LtsArgs) -> Result<i32, PostError> {
+    match &args.command {
+        LtsCommand::Info(a) => run_info(a),
+        LtsCommand::Convert(a) => run_convert(a),
+        LtsCommand::Reduce(a) => run_reduce(a),
+        LtsCommand::Compare(a) => run_compare(a),
+        LtsCommand::Deadlocks(a) => run_deadlocks(a),
+    }
+}
+
+fn stdout_err(e: std::io::Error) -> PostError {
+    PostError::Lts(crate::error::LtsError::Io {
+        path: "<stdout>".into(),
+        source: e,
+    })
+}
+
+fn relation_name(r: Bisimulation) -> &'static str {
+    match r {
+        Bisimulation::Strong => "strong bisimulation",
+        Bisimulation::Branching => "branching bisimulation",
+    }
+}
+
+fn estimate(r: Bisimulation, n: u64, m: u64) -> u64 {
+    match r {
+        Bisimulation::Strong => memory::reduce_bytes(n, m),
+        Bisimulation::Branching => memory::branching_bytes(n, m),
+    }
+}
+
+fn counts(path: &Path) -> Result<(u64, u64), PostError> {
+    let h = Input::open(path)?.header()?;
+    Ok((h.states, h.transitions))
+}
+
+fn run_info(a: &InfoArgs) -> Result<i32, PostError> {
+    let i = info::info(&a.file)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let json = serde_json::to_string_pretty(&i).map_err(|e| PostError::Usage(e.to_string()))?;
+        writeln!(out, "{json}").map_err(stdout_err)?;
+    } else {
+        info::print_text(&i, &mut out).map_err(stdout_err)?;
+    }
+    Ok(exit::OK)
+}
+
+fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
+    let opts = LabelOptions {
+        internal: a.internal.clone(),
+        hide: a.hide.clone(),
+    };
+    let limit = if a.force {
+        SizeLimit::Force
+    } else {
+        SizeLimit::Enforce
+    };
+    let r = convert(&a.input, &a.output, &opts, limit)?;
+    if !a.quiet {
+        writeln!(
+            std::io::stdout().lock(),
+            "wrote {}: {} states, {} transitions, {} labels, initial state {}{}",
+            a.output.display(),
+            r.summary.states,
+            r.summary.transitions,
+            r.labels,
+            r.summary.initial,
+            if a.hide.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} transitions hidden)", r.hidden_transitions)
+            }
+        )
+        .map_err(stdout_err)?;
+    }
+    Ok(exit::OK)
+}
+
+fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
+    let t0 = Instant::now();
+    let (n, m) = counts(&a.input)?;
+    let relation = if a.branching {
+        Bisimulation::Branching
+    } else {
+        Bisimulation::Strong
+    };
+    if !a.quiet {
+        eprintln!(
+            "spillway: reduce ({}) of {n} states, {m} transitions needs about {}",
+            relation_name(relation),
+            fmt_mib(estimate(relation, n, m))
+        );
+    }
+    let lts = Lts::load(&a.input)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let initial = lts.initial;
+    let result = match relation {
+        Bisimulation::Strong => reduce::minimise(lts, &[initial])?,
+        Bisimulation::Branching => branching::minimise_branching(lts, &[initial])?,
+    };
+    let reduce_s = t0.elapsed().as_secs_f64() - load_s;
+    let q = &result.lts;
+    check_dot_size(
+        &a.output,
+        q.states as u64,
+        q.transitions() as u64,
+        if a.force {
+            SizeLimit::Force
+        } else {
+            SizeLimit::Enforce
+        },
+    )?;
+    q.write(&a.output)?;
+    if !a.quiet {
+        writeln!(
+            std::io::stdout().lock(),
+            "reduced {}: {n} states, {m} transitions -> {} states, {} transitions ({} classes in all, {} distinct transitions in the input)",
+            a.input.display(),
+            q.states,
+            q.transitions(),
+            result.classes,
+            result.distinct_transitions
+        )
+        .map_err(stdout_err)?;
+        eprintln!(
+            "spillway: load {load_s:.2} s, refine {reduce_s:.2} s, total {:.2} s, peak RSS {}",
+            t0.elapsed().as_secs_f64(),
+            fmt_mib(memory::peak_rss())
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
+    let t0 = Instant::now();
+    let (n1, m1) = counts(&a.first)?;
+    let (n2, m2) = counts(&a.second)?;
+    let relation = if a.branching {
+        Bisimulation::Branching
+    } else {
+        Bisimulation::Strong
+    };
+    if !a.quiet {
+        eprintln!(
+            "spillway: compare ({}) of {} states, {} transitions in all needs about {}",
+            relation_name(relation),
+            n1 + n2,
+            m1 + m2,
+            fmt_mib(estimate(relation, n1 + n2, m1 + m2))
+        );
+    }
+    let first = Lts::load(&a.first)?;
+    let second = Lts::load(&a.second)?;
+    let c = compare_with(first, second, relation)?;
+    let rel = relation_name(relation);
+    let name = |s: Side| match s {
+        Side::First => a.first.display().to_string(),
+        Side::Second => a.second.display().to_string(),
+    };
+    let mut out = std::io::stdout().lock();
+    let mut w = |line: String| writeln!(out, "{line}").map_err(stdout_err);
+    match &c.verdict {
+        Equivalence::Equivalent => w(format!("equivalent ({rel})"))?,
+        Equivalence::Different {
+            search,
+            explanation,
+        } => {
+            w(format!("not equivalent ({rel})"))?;
+            match search {
+                TraceSearch::Found { trace, possible_in } => {
+                    w(format!(
+                        "distinguishing {}trace ({} steps), possible in {} but not in {}:",
+                        if relation == Bisimulation::Branching { "weak " } else { "" },
+                        trace.len(),
+                        name(*possible_in),
+                        name(possible_in.other())
+                    ))?;
+                    for l in trace {
+                        w(format!("  {l}"))?;
+                    }
+                }
+                TraceSearch::TraceEquivalent => w(format!(
+                    "both have exactly the same {}traces, so no distinguishing trace exists",
+                    if relation == Bisimulation::Branching { "weak " } else { "" }
+                ))?,
+                TraceSearch::GaveUp { pairs_explored } => w(format!(
+                    "no distinguishing trace found: the search stopped after {pairs_explored} pairs of state sets"
+                ))?,
+            }
+            match explanation {
+                Some(Explanation::Formula { formula, holds_in }) => {
+                    w(format!(
+                        "distinguishing formula, true in {} and false in {}:",
+                        name(*holds_in),
+                        name(holds_in.other())
+                    ))?;
+                    w(format!("  {formula}"))?;
+                }
+                Some(Explanation::FirstStep { text }) => w(text.clone())?,
+                None => {}
+            }
+        }
+    }
+    if !a.quiet {
+        eprintln!(
+            "spillway: {} classes reachable in the minimised union, {:.2} s, peak RSS {}",
+            c.union_classes,
+            t0.elapsed().as_secs_f64(),
+            fmt_mib(memory::peak_rss())
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
+    let (n, m) = counts(&a.file)?;
+    if !a.quiet {
+        eprintln!(
+            "spillway: deadlocks of {n} states, {m} transitions needs about {}",
+            fmt_mib(memory::deadlock_bytes(n, m))
+        );
+    }
+    let lts = Lts::load(&a.file)?;
+    let r = deadlocks::deadlocks(&lts, a.limit)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let json = serde_json::to_string_pretty(&r).map_err(|e| PostError::Usage(e.to_string()))?;
+        writeln!(out, "{json}").map_err(stdout_err)?;
+    } else {
+        deadlocks::print_text(&r, &mut out).map_err(stdout_err)?;
+    }
+    Ok(exit::OK)
+}
