@@ -415,6 +415,13 @@ impl NativeReader {
                 footer.label_offset.to_string(),
             ));
         }
+        if footer.initial >= footer.states.max(1) {
+            return Err(corrupt(
+                foot_at + 24,
+                &format!("an initial state below the state count {}", footer.states),
+                footer.initial.to_string(),
+            ));
+        }
         let mut r = NativeReader {
             path: path.to_path_buf(),
             file: BufReader::with_capacity(1 << 20, file),
