@@ -20,9 +20,10 @@ pub mod engine;
 pub mod error;
 pub mod lts;
 pub mod model;
+pub mod storage;
 pub mod store;
 
 pub use engine::{ExploreStats, Order};
-pub use error::{ExploreError, LtsError, ModelError, StoreError};
+pub use error::{ExploreError, LtsError, ModelError, StorageError, StoreError};
 pub use model::{Fired, LabelId, Model, TransitionId};
 pub use store::{Exactness, Insert, StateStore};

@@ -1,0 +1,125 @@
+//! Bytes on disk: segment files and the containers built on them, under a RAM budget.
+//!
+//! * [`segment`]: the file format — header, zstd-compressed blocks with checksums, reopening
+//!   at a recorded length;
+//! * [`mmap`]: mapped windows of files, the only module with `unsafe`;
+//! * [`vec`]: [`SegVec`], fixed-width records with random access and in-place updates (state
+//!   vectors, backedge tables, Δ records);
+//! * [`queue`]: [`SegQueue`], a FIFO of variable-width records (BFS open sets);
+//! * [`stack`]: [`SegStack`], a LIFO of variable-width records (DFS stacks);
+//! * [`budget`]: `--memory`, and per-structure RAM/disk accounting for the stats.
+//!
+//! A [`Storage`] bundles what a run's structures need: the budget, the work directory and the
+//! spill policy.
+
+pub mod budget;
+pub mod mmap;
+pub mod queue;
+pub mod segment;
+pub mod stack;
+pub mod vec;
+
+pub use budget::{Account, Budget, MemoryLimit, Usage};
+pub use queue::SegQueue;
+pub use stack::SegStack;
+pub use vec::{SegOptions, SegVec};
+
+use crate::error::StorageError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// When structures keep their data in segment files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpillPolicy {
+    /// Plain RAM vectors when the memory is unlimited; segment files under a `--memory` budget.
+    Auto,
+    /// Always segment files (tests and benchmarks of the spilling path).
+    Always,
+}
+
+/// Storage settings of a run.
+#[derive(Clone, Debug)]
+pub struct StorageConfig {
+    pub memory: MemoryLimit,
+    /// Parent of the run's work directory (the system temporary directory when `None`).
+    pub workdir: Option<PathBuf>,
+    pub spill: SpillPolicy,
+    pub segments: SegOptions,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            memory: MemoryLimit::Unlimited,
+            workdir: None,
+            spill: SpillPolicy::Auto,
+            segments: SegOptions::default(),
+        }
+    }
+}
+
+impl StorageConfig {
+    /// Whether structures should live in segment files.
+    pub fn spills(&self) -> bool {
+        self.spill == SpillPolicy::Always || self.memory != MemoryLimit::Unlimited
+    }
+}
+
+/// The storage of one run: a fresh work directory (removed when dropped) and the budget.
+pub struct Storage {
+    dir: tempfile::TempDir,
+    pub budget: Arc<Budget>,
+    pub config: StorageConfig,
+}
+
+impl Storage {
+    /// Creates a fresh directory `spillway-XXXXXX` under the configured work directory.
+    pub fn new(config: &StorageConfig) -> Result<Storage, StorageError> {
+        let parent = config.workdir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("spillway-")
+            .tempdir_in(&parent)
+            .map_err(segment::io_err(&parent, "create a work directory in"))?;
+        Ok(Storage {
+            dir,
+            budget: Budget::new(config.memory),
+            config: config.clone(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A new vector of `width`-byte records named `name`, accounted to the budget.
+    pub fn vec(&self, name: &str, width: usize) -> Result<SegVec, StorageError> {
+        SegVec::create(
+            self.dir(),
+            name,
+            width,
+            &self.config.segments,
+            self.budget.account(name),
+            Some(self.budget.clone()),
+        )
+    }
+
+    /// A new queue named `name`, accounted to the budget.
+    pub fn queue(&self, name: &str) -> Result<SegQueue, StorageError> {
+        SegQueue::create(
+            self.dir(),
+            name,
+            &self.config.segments,
+            self.budget.account(name),
+        )
+    }
+
+    /// A new stack named `name`, accounted to the budget.
+    pub fn stack(&self, name: &str) -> Result<SegStack, StorageError> {
+        SegStack::create(
+            self.dir(),
+            name,
+            &self.config.segments,
+            self.budget.account(name),
+        )
+    }
+}

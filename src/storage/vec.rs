@@ -1,0 +1,743 @@
+//! [`SegVec`]: a vector of fixed-width records with random access, backed by a segment file.
+//!
+//! Records are grouped into blocks of `2^k` records. The newest blocks are *hot*: they live
+//! uncompressed in a memory-mapped window of the vector's hot file (a ring of
+//! `hot_blocks` block slots), so appends, reads and updates there are plain slice accesses.
+//! When the ring is full, the oldest hot block is *sealed*: compressed into the segment file
+//! (a [`SegmentFile`]) and copied into the block cache, a small CLOCK cache of decompressed
+//! blocks. Reads of sealed records go through the cache; a miss reads and checks one block.
+//!
+//! `set` on a sealed record updates the cached copy and marks it dirty; a dirty block is
+//! written back as a *new version* of the block at the end of the file when it is evicted or
+//! the vector is flushed (the block index points at the newest version; the superseded bytes
+//! are counted as garbage). So updates cost nothing on disk until eviction and never rewrite
+//! the file in place.
+
+use super::budget::{Account, Budget};
+use super::mmap::Window;
+use super::segment::{io_err, BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
+use crate::error::StorageError;
+use hashbrown::HashMap;
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Sizes of a segment container.
+#[derive(Clone, Debug)]
+pub struct SegOptions {
+    /// Target raw bytes per block (rounded down to a power-of-two number of records).
+    pub block_bytes: usize,
+    /// Hot window: number of uncompressed blocks kept mapped (a power of two, ≥ 1).
+    pub hot_blocks: usize,
+    /// Most bytes of decompressed blocks to cache when the budget does not say otherwise.
+    pub cache_bytes: u64,
+}
+
+impl Default for SegOptions {
+    fn default() -> Self {
+        SegOptions {
+            block_bytes: 64 << 10,
+            hot_blocks: 64,
+            cache_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Whether a cached block differs from its newest version on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dirty {
+    Clean,
+    Dirty,
+}
+
+struct Slot {
+    block: u64,
+    data: Vec<u8>,
+    dirty: Dirty,
+    /// CLOCK reference bit.
+    referenced: bool,
+}
+
+/// Decompressed blocks of sealed records.
+///
+/// Invariants: `map[b] == s` iff `slots[s].block == b`; `slots.len() <= cap.max(1)`; a
+/// `Dirty` slot holds data newer than `index[block]` in the file.
+struct Cache {
+    slots: Vec<Slot>,
+    map: HashMap<u64, usize>,
+    hand: usize,
+    cap: usize,
+    /// The slot of the last block looked up (fast path for runs of reads in one block).
+    last: Option<(u64, usize)>,
+    hits: u64,
+    misses: u64,
+}
+
+/// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
+/// `&self` can fill the cache.
+struct Cold {
+    seg: SegmentFile,
+    /// `index[b]` is the newest version of block `b` in the file. Length ≥ `sealed`; it is
+    /// `sealed + 1` after reopening a file whose last block is partial (that block is hot).
+    index: Vec<BlockMeta>,
+    reader: BlockReader,
+    cache: Cache,
+    /// File bytes of superseded block versions.
+    garbage: u64,
+}
+
+/// What a flushed vector's files look like; a checkpoint records it to reopen the vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VecMark {
+    pub records: u64,
+    pub segment_len: u64,
+}
+
+/// A vector of fixed-width records backed by a segment file (see the module docs).
+pub struct SegVec {
+    width: usize,
+    /// log2 of records per block.
+    shift: u32,
+    /// Raw bytes of a full block: `width << shift`.
+    block_bytes: usize,
+    len: u64,
+    /// Blocks `[0, sealed)` are in the segment file (newest version at `cold.index[b]`).
+    /// Blocks `[sealed, ceil(len / rpb))` — at most `hot_blocks` of them — are in the hot
+    /// window, block `b` at slot `b & (hot_blocks - 1)`; the file may also hold older copies
+    /// of them (from a flush), which are superseded when they are sealed.
+    sealed: u64,
+    hot_blocks: u64,
+    window: Window,
+    hot_file: File,
+    hot_path: PathBuf,
+    cold: RefCell<Cold>,
+    account: Account,
+    budget: Option<Arc<Budget>>,
+    /// Cache size when there is no budget.
+    cache_bytes: u64,
+}
+
+fn records_shift(width: usize, block_bytes: usize) -> u32 {
+    let per = (block_bytes / width.max(1)).max(1);
+    usize::BITS - 1 - per.leading_zeros()
+}
+
+fn create_hot(path: &Path, bytes: usize) -> Result<(File, Window), StorageError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(io_err(path, "create hot file"))?;
+    // Write the whole window so every page is allocated now: a full disk fails here, with an
+    // error, instead of with SIGBUS when a mapped page is first touched.
+    let zeros = vec![0u8; bytes.min(1 << 20)];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len());
+        file.write_all(&zeros[..n])
+            .map_err(io_err(path, "allocate hot file"))?;
+        left -= n;
+    }
+    let window = Window::map(&file, bytes).map_err(io_err(path, "map hot file"))?;
+    Ok((file, window))
+}
+
+impl SegVec {
+    /// Creates an empty vector of `width`-byte records in `dir`, in files `NAME.seg` (sealed
+    /// blocks) and `NAME.hot` (the mapped hot window).
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        if width == 0 {
+            return Err(StorageError::Invalid(format!("{name}: zero-width records")));
+        }
+        let shift = records_shift(width, opts.block_bytes);
+        let header = Header {
+            kind: Kind::Vec,
+            layout: Layout::Fixed {
+                width: width as u32,
+            },
+            block_bytes: (width << shift) as u32,
+            first_block: 0,
+        };
+        let path = dir.join(format!("{name}.seg"));
+        let seg = SegmentFile::create(&path, header)?;
+        Self::assemble(
+            dir,
+            name,
+            width,
+            shift,
+            opts,
+            seg,
+            Vec::new(),
+            account,
+            budget,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        shift: u32,
+        opts: &SegOptions,
+        seg: SegmentFile,
+        index: Vec<BlockMeta>,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        let block_bytes = width << shift;
+        let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
+        let hot_path = dir.join(format!("{name}.hot"));
+        let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
+        let reader = BlockReader::new(seg.path())?;
+        let v = SegVec {
+            width,
+            shift,
+            block_bytes,
+            len: 0,
+            sealed: 0,
+            hot_blocks,
+            window,
+            hot_file,
+            hot_path,
+            cold: RefCell::new(Cold {
+                seg,
+                index,
+                reader,
+                cache: Cache {
+                    slots: Vec::new(),
+                    map: HashMap::new(),
+                    hand: 0,
+                    cap: 1,
+                    last: None,
+                    hits: 0,
+                    misses: 0,
+                },
+                garbage: 0,
+            }),
+            account,
+            budget,
+            cache_bytes: opts.cache_bytes,
+        };
+        Ok(v)
+    }
+
+    /// Reopens a vector written by [`SegVec::flush`]: `NAME.seg` in `dir`, cut back to
+    /// `mark.segment_len` when a mark is given (the whole file otherwise).
+    pub fn open(
+        dir: &Path,
+        name: &str,
+        opts: &SegOptions,
+        mark: Option<VecMark>,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        let path = dir.join(format!("{name}.seg"));
+        let (seg, blocks) = SegmentFile::open(&path, Kind::Vec, mark.map(|m| m.segment_len))?;
+        let header = *seg.header();
+        let Layout::Fixed { width } = header.layout else {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: 10,
+                expected: "layout 1 (fixed-width records)".into(),
+                found: "layout 2 (stream)".into(),
+            });
+        };
+        let width = width as usize;
+        let block_bytes = header.block_bytes as usize;
+        let shift = records_shift(width, block_bytes);
+        if width << shift != block_bytes {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: 20,
+                expected: format!("a block size of a power of two {width}-byte records"),
+                found: block_bytes.to_string(),
+            });
+        }
+        let mut index: Vec<BlockMeta> = Vec::new();
+        let mut garbage = 0;
+        for (no, meta) in blocks {
+            let no = no as usize;
+            if no < index.len() {
+                garbage += index[no].file_bytes();
+                index[no] = meta;
+            } else if no == index.len() {
+                index.push(meta);
+            } else {
+                return Err(StorageError::Corrupt {
+                    path,
+                    offset: meta.offset + 8,
+                    expected: format!("block number <= {}", index.len()),
+                    found: no.to_string(),
+                });
+            }
+        }
+        for (b, meta) in index.iter().enumerate() {
+            let last = b + 1 == index.len();
+            if meta.raw_len as usize % width != 0
+                || (!last && meta.raw_len as usize != block_bytes)
+                || meta.raw_len as usize > block_bytes
+            {
+                return Err(StorageError::Corrupt {
+                    path,
+                    offset: meta.offset + 16,
+                    expected: format!(
+                        "{} raw bytes in block {b}",
+                        if last {
+                            "a multiple of the width, at most the block size,"
+                        } else {
+                            "the full block size of"
+                        }
+                    ),
+                    found: meta.raw_len.to_string(),
+                });
+            }
+        }
+        let nblocks = index.len() as u64;
+        let last_raw = index.last().map_or(0, |m| m.raw_len as usize);
+        let mut v = Self::assemble(dir, name, width, shift, opts, seg, index, account, budget)?;
+        v.cold.get_mut().garbage = garbage;
+        v.sealed = nblocks;
+        v.len = match nblocks {
+            0 => 0,
+            n => ((n - 1) << shift) + (last_raw / width) as u64,
+        };
+        if nblocks > 0 && last_raw < block_bytes {
+            // The partial last block becomes hot again so that appends continue it.
+            let b = nblocks - 1;
+            let mut buf = Vec::new();
+            {
+                let cold = v.cold.get_mut();
+                let meta = cold.index[b as usize];
+                cold.reader
+                    .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
+            }
+            let at = (b & (v.hot_blocks - 1)) as usize * block_bytes;
+            v.window.bytes_mut()[at..at + buf.len()].copy_from_slice(&buf);
+            v.sealed = b;
+        }
+        v.update_account();
+        Ok(v)
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Appends a record; returns its index.
+    pub fn push(&mut self, rec: &[u8]) -> Result<u64, StorageError> {
+        self.check_width(rec)?;
+        let i = self.len;
+        let b = i >> self.shift;
+        if b - self.sealed == self.hot_blocks {
+            self.seal_oldest()?;
+        }
+        let at = self.hot_offset(i);
+        self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
+        self.len += 1;
+        if (i + 1) & ((1u64 << self.shift) - 1) == 0 {
+            self.update_account();
+        }
+        Ok(i)
+    }
+
+    /// Copies record `i` into `out` (whose length must be the record width).
+    #[inline]
+    pub fn get(&self, i: u64, out: &mut [u8]) -> Result<(), StorageError> {
+        self.with(i, |r| out.copy_from_slice(r))
+    }
+
+    /// Calls `f` with record `i` in place: a slice of the hot window or of a cached block.
+    #[inline]
+    pub fn with<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StorageError> {
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            return Ok(f(&self.window.bytes()[at..at + self.width]));
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let mut cold = self.cold.borrow_mut();
+        let s = cold.load(b)?;
+        Ok(f(&cold.cache.slots[s].data[off..off + self.width]))
+    }
+
+    /// Overwrites record `i` (hot or sealed; see the module docs for how sealed records are
+    /// updated).
+    pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StorageError> {
+        self.check_width(rec)?;
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
+            return Ok(());
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let cold = self.cold.get_mut();
+        let s = cold.load(b)?;
+        let slot = &mut cold.cache.slots[s];
+        slot.data[off..off + self.width].copy_from_slice(rec);
+        slot.dirty = Dirty::Dirty;
+        Ok(())
+    }
+
+    /// Streams records `[0, len)` in order to `f`, reading sealed blocks without disturbing
+    /// the cache (used to rebuild an index). Cached dirty blocks are seen with their updates.
+    pub fn scan(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), StorageError> {
+        let mut buf = Vec::new();
+        let mut i = 0u64;
+        let rpb = 1u64 << self.shift;
+        for b in 0..self.sealed {
+            let mut cold = self.cold.borrow_mut();
+            let cold = &mut *cold;
+            let data: &[u8] = match cold.cache.map.get(&b) {
+                Some(&s) => &cold.cache.slots[s].data,
+                None => {
+                    let meta = cold.index[b as usize];
+                    cold.reader
+                        .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
+                    &buf
+                }
+            };
+            for r in data.chunks_exact(self.width) {
+                f(i, r);
+                i += 1;
+            }
+        }
+        debug_assert_eq!(i, self.sealed * rpb);
+        while i < self.len {
+            let at = self.hot_offset(i);
+            f(i, &self.window.bytes()[at..at + self.width]);
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty cached block and every hot record to the segment file and syncs
+    /// it. The returned mark reopens the vector as it is now ([`SegVec::open`]).
+    pub fn flush(&mut self) -> Result<VecMark, StorageError> {
+        let cold = self.cold.get_mut();
+        cold.write_back_all()?;
+        let nblocks = self.len.div_ceil(1u64 << self.shift);
+        for b in self.sealed..nblocks {
+            let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+            let records = (self.len - (b << self.shift)).min(1 << self.shift) as usize;
+            let raw = &self.window.bytes()[start..start + records * self.width];
+            let meta = cold.seg.append(b, raw)?;
+            cold.put_index(b, meta);
+        }
+        cold.seg.sync()?;
+        let mark = VecMark {
+            records: self.len,
+            segment_len: cold.seg.len(),
+        };
+        self.update_account();
+        Ok(mark)
+    }
+
+    /// Changes the cache size when running without a budget (the budget decides otherwise).
+    pub fn set_cache_bytes(&mut self, bytes: u64) -> Result<(), StorageError> {
+        self.cache_bytes = bytes;
+        self.trim_cache()
+    }
+
+    /// Evicts cached blocks until the cache fits what it may hold now (call before another
+    /// structure claims budget).
+    pub fn trim_cache(&mut self) -> Result<(), StorageError> {
+        let cap = self.cap_slots();
+        let cold = self.cold.get_mut();
+        cold.cache.cap = cap;
+        cold.shrink(cap)?;
+        self.update_account();
+        Ok(())
+    }
+
+    /// Lowest RAM this vector needs whatever the budget: the hot window and one cached block.
+    pub fn min_ram_bytes(&self) -> u64 {
+        (self.hot_blocks + 1) * self.block_bytes as u64
+    }
+
+    /// Bytes resident in RAM: the touched part of the hot window, the cache, the block index.
+    pub fn ram_bytes(&self) -> u64 {
+        let cold = self.cold.borrow();
+        let blocks = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks);
+        blocks * self.block_bytes as u64
+            + cold.cache.slots.len() as u64 * self.block_bytes as u64
+            + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
+    }
+
+    /// Bytes on disk: the segment file (garbage included) and the hot file.
+    pub fn disk_bytes(&self) -> u64 {
+        self.cold.borrow().seg.len() + self.window.len() as u64
+    }
+
+    /// File bytes of superseded block versions.
+    pub fn garbage_bytes(&self) -> u64 {
+        self.cold.borrow().garbage
+    }
+
+    /// Cache hits and misses on sealed records.
+    pub fn cache_counts(&self) -> (u64, u64) {
+        let c = self.cold.borrow();
+        (c.cache.hits, c.cache.misses)
+    }
+
+    /// The segment file's path.
+    pub fn path(&self) -> PathBuf {
+        self.cold.borrow().seg.path().to_path_buf()
+    }
+
+    /// Publishes RAM/disk figures to the account (and so to the budget and the stats).
+    pub fn update_account(&self) {
+        let cap = self.cap_slots();
+        self.cold.borrow_mut().cache.cap = cap;
+        let sealed_raw = self.sealed.min(self.len >> self.shift) * self.block_bytes as u64;
+        let sealed_disk = self.cold.borrow().seg.len();
+        self.account.set(
+            self.ram_bytes(),
+            sealed_disk,
+            sealed_raw.min(self.len * self.width as u64),
+        );
+    }
+
+    pub fn account(&self) -> &Account {
+        &self.account
+    }
+
+    #[inline(always)]
+    fn hot_offset(&self, i: u64) -> usize {
+        let b = i >> self.shift;
+        let r = (i & ((1u64 << self.shift) - 1)) as usize;
+        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes + r * self.width
+    }
+
+    /// Cache slots allowed now (recomputed whenever the account is updated, i.e. once per
+    /// sealed block, not per read).
+    fn cap_slots(&self) -> usize {
+        let bytes = match &self.budget {
+            Some(b) => match b.headroom(&self.account) {
+                Some(room) => {
+                    let own_fixed = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks)
+                        * self.block_bytes as u64
+                        + (self.cold.borrow().index.capacity() * std::mem::size_of::<BlockMeta>())
+                            as u64;
+                    room.saturating_sub(own_fixed)
+                }
+                None => self.cache_bytes,
+            },
+            None => self.cache_bytes,
+        };
+        ((bytes / self.block_bytes as u64) as usize).max(1)
+    }
+
+    fn seal_oldest(&mut self) -> Result<(), StorageError> {
+        let b = self.sealed;
+        let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+        let cold = self.cold.get_mut();
+        let raw = &self.window.bytes()[start..start + self.block_bytes];
+        let meta = cold.seg.append(b, raw)?;
+        cold.put_index(b, meta);
+        // Recently sealed blocks are the likeliest to be read again (BFS duplicates are mostly
+        // recent states): keep a copy in the cache, saving a decompression.
+        cold.insert_clean(b, raw)?;
+        self.sealed += 1;
+        self.update_account();
+        Ok(())
+    }
+
+    fn check_width(&self, rec: &[u8]) -> Result<(), StorageError> {
+        if rec.len() != self.width {
+            return Err(StorageError::Invalid(format!(
+                "{}: record of {} bytes in a vector of {}-byte records",
+                self.hot_path.display(),
+                rec.len(),
+                self.width
+            )));
+        }
+        Ok(())
+    }
+
+    fn out_of_range(&self, i: u64) -> StorageError {
+        StorageError::Invalid(format!(
+            "{}: record {i} out of range (length {})",
+            self.hot_path.display(),
+            self.len
+        ))
+    }
+}
+
+impl Drop for SegVec {
+    fn drop(&mut self) {
+        // The hot file is scratch: only the segment file (after a flush) is reopened.
+        let _ = &self.hot_file;
+        let _ = std::fs::remove_file(&self.hot_path);
+    }
+}
+
+impl Cold {
+    fn put_index(&mut self, b: u64, meta: BlockMeta) {
+        let b = b as usize;
+        if b < self.index.len() {
+            self.garbage += self.index[b].file_bytes();
+            self.index[b] = meta;
+        } else {
+            debug_assert_eq!(b, self.index.len());
+            self.index.push(meta);
+        }
+    }
+
+    /// The cache slot holding block `b`, reading it on a miss.
+    #[inline]
+    fn load(&mut self, b: u64) -> Result<usize, StorageError> {
+        if let Some((lb, s)) = self.cache.last {
+            if lb == b {
+                self.cache.hits += 1;
+                return Ok(s);
+            }
+        }
+        if let Some(&s) = self.cache.map.get(&b) {
+            self.cache.slots[s].referenced = true;
+            self.cache.last = Some((b, s));
+            self.cache.hits += 1;
+            return Ok(s);
+        }
+        self.cache.misses += 1;
+        let s = self.victim()?;
+        let meta = self.index[b as usize];
+        let mut data = std::mem::take(&mut self.cache.slots[s].data);
+        let read = self
+            .reader
+            .read(self.seg.path(), self.seg.file(), &meta, &mut data);
+        self.cache.slots[s].data = data;
+        if let Err(e) = read {
+            self.cache.slots[s].block = u64::MAX;
+            return Err(e);
+        }
+        let slot = &mut self.cache.slots[s];
+        slot.block = b;
+        slot.dirty = Dirty::Clean;
+        slot.referenced = true;
+        self.cache.map.insert(b, s);
+        self.cache.last = Some((b, s));
+        Ok(s)
+    }
+
+    /// Puts a copy of block `b`'s raw bytes in the cache.
+    fn insert_clean(&mut self, b: u64, raw: &[u8]) -> Result<(), StorageError> {
+        let s = self.victim()?;
+        let slot = &mut self.cache.slots[s];
+        slot.data.clear();
+        slot.data.extend_from_slice(raw);
+        slot.block = b;
+        slot.dirty = Dirty::Clean;
+        slot.referenced = false;
+        self.cache.map.insert(b, s);
+        Ok(())
+    }
+
+    /// A free slot (its old block written back if dirty and unmapped); grows the cache up to
+    /// `cap` slots and shrinks it to `cap` when the budget fell.
+    fn victim(&mut self) -> Result<usize, StorageError> {
+        let cap = self.cache.cap.max(1);
+        if self.cache.slots.len() > cap {
+            self.shrink(cap)?;
+        }
+        self.cache.last = None;
+        if self.cache.slots.len() < cap {
+            self.cache.slots.push(Slot {
+                block: u64::MAX,
+                data: Vec::new(),
+                dirty: Dirty::Clean,
+                referenced: false,
+            });
+            return Ok(self.cache.slots.len() - 1);
+        }
+        let n = self.cache.slots.len();
+        loop {
+            let h = self.cache.hand % n;
+            self.cache.hand = (h + 1) % n;
+            let slot = &mut self.cache.slots[h];
+            if slot.referenced {
+                slot.referenced = false;
+                continue;
+            }
+            self.evict(h)?;
+            return Ok(h);
+        }
+    }
+
+    /// Writes slot `s` back if dirty and forgets which block it held.
+    fn evict(&mut self, s: usize) -> Result<(), StorageError> {
+        let b = self.cache.slots[s].block;
+        if b == u64::MAX {
+            return Ok(());
+        }
+        if self.cache.slots[s].dirty == Dirty::Dirty {
+            let meta = self.seg.append(b, &self.cache.slots[s].data)?;
+            self.put_index(b, meta);
+            self.cache.slots[s].dirty = Dirty::Clean;
+        }
+        self.cache.map.remove(&b);
+        self.cache.slots[s].block = u64::MAX;
+        Ok(())
+    }
+
+    fn shrink(&mut self, cap: usize) -> Result<(), StorageError> {
+        let cap = cap.max(1);
+        while self.cache.slots.len() > cap {
+            let s = self.cache.slots.len() - 1;
+            self.evict(s)?;
+            self.cache.slots.pop();
+        }
+        self.cache.hand = 0;
+        self.cache.last = None;
+        Ok(())
+    }
+
+    fn write_back_all(&mut self) -> Result<(), StorageError> {
+        for s in 0..self.cache.slots.len() {
+            let slot = &self.cache.slots[s];
+            if slot.dirty == Dirty::Dirty && slot.block != u64::MAX {
+                let b = slot.block;
+                let meta = self.seg.append(b, &self.cache.slots[s].data)?;
+                self.put_index(b, meta);
+                self.cache.slots[s].dirty = Dirty::Clean;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the raw bytes `[offset, offset + len)` of a file (tests and tools).
+pub fn read_at(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let f = File::open(path)?;
+    let mut buf = vec![0; len];
+    f.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
