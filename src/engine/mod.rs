@@ -70,6 +70,16 @@ pub struct ExploreStats {
     pub omission_probability: f64,
     pub store_ram_bytes: u64,
     pub store_ram_bytes_per_state: f64,
+    /// Bytes the store keeps on disk (segment files).
+    pub store_disk_bytes: u64,
+    /// Store-specific counters (e.g. cache hits of spilled state vectors).
+    pub store_report: serde_json::Map<String, serde_json::Value>,
+    /// RAM and disk bytes per structure, when structures spill to segment files.
+    pub structures: Vec<crate::storage::Usage>,
+    /// The `--memory` budget, if any.
+    pub memory_limit_bytes: Option<u64>,
+    /// The run's work directory (removed at exit), when structures spill.
+    pub workdir: Option<String>,
     pub labels: u64,
     pub output: Option<String>,
     pub output_bytes: Option<u64>,
@@ -233,6 +243,11 @@ impl<'a> Run<'a> {
             } else {
                 0.0
             },
+            store_disk_bytes: store.disk_bytes(),
+            store_report: store.report(),
+            structures: Vec::new(),
+            memory_limit_bytes: None,
+            workdir: None,
             labels: self.labels_defined as u64,
             output: None,
             output_bytes: None,

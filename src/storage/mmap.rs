@@ -67,3 +67,29 @@ impl Window {
         }
     }
 }
+
+/// An anonymous private mapping used as one block buffer of a cache. Unlike a heap
+/// allocation, its pages go back to the kernel the moment it is dropped, so a cache that shrinks
+/// to make room for another structure really lowers the resident set (the C allocator keeps
+/// freed medium-sized chunks in its heap, where they still count towards VmRSS).
+pub struct AnonBlock {
+    map: MmapMut,
+}
+
+impl AnonBlock {
+    pub fn new(len: usize) -> std::io::Result<AnonBlock> {
+        Ok(AnonBlock {
+            map: MmapMut::map_anon(len.max(1))?,
+        })
+    }
+
+    #[inline(always)]
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    #[inline(always)]
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+}

@@ -467,6 +467,27 @@ impl BlockReader {
         meta: &BlockMeta,
         out: &mut Vec<u8>,
     ) -> Result<(), StorageError> {
+        out.resize(meta.raw_len as usize, 0);
+        self.read_into(path, file, meta, out)
+    }
+
+    /// Like [`BlockReader::read`] into a buffer of at least the block's raw length.
+    pub fn read_into(
+        &mut self,
+        path: &Path,
+        file: &File,
+        meta: &BlockMeta,
+        out: &mut [u8],
+    ) -> Result<(), StorageError> {
+        if out.len() < meta.raw_len as usize {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: meta.offset + 16,
+                expected: format!("a raw length of at most {} bytes", out.len()),
+                found: meta.raw_len.to_string(),
+            });
+        }
+        let out = &mut out[..meta.raw_len as usize];
         self.comp.resize(meta.comp_len as usize, 0);
         file.read_exact_at(&mut self.comp, meta.offset + BLOCK_HEADER_LEN)
             .map_err(io_err(path, "read block"))?;
@@ -479,7 +500,6 @@ impl BlockReader {
                 found: format!("{found:#010x}"),
             });
         }
-        out.resize(meta.raw_len as usize, 0);
         let n = self
             .decompressor
             .decompress_to_buffer(&self.comp, out)

@@ -14,7 +14,7 @@
 //! the file in place.
 
 use super::budget::{Account, Budget};
-use super::mmap::Window;
+use super::mmap::{AnonBlock, Window};
 use super::segment::{io_err, BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
 use crate::error::StorageError;
 use hashbrown::HashMap;
@@ -55,7 +55,8 @@ enum Dirty {
 
 struct Slot {
     block: u64,
-    data: Vec<u8>,
+    /// One block of raw bytes (an anonymous mapping, so that evicting really frees it).
+    data: AnonBlock,
     dirty: Dirty,
     /// CLOCK reference bit.
     referenced: bool,
@@ -79,6 +80,7 @@ struct Cache {
 /// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
 /// `&self` can fill the cache.
 struct Cold {
+    block_bytes: usize,
     seg: SegmentFile,
     /// `index[b]` is the newest version of block `b` in the file. Length ≥ `sealed`; it is
     /// `sealed + 1` after reopening a file whose last block is partial (that block is hot).
@@ -213,6 +215,7 @@ impl SegVec {
             hot_file,
             hot_path,
             cold: RefCell::new(Cold {
+                block_bytes,
                 seg,
                 index,
                 reader,
@@ -382,7 +385,7 @@ impl SegVec {
         let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
         let mut cold = self.cold.borrow_mut();
         let s = cold.load(b)?;
-        Ok(f(&cold.cache.slots[s].data[off..off + self.width]))
+        Ok(f(&cold.cache.slots[s].data.bytes()[off..off + self.width]))
     }
 
     /// Overwrites record `i` (hot or sealed; see the module docs for how sealed records are
@@ -402,7 +405,7 @@ impl SegVec {
         let cold = self.cold.get_mut();
         let s = cold.load(b)?;
         let slot = &mut cold.cache.slots[s];
-        slot.data[off..off + self.width].copy_from_slice(rec);
+        slot.data.bytes_mut()[off..off + self.width].copy_from_slice(rec);
         slot.dirty = Dirty::Dirty;
         Ok(())
     }
@@ -417,7 +420,7 @@ impl SegVec {
             let mut cold = self.cold.borrow_mut();
             let cold = &mut *cold;
             let data: &[u8] = match cold.cache.map.get(&b) {
-                Some(&s) => &cold.cache.slots[s].data,
+                Some(&s) => &cold.cache.slots[s].data.bytes()[..self.block_bytes],
                 None => {
                     let meta = cold.index[b as usize];
                     cold.reader
@@ -601,6 +604,12 @@ impl Drop for SegVec {
 }
 
 impl Cold {
+    /// Raw length of sealed block `b` (all sealed blocks are full except, after a reopen,
+    /// a partial last one, which is hot and never cached).
+    fn raw_len(&self, b: u64) -> usize {
+        self.index[b as usize].raw_len as usize
+    }
+
     fn put_index(&mut self, b: u64, meta: BlockMeta) {
         let b = b as usize;
         if b < self.index.len() {
@@ -630,11 +639,12 @@ impl Cold {
         self.cache.misses += 1;
         let s = self.victim()?;
         let meta = self.index[b as usize];
-        let mut data = std::mem::take(&mut self.cache.slots[s].data);
-        let read = self
-            .reader
-            .read(self.seg.path(), self.seg.file(), &meta, &mut data);
-        self.cache.slots[s].data = data;
+        let read = self.reader.read_into(
+            self.seg.path(),
+            self.seg.file(),
+            &meta,
+            self.cache.slots[s].data.bytes_mut(),
+        );
         if let Err(e) = read {
             self.cache.slots[s].block = u64::MAX;
             return Err(e);
@@ -652,8 +662,7 @@ impl Cold {
     fn insert_clean(&mut self, b: u64, raw: &[u8]) -> Result<(), StorageError> {
         let s = self.victim()?;
         let slot = &mut self.cache.slots[s];
-        slot.data.clear();
-        slot.data.extend_from_slice(raw);
+        slot.data.bytes_mut()[..raw.len()].copy_from_slice(raw);
         slot.block = b;
         slot.dirty = Dirty::Clean;
         slot.referenced = false;
@@ -670,9 +679,13 @@ impl Cold {
         }
         self.cache.last = None;
         if self.cache.slots.len() < cap {
+            let data = AnonBlock::new(self.block_bytes).map_err(super::segment::io_err(
+                self.seg.path(),
+                "map a cache block for",
+            ))?;
             self.cache.slots.push(Slot {
                 block: u64::MAX,
-                data: Vec::new(),
+                data,
                 dirty: Dirty::Clean,
                 referenced: false,
             });
@@ -699,7 +712,10 @@ impl Cold {
             return Ok(());
         }
         if self.cache.slots[s].dirty == Dirty::Dirty {
-            let meta = self.seg.append(b, &self.cache.slots[s].data)?;
+            let len = self.raw_len(b);
+            let meta = self
+                .seg
+                .append(b, &self.cache.slots[s].data.bytes()[..len])?;
             self.put_index(b, meta);
             self.cache.slots[s].dirty = Dirty::Clean;
         }
@@ -725,7 +741,10 @@ impl Cold {
             let slot = &self.cache.slots[s];
             if slot.dirty == Dirty::Dirty && slot.block != u64::MAX {
                 let b = slot.block;
-                let meta = self.seg.append(b, &self.cache.slots[s].data)?;
+                let len = self.raw_len(b);
+                let meta = self
+                    .seg
+                    .append(b, &self.cache.slots[s].data.bytes()[..len])?;
                 self.put_index(b, meta);
                 self.cache.slots[s].dirty = Dirty::Clean;
             }

@@ -13,7 +13,9 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
-use crate::error::StoreError;
+use crate::error::{StorageError, StoreError};
+use crate::storage::{Account, Budget, SegVec, Storage};
+use std::sync::Arc;
 
 /// Stable state hash: xxh3-64, seed 0. Its identity is recorded wherever hashes are persisted.
 #[inline]
@@ -28,13 +30,22 @@ const MAX_STATES: u64 = u32::MAX as u64 - 1;
 pub struct FullStore {
     /// Fixed state width, when every state has the same length.
     width: Option<usize>,
-    arena: Vec<u8>,
-    /// For variable-width states: `arena[ends[i-1]..ends[i]]` is state `i`.
-    ends: Vec<u64>,
+    /// State vectors in id order: in RAM, or in a segment vector when spilling.
+    arena: Arena,
     count: u64,
-    /// Open-addressing slots, length a power of two, at most 3/4 full.
+    /// Open-addressing slots, length a power of two, at most 3/4 full. Always in RAM.
     slots: Vec<u64>,
     hashes: Vec<u64>,
+    /// The index's account and the budget it claims from, when spilling.
+    index_account: Option<(Account, Arc<Budget>)>,
+}
+
+/// Where the state vectors live.
+enum Arena {
+    /// A RAM arena; for variable-width states `ends[i]` is the end of state `i`.
+    Ram { bytes: Vec<u8>, ends: Vec<u64> },
+    /// A segment vector of fixed-width records (hot window mapped, the rest compressed).
+    Seg(SegVec),
 }
 
 #[inline(always)]
@@ -66,36 +77,79 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl FullStore {
-    /// A store for states of `width` bytes, or of varying width when `None`.
+    /// A store for states of `width` bytes, or of varying width when `None`, kept in RAM.
     pub fn new(width: Option<usize>) -> Self {
         FullStore {
             width,
-            arena: Vec::new(),
-            ends: Vec::new(),
+            arena: Arena::Ram {
+                bytes: Vec::new(),
+                ends: Vec::new(),
+            },
             count: 0,
             slots: vec![0; 1 << 10],
             hashes: Vec::new(),
+            index_account: None,
         }
     }
 
-    fn state(&self, id: usize) -> &[u8] {
-        slice(&self.arena, &self.ends, self.width, id)
+    /// A store whose state vectors live in a segment vector of `storage` (only the index
+    /// stays in RAM, claimed from the budget). States must have a fixed width.
+    pub fn spilling(width: Option<usize>, storage: &Storage) -> Result<Self, StoreError> {
+        let Some(w) = width else {
+            return Err(StorageError::Invalid(
+                "the full store spills only fixed-width states; this model's states vary in width (run without --memory/--spill)".into(),
+            )
+            .into());
+        };
+        let vec = storage.vec("full.states", w)?;
+        let account = storage.budget.account("full.index");
+        let mut s = FullStore::new(width);
+        s.arena = Arena::Seg(vec);
+        account.set((s.slots.len() * 8) as u64, 0, 0);
+        s.index_account = Some((account, storage.budget.clone()));
+        Ok(s)
     }
 
     /// Makes room for `extra` more states without passing the load limit.
-    fn reserve(&mut self, extra: u64) {
+    fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
         let need = self.count + extra;
         if need * 4 <= self.slots.len() as u64 * 3 {
-            return;
+            return Ok(());
         }
         let mut cap = self.slots.len();
         while need * 4 > cap as u64 * 3 {
             cap *= 2;
         }
-        let mut slots = vec![0u64; cap];
         let mask = cap - 1;
+        if let (Some((account, budget)), Arena::Seg(vec)) = (&self.index_account, &mut self.arena) {
+            let bytes = cap as u64 * 8;
+            budget.claim(
+                "the full-store index",
+                bytes,
+                vec.min_ram_bytes(),
+                &format!("{cap} slots of 8 bytes for more than {} states", self.count),
+            )?;
+            // The old table is rebuilt from the state vectors, not copied: free it first so
+            // old and new never coexist, then let the vector's cache shrink to what is left.
+            self.slots = Vec::new();
+            account.set(bytes, 0, 0);
+            vec.trim_cache()?;
+            let mut slots = vec![0u64; cap];
+            vec.scan(|id, st| {
+                let h = state_hash(st);
+                let mut i = h as usize & mask;
+                while slots[i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
+            })?;
+            self.slots = slots;
+            vec.update_account();
+            return Ok(());
+        }
+        let mut slots = vec![0u64; cap];
         for id in 0..self.count as usize {
-            let h = state_hash(self.state(id));
+            let h = state_hash(self.ram_state(id));
             let mut i = h as usize & mask;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
@@ -103,11 +157,19 @@ impl FullStore {
             slots[i] = (h & 0xffff_ffff_0000_0000) | (id as u64 + 1);
         }
         self.slots = slots;
+        Ok(())
+    }
+
+    fn ram_state(&self, id: usize) -> &[u8] {
+        match &self.arena {
+            Arena::Ram { bytes, ends } => slice(bytes, ends, self.width, id),
+            Arena::Seg(_) => unreachable!("only called for RAM arenas"),
+        }
     }
 
     /// Finds or inserts a state with precomputed hash `h`; capacity must have been reserved.
     #[inline(always)]
-    fn insert_hashed(&mut self, state: &[u8], h: u64) -> Insert {
+    fn insert_hashed(&mut self, state: &[u8], h: u64) -> Result<Insert, StoreError> {
         let mask = self.slots.len() - 1;
         let hi = h & 0xffff_ffff_0000_0000;
         let mut i = h as usize & mask;
@@ -118,20 +180,33 @@ impl FullStore {
             }
             if s & 0xffff_ffff_0000_0000 == hi {
                 let id = (s as u32 - 1) as usize;
-                if eq_bytes(slice(&self.arena, &self.ends, self.width, id), state) {
-                    return Insert::Seen(id as StateId);
+                let equal = match &self.arena {
+                    Arena::Ram { bytes, ends } => {
+                        eq_bytes(slice(bytes, ends, self.width, id), state)
+                    }
+                    Arena::Seg(v) => v.with(id as u64, |r| eq_bytes(r, state))?,
+                };
+                if equal {
+                    return Ok(Insert::Seen(id as StateId));
                 }
             }
             i = (i + 1) & mask;
         }
         let id = self.count;
-        self.arena.extend_from_slice(state);
-        if self.width.is_none() {
-            self.ends.push(self.arena.len() as u64);
+        match &mut self.arena {
+            Arena::Ram { bytes, ends } => {
+                bytes.extend_from_slice(state);
+                if self.width.is_none() {
+                    ends.push(bytes.len() as u64);
+                }
+            }
+            Arena::Seg(v) => {
+                v.push(state)?;
+            }
         }
         self.slots[i] = hi | (id + 1);
         self.count += 1;
-        Insert::New(id)
+        Ok(Insert::New(id))
     }
 
     fn check(&self, state: &[u8], extra: u64) -> Result<(), StoreError> {
@@ -163,8 +238,8 @@ impl StateStore for FullStore {
 
     fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state, 1)?;
-        self.reserve(1);
-        Ok(self.insert_hashed(state, state_hash(state)))
+        self.reserve(1)?;
+        self.insert_hashed(state, state_hash(state))
     }
 
     fn insert_batch(
@@ -182,7 +257,7 @@ impl StateStore for FullStore {
         for i in 0..n {
             self.check(batch.get(i), n as u64)?;
         }
-        self.reserve(n as u64);
+        self.reserve(n as u64)?;
         let mask = self.slots.len() - 1;
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
@@ -196,7 +271,13 @@ impl StateStore for FullStore {
         std::hint::black_box(touch);
         // Pass 2: probe and insert in order.
         for (i, &h) in hashes.iter().enumerate() {
-            out.push(self.insert_hashed(batch.get(i), h));
+            match self.insert_hashed(batch.get(i), h) {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    self.hashes = hashes;
+                    return Err(e);
+                }
+            }
         }
         self.hashes = hashes;
         Ok(())
@@ -207,12 +288,21 @@ impl StateStore for FullStore {
     }
 
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool {
+        self.load(id, out).unwrap_or(false)
+    }
+
+    fn load(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
         if id >= self.count {
-            return false;
+            return Ok(false);
         }
         out.clear();
-        out.extend_from_slice(self.state(id as usize));
-        true
+        match &self.arena {
+            Arena::Ram { bytes, ends } => {
+                out.extend_from_slice(slice(bytes, ends, self.width, id as usize))
+            }
+            Arena::Seg(v) => v.with(id, |r| out.extend_from_slice(r))?,
+        }
+        Ok(true)
     }
 
     fn exactness(&self) -> Exactness {
@@ -220,7 +310,29 @@ impl StateStore for FullStore {
     }
 
     fn ram_bytes(&self) -> u64 {
-        (self.arena.capacity() + self.ends.capacity() * 8 + self.slots.len() * 8) as u64
+        let arena = match &self.arena {
+            Arena::Ram { bytes, ends } => (bytes.capacity() + ends.capacity() * 8) as u64,
+            Arena::Seg(v) => v.ram_bytes(),
+        };
+        arena + self.slots.len() as u64 * 8
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        match &self.arena {
+            Arena::Ram { .. } => 0,
+            Arena::Seg(v) => v.disk_bytes(),
+        }
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if let Arena::Seg(v) = &self.arena {
+            v.update_account();
+            let (hits, misses) = v.cache_counts();
+            m.insert("state_cache_hits".into(), hits.into());
+            m.insert("state_cache_misses".into(), misses.into());
+        }
+        m
     }
 }
 
