@@ -4,7 +4,7 @@ use crate::engine::run::{ExploreConfig, StoreKind};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::storage::budget::{parse_size, MemoryLimit};
-use crate::storage::{SpillPolicy, StorageConfig};
+use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -79,6 +79,15 @@ pub struct ExploreArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub spill: SpillPolicy,
 
+    /// Raw bytes per segment block (tuning; default 32K).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
+    pub block_size: Option<u64>,
+
+    /// Decompressed-block cache of spilled state vectors when no --memory is given
+    /// (tuning; default 64M). Under --memory the cache takes what the budget leaves.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
+    pub cache: Option<u64>,
+
     /// Do not show the live progress line.
     #[arg(long)]
     pub no_progress: bool,
@@ -119,7 +128,16 @@ impl ExploreArgs {
                     .map_or(MemoryLimit::Unlimited, MemoryLimit::Bytes),
                 workdir: self.workdir.clone(),
                 spill: self.spill,
-                ..StorageConfig::default()
+                segments: {
+                    let mut o = SegOptions::default();
+                    if let Some(b) = self.block_size {
+                        o.block_bytes = b as usize;
+                    }
+                    if let Some(c) = self.cache {
+                        o.cache_bytes = c;
+                    }
+                    o
+                },
             },
         }
     }

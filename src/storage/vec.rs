@@ -17,7 +17,6 @@ use super::budget::{Account, Budget};
 use super::mmap::{AnonBlock, Window};
 use super::segment::{io_err, BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
 use crate::error::StorageError;
-use hashbrown::HashMap;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -39,8 +38,8 @@ pub struct SegOptions {
 impl Default for SegOptions {
     fn default() -> Self {
         SegOptions {
-            block_bytes: 64 << 10,
-            hot_blocks: 64,
+            block_bytes: 32 << 10,
+            hot_blocks: 128,
             cache_bytes: 64 << 20,
         }
     }
@@ -55,8 +54,6 @@ enum Dirty {
 
 struct Slot {
     block: u64,
-    /// One block of raw bytes (an anonymous mapping, so that evicting really frees it).
-    data: AnonBlock,
     dirty: Dirty,
     /// CLOCK reference bit.
     referenced: bool,
@@ -64,17 +61,63 @@ struct Slot {
 
 /// Decompressed blocks of sealed records.
 ///
-/// Invariants: `map[b] == s` iff `slots[s].block == b`; `slots.len() <= cap.max(1)`; a
+/// Invariants: `slot_of[b] == s` iff `slots[s].block == b`; `slots.len() <= cap.max(1)`; a
 /// `Dirty` slot holds data newer than `index[block]` in the file.
 struct Cache {
     slots: Vec<Slot>,
-    map: HashMap<u64, usize>,
+    /// The slots' bytes: slot `s` is block-sized at `(s % per_chunk) * block_bytes` of
+    /// `chunks[s / per_chunk]`. Chunks are anonymous mappings of about 1 MiB, so that a cache
+    /// that shrinks really returns memory to the kernel (freed heap chunks would stay
+    /// resident) and blocks of any size waste at most one page per chunk.
+    chunks: Vec<AnonBlock>,
+    per_chunk: usize,
+    block_bytes: usize,
+    /// `slot_of[b]` is the slot of block `b`, or [`NO_SLOT`] (a direct table: 4 bytes per
+    /// sealed block, cheaper than hashing on every read).
+    slot_of: Vec<u32>,
     hand: usize,
     cap: usize,
     /// The slot of the last block looked up (fast path for runs of reads in one block).
     last: Option<(u64, usize)>,
     hits: u64,
     misses: u64,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl Cache {
+    #[inline(always)]
+    fn get(&self, b: u64) -> Option<usize> {
+        match self.slot_of.get(b as usize) {
+            Some(&s) if s != NO_SLOT => Some(s as usize),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn data(&self, s: usize) -> &[u8] {
+        let at = (s % self.per_chunk) * self.block_bytes;
+        &self.chunks[s / self.per_chunk].bytes()[at..at + self.block_bytes]
+    }
+
+    #[inline(always)]
+    fn data_mut(&mut self, s: usize) -> &mut [u8] {
+        let at = (s % self.per_chunk) * self.block_bytes;
+        &mut self.chunks[s / self.per_chunk].bytes_mut()[at..at + self.block_bytes]
+    }
+
+    /// Resident bytes of the cache: the slots in use, plus a page per chunk for rounding.
+    fn resident_bytes(&self) -> u64 {
+        (self.slots.len() * self.block_bytes + self.chunks.len() * 4096) as u64
+    }
+
+    fn put(&mut self, b: u64, s: usize) {
+        let b = b as usize;
+        if b >= self.slot_of.len() {
+            self.slot_of.resize(b + 1, NO_SLOT);
+        }
+        self.slot_of[b] = s as u32;
+    }
 }
 
 /// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
@@ -221,7 +264,10 @@ impl SegVec {
                 reader,
                 cache: Cache {
                     slots: Vec::new(),
-                    map: HashMap::new(),
+                    chunks: Vec::new(),
+                    per_chunk: ((1 << 20) / block_bytes).max(1),
+                    block_bytes,
+                    slot_of: Vec::new(),
                     hand: 0,
                     cap: 1,
                     last: None,
@@ -385,7 +431,7 @@ impl SegVec {
         let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
         let mut cold = self.cold.borrow_mut();
         let s = cold.load(b)?;
-        Ok(f(&cold.cache.slots[s].data.bytes()[off..off + self.width]))
+        Ok(f(&cold.cache.data(s)[off..off + self.width]))
     }
 
     /// Overwrites record `i` (hot or sealed; see the module docs for how sealed records are
@@ -404,9 +450,8 @@ impl SegVec {
         let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
         let cold = self.cold.get_mut();
         let s = cold.load(b)?;
-        let slot = &mut cold.cache.slots[s];
-        slot.data.bytes_mut()[off..off + self.width].copy_from_slice(rec);
-        slot.dirty = Dirty::Dirty;
+        cold.cache.data_mut(s)[off..off + self.width].copy_from_slice(rec);
+        cold.cache.slots[s].dirty = Dirty::Dirty;
         Ok(())
     }
 
@@ -419,8 +464,8 @@ impl SegVec {
         for b in 0..self.sealed {
             let mut cold = self.cold.borrow_mut();
             let cold = &mut *cold;
-            let data: &[u8] = match cold.cache.map.get(&b) {
-                Some(&s) => &cold.cache.slots[s].data.bytes()[..self.block_bytes],
+            let data: &[u8] = match cold.cache.get(b) {
+                Some(s) => cold.cache.data(s),
                 None => {
                     let meta = cold.index[b as usize];
                     cold.reader
@@ -491,8 +536,9 @@ impl SegVec {
         let cold = self.cold.borrow();
         let blocks = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks);
         blocks * self.block_bytes as u64
-            + cold.cache.slots.len() as u64 * self.block_bytes as u64
+            + cold.cache.resident_bytes()
             + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
+            + (cold.cache.slot_of.capacity() * 4) as u64
     }
 
     /// Bytes on disk: the segment file (garbage included) and the hot file.
@@ -630,7 +676,7 @@ impl Cold {
                 return Ok(s);
             }
         }
-        if let Some(&s) = self.cache.map.get(&b) {
+        if let Some(s) = self.cache.get(b) {
             self.cache.slots[s].referenced = true;
             self.cache.last = Some((b, s));
             self.cache.hits += 1;
@@ -643,7 +689,7 @@ impl Cold {
             self.seg.path(),
             self.seg.file(),
             &meta,
-            self.cache.slots[s].data.bytes_mut(),
+            self.cache.data_mut(s),
         );
         if let Err(e) = read {
             self.cache.slots[s].block = u64::MAX;
@@ -653,7 +699,7 @@ impl Cold {
         slot.block = b;
         slot.dirty = Dirty::Clean;
         slot.referenced = true;
-        self.cache.map.insert(b, s);
+        self.cache.put(b, s);
         self.cache.last = Some((b, s));
         Ok(s)
     }
@@ -661,12 +707,12 @@ impl Cold {
     /// Puts a copy of block `b`'s raw bytes in the cache.
     fn insert_clean(&mut self, b: u64, raw: &[u8]) -> Result<(), StorageError> {
         let s = self.victim()?;
+        self.cache.data_mut(s)[..raw.len()].copy_from_slice(raw);
         let slot = &mut self.cache.slots[s];
-        slot.data.bytes_mut()[..raw.len()].copy_from_slice(raw);
         slot.block = b;
         slot.dirty = Dirty::Clean;
         slot.referenced = false;
-        self.cache.map.insert(b, s);
+        self.cache.put(b, s);
         Ok(())
     }
 
@@ -679,13 +725,14 @@ impl Cold {
         }
         self.cache.last = None;
         if self.cache.slots.len() < cap {
-            let data = AnonBlock::new(self.block_bytes).map_err(super::segment::io_err(
-                self.seg.path(),
-                "map a cache block for",
-            ))?;
+            if self.cache.slots.len() == self.cache.chunks.len() * self.cache.per_chunk {
+                let chunk = AnonBlock::new(self.cache.per_chunk * self.block_bytes).map_err(
+                    super::segment::io_err(self.seg.path(), "map cache memory for"),
+                )?;
+                self.cache.chunks.push(chunk);
+            }
             self.cache.slots.push(Slot {
                 block: u64::MAX,
-                data,
                 dirty: Dirty::Clean,
                 referenced: false,
             });
@@ -713,13 +760,11 @@ impl Cold {
         }
         if self.cache.slots[s].dirty == Dirty::Dirty {
             let len = self.raw_len(b);
-            let meta = self
-                .seg
-                .append(b, &self.cache.slots[s].data.bytes()[..len])?;
+            let meta = self.seg.append(b, &self.cache.data(s)[..len])?;
             self.put_index(b, meta);
             self.cache.slots[s].dirty = Dirty::Clean;
         }
-        self.cache.map.remove(&b);
+        self.cache.slot_of[b as usize] = NO_SLOT;
         self.cache.slots[s].block = u64::MAX;
         Ok(())
     }
@@ -731,6 +776,8 @@ impl Cold {
             self.evict(s)?;
             self.cache.slots.pop();
         }
+        let chunks = self.cache.slots.len().div_ceil(self.cache.per_chunk);
+        self.cache.chunks.truncate(chunks);
         self.cache.hand = 0;
         self.cache.last = None;
         Ok(())
@@ -742,9 +789,7 @@ impl Cold {
             if slot.dirty == Dirty::Dirty && slot.block != u64::MAX {
                 let b = slot.block;
                 let len = self.raw_len(b);
-                let meta = self
-                    .seg
-                    .append(b, &self.cache.slots[s].data.bytes()[..len])?;
+                let meta = self.seg.append(b, &self.cache.data(s)[..len])?;
                 self.put_index(b, meta);
                 self.cache.slots[s].dirty = Dirty::Clean;
             }

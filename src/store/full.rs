@@ -44,8 +44,13 @@ pub struct FullStore {
 enum Arena {
     /// A RAM arena; for variable-width states `ends[i]` is the end of state `i`.
     Ram { bytes: Vec<u8>, ends: Vec<u64> },
-    /// A segment vector of fixed-width records (hot window mapped, the rest compressed).
-    Seg(SegVec),
+    /// A segment vector of fixed-width records (hot window mapped, the rest compressed),
+    /// and a second one with each state's 64-bit hash (LE), read back sequentially to rebuild
+    /// the index when it grows, so that growing never decompresses the state vectors.
+    Seg {
+        states: Box<SegVec>,
+        hashes: Box<SegVec>,
+    },
 }
 
 #[inline(always)]
@@ -101,10 +106,14 @@ impl FullStore {
             )
             .into());
         };
-        let vec = storage.vec("full.states", w)?;
+        let states = storage.vec("full.states", w)?;
+        let hashes = storage.sequential_vec("full.hashes", 8)?;
         let account = storage.budget.account("full.index");
         let mut s = FullStore::new(width);
-        s.arena = Arena::Seg(vec);
+        s.arena = Arena::Seg {
+            states: Box::new(states),
+            hashes: Box::new(hashes),
+        };
         account.set((s.slots.len() * 8) as u64, 0, 0);
         s.index_account = Some((account, storage.budget.clone()));
         Ok(s)
@@ -121,22 +130,24 @@ impl FullStore {
             cap *= 2;
         }
         let mask = cap - 1;
-        if let (Some((account, budget)), Arena::Seg(vec)) = (&self.index_account, &mut self.arena) {
+        if let (Some((account, budget)), Arena::Seg { states, hashes }) =
+            (&self.index_account, &mut self.arena)
+        {
             let bytes = cap as u64 * 8;
             budget.claim(
                 "the full-store index",
                 bytes,
-                vec.min_ram_bytes(),
+                states.min_ram_bytes() + hashes.min_ram_bytes(),
                 &format!("{cap} slots of 8 bytes for more than {} states", self.count),
             )?;
-            // The old table is rebuilt from the state vectors, not copied: free it first so
-            // old and new never coexist, then let the vector's cache shrink to what is left.
+            // The old table is rebuilt from the stored hashes, not copied: free it first so
+            // old and new never coexist, then let the state cache shrink to what is left.
             self.slots = Vec::new();
             account.set(bytes, 0, 0);
-            vec.trim_cache()?;
+            states.trim_cache()?;
             let mut slots = vec![0u64; cap];
-            vec.scan(|id, st| {
-                let h = state_hash(st);
+            hashes.scan(|id, h| {
+                let h = u64::from_le_bytes(h.try_into().expect("8-byte records"));
                 let mut i = h as usize & mask;
                 while slots[i] != 0 {
                     i = (i + 1) & mask;
@@ -144,7 +155,16 @@ impl FullStore {
                 slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
             })?;
             self.slots = slots;
-            vec.update_account();
+            states.update_account();
+            hashes.update_account();
+            if std::env::var_os("SPILLWAY_TRACE_MEM").is_some() {
+                let used: u64 = budget.usage().iter().map(|u| u.ram_bytes).sum();
+                eprintln!(
+                    "trace: index grown to {bytes}: accounted {} KiB, VmRSS {} KiB",
+                    used >> 10,
+                    crate::engine::rss_bytes() >> 10
+                );
+            }
             return Ok(());
         }
         let mut slots = vec![0u64; cap];
@@ -163,7 +183,7 @@ impl FullStore {
     fn ram_state(&self, id: usize) -> &[u8] {
         match &self.arena {
             Arena::Ram { bytes, ends } => slice(bytes, ends, self.width, id),
-            Arena::Seg(_) => unreachable!("only called for RAM arenas"),
+            Arena::Seg { .. } => unreachable!("only called for RAM arenas"),
         }
     }
 
@@ -184,7 +204,7 @@ impl FullStore {
                     Arena::Ram { bytes, ends } => {
                         eq_bytes(slice(bytes, ends, self.width, id), state)
                     }
-                    Arena::Seg(v) => v.with(id as u64, |r| eq_bytes(r, state))?,
+                    Arena::Seg { states, .. } => states.with(id as u64, |r| eq_bytes(r, state))?,
                 };
                 if equal {
                     return Ok(Insert::Seen(id as StateId));
@@ -200,8 +220,9 @@ impl FullStore {
                     ends.push(bytes.len() as u64);
                 }
             }
-            Arena::Seg(v) => {
-                v.push(state)?;
+            Arena::Seg { states, hashes } => {
+                states.push(state)?;
+                hashes.push(&h.to_le_bytes())?;
             }
         }
         self.slots[i] = hi | (id + 1);
@@ -300,7 +321,7 @@ impl StateStore for FullStore {
             Arena::Ram { bytes, ends } => {
                 out.extend_from_slice(slice(bytes, ends, self.width, id as usize))
             }
-            Arena::Seg(v) => v.with(id, |r| out.extend_from_slice(r))?,
+            Arena::Seg { states, .. } => states.with(id, |r| out.extend_from_slice(r))?,
         }
         Ok(true)
     }
@@ -312,7 +333,7 @@ impl StateStore for FullStore {
     fn ram_bytes(&self) -> u64 {
         let arena = match &self.arena {
             Arena::Ram { bytes, ends } => (bytes.capacity() + ends.capacity() * 8) as u64,
-            Arena::Seg(v) => v.ram_bytes(),
+            Arena::Seg { states, hashes } => states.ram_bytes() + hashes.ram_bytes(),
         };
         arena + self.slots.len() as u64 * 8
     }
@@ -320,15 +341,16 @@ impl StateStore for FullStore {
     fn disk_bytes(&self) -> u64 {
         match &self.arena {
             Arena::Ram { .. } => 0,
-            Arena::Seg(v) => v.disk_bytes(),
+            Arena::Seg { states, hashes } => states.disk_bytes() + hashes.disk_bytes(),
         }
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        if let Arena::Seg(v) = &self.arena {
-            v.update_account();
-            let (hits, misses) = v.cache_counts();
+        if let Arena::Seg { states, hashes } = &self.arena {
+            states.update_account();
+            hashes.update_account();
+            let (hits, misses) = states.cache_counts();
             m.insert("state_cache_hits".into(), hits.into());
             m.insert("state_cache_misses".into(), misses.into());
         }
