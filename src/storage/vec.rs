@@ -592,10 +592,12 @@ impl SegVec {
         let bytes = match &self.budget {
             Some(b) => match b.headroom(&self.account) {
                 Some(room) => {
+                    let cold = self.cold.borrow();
                     let own_fixed = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks)
                         * self.block_bytes as u64
-                        + (self.cold.borrow().index.capacity() * std::mem::size_of::<BlockMeta>())
-                            as u64;
+                        + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
+                        + (cold.cache.slot_of.capacity() * 4) as u64
+                        + (cold.cache.chunks.len() as u64 + 1) * 4096;
                     room.saturating_sub(own_fixed)
                 }
                 None => self.cache_bytes,
