@@ -264,8 +264,21 @@ pub fn explore(
     order: Order,
     opts: &EngineOptions,
 ) -> Result<ExploreStats, ExploreError> {
+    explore_in(model, store, sink, order, opts, None)
+}
+
+/// [`explore`] with the run's storage: the engine's own structures (BFS open queue, DFS
+/// stack) then live in segment containers under the storage's budget.
+pub fn explore_in(
+    model: &dyn Model,
+    store: &mut dyn StateStore,
+    sink: &mut dyn LtsSink,
+    order: Order,
+    opts: &EngineOptions,
+    storage: Option<&crate::storage::Storage>,
+) -> Result<ExploreStats, ExploreError> {
     match order {
-        Order::Bfs => bfs::explore(model, store, sink, opts),
-        Order::Dfs => dfs::explore(model, store, sink, opts),
+        Order::Bfs => bfs::explore(model, store, sink, opts, storage),
+        Order::Dfs => dfs::explore(model, store, sink, opts, storage),
     }
 }

@@ -78,13 +78,26 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
     };
     let mut store = make_store(cfg.store, model, storage.as_ref())?;
     let mut stats = match &cfg.output {
-        None => super::explore(model, store.as_mut(), &mut NullSink, cfg.order, &cfg.engine)?,
+        None => super::explore_in(
+            model,
+            store.as_mut(),
+            &mut NullSink,
+            cfg.order,
+            &cfg.engine,
+            storage.as_ref(),
+        )?,
         Some(out) => {
             let format = LtsFormat::from_path(out)?;
             let partial = partial_path(out);
             let mut sink: Box<dyn LtsSink> = format.create(&partial)?;
-            let stats =
-                super::explore(model, store.as_mut(), sink.as_mut(), cfg.order, &cfg.engine)?;
+            let stats = super::explore_in(
+                model,
+                store.as_mut(),
+                sink.as_mut(),
+                cfg.order,
+                &cfg.engine,
+                storage.as_ref(),
+            )?;
             drop(sink);
             std::fs::rename(&partial, out).map_err(|source| LtsError::Io {
                 path: out.to_path_buf(),
