@@ -73,6 +73,8 @@ proptest! {
                     let i = i % reference.len() as u64;
                     v.get(i, &mut out).unwrap();
                     prop_assert_eq!(&out, &reference[i as usize]);
+                    v.with_sequential(i, |r| out.copy_from_slice(r)).unwrap();
+                    prop_assert_eq!(&out, &reference[i as usize]);
                 }
                 VecOp::Set(i, seed) if !reference.is_empty() => {
                     let i = i % reference.len() as u64;

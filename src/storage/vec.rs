@@ -132,6 +132,10 @@ struct Cold {
     cache: Cache,
     /// File bytes of superseded block versions.
     garbage: u64,
+    /// The block last read by [`SegVec::with_sequential`] when it was not cached: a
+    /// one-block buffer that lets a sequential pass (the BFS head) avoid evicting the blocks
+    /// that random reads keep using.
+    stream: (u64, Vec<u8>),
 }
 
 /// What a flushed vector's files look like; a checkpoint records it to reopen the vector.
@@ -275,6 +279,7 @@ impl SegVec {
                     misses: 0,
                 },
                 garbage: 0,
+                stream: (u64::MAX, Vec::new()),
             }),
             account,
             budget,
@@ -434,6 +439,38 @@ impl SegVec {
         Ok(f(&cold.cache.data(s)[off..off + self.width]))
     }
 
+    /// Like [`SegVec::with`], for reads that walk the vector in order: a sealed block that is
+    /// not cached is read into a private one-block buffer instead of the cache.
+    #[inline]
+    pub fn with_sequential<R>(
+        &self,
+        i: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            return Ok(f(&self.window.bytes()[at..at + self.width]));
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let mut cold = self.cold.borrow_mut();
+        let cold = &mut *cold;
+        if let Some(s) = cold.cache.get(b) {
+            return Ok(f(&cold.cache.data(s)[off..off + self.width]));
+        }
+        if cold.stream.0 != b {
+            let meta = cold.index[b as usize];
+            cold.stream.0 = u64::MAX;
+            cold.reader
+                .read(cold.seg.path(), cold.seg.file(), &meta, &mut cold.stream.1)?;
+            cold.stream.0 = b;
+        }
+        Ok(f(&cold.stream.1[off..off + self.width]))
+    }
+
     /// Overwrites record `i` (hot or sealed; see the module docs for how sealed records are
     /// updated).
     pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StorageError> {
@@ -449,6 +486,9 @@ impl SegVec {
         }
         let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
         let cold = self.cold.get_mut();
+        if cold.stream.0 == b {
+            cold.stream.0 = u64::MAX;
+        }
         let s = cold.load(b)?;
         cold.cache.data_mut(s)[off..off + self.width].copy_from_slice(rec);
         cold.cache.slots[s].dirty = Dirty::Dirty;
@@ -539,6 +579,7 @@ impl SegVec {
             + cold.cache.resident_bytes()
             + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
             + (cold.cache.slot_of.capacity() * 4) as u64
+            + cold.stream.1.capacity() as u64
     }
 
     /// Bytes on disk: the segment file (garbage included) and the hot file.
@@ -597,6 +638,7 @@ impl SegVec {
                         * self.block_bytes as u64
                         + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
                         + (cold.cache.slot_of.capacity() * 4) as u64
+                        + self.block_bytes as u64
                         + (cold.cache.chunks.len() as u64 + 1) * 4096;
                     room.saturating_sub(own_fixed)
                 }

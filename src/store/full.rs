@@ -321,7 +321,11 @@ impl StateStore for FullStore {
             Arena::Ram { bytes, ends } => {
                 out.extend_from_slice(slice(bytes, ends, self.width, id as usize))
             }
-            Arena::Seg { states, .. } => states.with(id, |r| out.extend_from_slice(r))?,
+            // Engines load states in id order (the BFS head): don't let that pass evict the
+            // blocks that duplicate checks keep hitting.
+            Arena::Seg { states, .. } => {
+                states.with_sequential(id, |r| out.extend_from_slice(r))?
+            }
         }
         Ok(true)
     }
