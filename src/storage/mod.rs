@@ -106,19 +106,25 @@ impl Storage {
     /// A new vector that is only appended to and scanned (e.g. a store's hashes, read back
     /// when its index grows): a small hot window and a one-block cache, accounted to the
     /// budget but not sized by it.
-    pub fn sequential_vec(&self, name: &str, width: usize) -> Result<SegVec, StorageError> {
+    pub fn sequential_vec(
+        &self,
+        name: &str,
+        width: usize,
+        hash: segment::HashId,
+    ) -> Result<SegVec, StorageError> {
         let opts = SegOptions {
             block_bytes: self.config.segments.block_bytes,
             hot_blocks: 4,
             cache_bytes: 0,
         };
-        SegVec::create(
+        SegVec::create_hashes(
             self.dir(),
             name,
             width,
             &opts,
             self.budget.account(name),
             None,
+            hash,
         )
     }
 

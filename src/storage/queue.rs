@@ -12,7 +12,7 @@
 //! its account) rather than mapping them: a mapping would bring nothing but page faults.
 
 use super::budget::Account;
-use super::segment::{BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
+use super::segment::{BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
 use super::vec::SegOptions;
 use crate::error::StorageError;
 use std::collections::VecDeque;
@@ -175,6 +175,7 @@ impl SegQueue {
             &path,
             Header {
                 kind: Kind::Queue,
+                hash: HashId::None,
                 layout: Layout::Stream,
                 block_bytes: self.block_bytes as u32,
                 first_block: self.next_block,

@@ -10,7 +10,8 @@
 //!  11  compression id (1 = zstd)   u8
 //!  12  checksum id (1 = CRC-32/ISO-HDLC) u8
 //!  13  container kind (1 vec, 2 queue, 3 stack) u8
-//!  14  reserved (0)               u16
+//!  14  hash id (0 none, 1 xxh3-64 seed 0) u8
+//!  15  reserved (0)                u8
 //!  16  record width (0 for streams) u32
 //!  20  raw block size            u32
 //!  24  first block number        u64
@@ -77,10 +78,21 @@ impl Kind {
     }
 }
 
+/// Which hash function produced the records, for files that store hashes (so a file is
+/// never read back with a different hash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashId {
+    /// The records are not hashes.
+    None = 0,
+    /// xxh3-64 with seed 0 (`store::full::state_hash`).
+    Xxh3Seed0 = 1,
+}
+
 /// What the file header says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     pub kind: Kind,
+    pub hash: HashId,
     pub layout: Layout,
     pub block_bytes: u32,
     pub first_block: u64,
@@ -99,6 +111,7 @@ impl Header {
         h[11] = COMPRESSION_ZSTD;
         h[12] = CHECKSUM_CRC32;
         h[13] = self.kind as u8;
+        h[14] = self.hash as u8;
         h[16..20].copy_from_slice(&width.to_le_bytes());
         h[20..24].copy_from_slice(&self.block_bytes.to_le_bytes());
         h[24..32].copy_from_slice(&self.first_block.to_le_bytes());
@@ -166,6 +179,17 @@ impl Header {
         }
         let kind = Kind::from_u8(h[13])
             .ok_or_else(|| corrupt(13, "kind 1, 2 or 3".into(), h[13].to_string()))?;
+        let hash = match h[14] {
+            0 => HashId::None,
+            1 => HashId::Xxh3Seed0,
+            other => {
+                return Err(corrupt(
+                    14,
+                    "hash id 0 (none) or 1 (xxh3-64, seed 0)".into(),
+                    other.to_string(),
+                ))
+            }
+        };
         let block_bytes = u32::from_le_bytes(h[20..24].try_into().unwrap());
         if block_bytes == 0 || block_bytes > MAX_BLOCK {
             return Err(corrupt(
@@ -176,6 +200,7 @@ impl Header {
         }
         Ok(Header {
             kind,
+            hash,
             layout,
             block_bytes,
             first_block: u64::from_le_bytes(h[24..32].try_into().unwrap()),

@@ -8,7 +8,7 @@
 //! the file always holds exactly the sealed bottom of the stack.
 
 use super::budget::Account;
-use super::segment::{BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
+use super::segment::{BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
 use super::vec::SegOptions;
 use crate::error::StorageError;
 use std::path::Path;
@@ -51,6 +51,7 @@ impl SegStack {
             &path,
             Header {
                 kind: Kind::Stack,
+                hash: HashId::None,
                 layout: Layout::Stream,
                 block_bytes: block_bytes as u32,
                 first_block: 0,

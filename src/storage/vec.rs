@@ -15,7 +15,7 @@
 
 use super::budget::{Account, Budget};
 use super::mmap::{AnonBlock, Window};
-use super::segment::{io_err, BlockMeta, BlockReader, Header, Kind, Layout, SegmentFile};
+use super::segment::{io_err, BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
 use crate::error::StorageError;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -207,12 +207,27 @@ impl SegVec {
         account: Account,
         budget: Option<Arc<Budget>>,
     ) -> Result<SegVec, StorageError> {
+        Self::create_hashes(dir, name, width, opts, account, budget, HashId::None)
+    }
+
+    /// [`SegVec::create`] for a vector whose records are hashes made by `hash` (recorded in
+    /// the file header).
+    pub fn create_hashes(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+        hash: HashId,
+    ) -> Result<SegVec, StorageError> {
         if width == 0 {
             return Err(StorageError::Invalid(format!("{name}: zero-width records")));
         }
         let shift = records_shift(width, opts.block_bytes);
         let header = Header {
             kind: Kind::Vec,
+            hash,
             layout: Layout::Fixed {
                 width: width as u32,
             },

@@ -14,6 +14,7 @@
 
 use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
 use crate::error::{StorageError, StoreError};
+use crate::storage::segment::HashId;
 use crate::storage::{Account, Budget, SegVec, Storage};
 use std::sync::Arc;
 
@@ -107,7 +108,7 @@ impl FullStore {
             .into());
         };
         let states = storage.vec("full.states", w)?;
-        let hashes = storage.sequential_vec("full.hashes", 8)?;
+        let hashes = storage.sequential_vec("full.hashes", 8, HashId::Xxh3Seed0)?;
         let account = storage.budget.account("full.index");
         let mut s = FullStore::new(width);
         s.arena = Arena::Seg {
