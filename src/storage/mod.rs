@@ -91,13 +91,25 @@ impl Storage {
         self.dir.path()
     }
 
+    /// Segment options with the hot window scaled to the budget: at most 1/16 of it per
+    /// structure (at least one block), so that small budgets are not eaten by windows.
+    fn options(&self) -> SegOptions {
+        let mut o = self.config.segments.clone();
+        if let MemoryLimit::Bytes(limit) = self.config.memory {
+            let blocks = (limit / 16 / o.block_bytes.max(1) as u64).max(1) as usize;
+            let floor_pow2 = 1usize << (usize::BITS - 1 - blocks.leading_zeros());
+            o.hot_blocks = o.hot_blocks.min(floor_pow2).max(1);
+        }
+        o
+    }
+
     /// A new vector of `width`-byte records named `name`, accounted to the budget.
     pub fn vec(&self, name: &str, width: usize) -> Result<SegVec, StorageError> {
         SegVec::create(
             self.dir(),
             name,
             width,
-            &self.config.segments,
+            &self.options(),
             self.budget.account(name),
             Some(self.budget.clone()),
         )
@@ -130,21 +142,11 @@ impl Storage {
 
     /// A new queue named `name`, accounted to the budget.
     pub fn queue(&self, name: &str) -> Result<SegQueue, StorageError> {
-        SegQueue::create(
-            self.dir(),
-            name,
-            &self.config.segments,
-            self.budget.account(name),
-        )
+        SegQueue::create(self.dir(), name, &self.options(), self.budget.account(name))
     }
 
     /// A new stack named `name`, accounted to the budget.
     pub fn stack(&self, name: &str) -> Result<SegStack, StorageError> {
-        SegStack::create(
-            self.dir(),
-            name,
-            &self.config.segments,
-            self.budget.account(name),
-        )
+        SegStack::create(self.dir(), name, &self.options(), self.budget.account(name))
     }
 }
