@@ -160,7 +160,8 @@ pub struct SegVec {
     sealed: u64,
     hot_blocks: u64,
     window: Window,
-    hot_file: File,
+    /// Kept open for as long as the window maps it.
+    _hot_file: File,
     hot_path: PathBuf,
     cold: RefCell<Cold>,
     account: Account,
@@ -274,7 +275,7 @@ impl SegVec {
             sealed: 0,
             hot_blocks,
             window,
-            hot_file,
+            _hot_file: hot_file,
             hot_path,
             cold: RefCell::new(Cold {
                 block_bytes,
@@ -383,6 +384,16 @@ impl SegVec {
             0 => 0,
             n => ((n - 1) << shift) + (last_raw / width) as u64,
         };
+        if let Some(m) = mark {
+            if m.records != v.len {
+                return Err(StorageError::Corrupt {
+                    path: v.path(),
+                    offset: m.segment_len,
+                    expected: format!("{} records (the recorded mark)", m.records),
+                    found: format!("{} records", v.len),
+                });
+            }
+        }
         if nblocks > 0 && last_raw < block_bytes {
             // The partial last block becomes hot again so that appends continue it.
             let b = nblocks - 1;
@@ -703,7 +714,6 @@ impl SegVec {
 impl Drop for SegVec {
     fn drop(&mut self) {
         // The hot file is scratch: only the segment file (after a flush) is reopened.
-        let _ = &self.hot_file;
         let _ = std::fs::remove_file(&self.hot_path);
     }
 }
