@@ -70,7 +70,9 @@ struct Cache {
     /// that shrinks really returns memory to the kernel (freed heap chunks would stay
     /// resident) and blocks of any size waste at most one page per chunk.
     chunks: Vec<AnonBlock>,
+    /// Slots per chunk: `1 << chunk_shift` (a power of two: no division on reads).
     per_chunk: usize,
+    chunk_shift: u32,
     block_bytes: usize,
     /// `slot_of[b]` is the slot of block `b`, or [`NO_SLOT`] (a direct table: 4 bytes per
     /// sealed block, cheaper than hashing on every read).
@@ -96,14 +98,14 @@ impl Cache {
 
     #[inline(always)]
     fn data(&self, s: usize) -> &[u8] {
-        let at = (s % self.per_chunk) * self.block_bytes;
-        &self.chunks[s / self.per_chunk].bytes()[at..at + self.block_bytes]
+        let at = (s & (self.per_chunk - 1)) * self.block_bytes;
+        &self.chunks[s >> self.chunk_shift].bytes()[at..at + self.block_bytes]
     }
 
     #[inline(always)]
     fn data_mut(&mut self, s: usize) -> &mut [u8] {
-        let at = (s % self.per_chunk) * self.block_bytes;
-        &mut self.chunks[s / self.per_chunk].bytes_mut()[at..at + self.block_bytes]
+        let at = (s & (self.per_chunk - 1)) * self.block_bytes;
+        &mut self.chunks[s >> self.chunk_shift].bytes_mut()[at..at + self.block_bytes]
     }
 
     /// Resident bytes of the cache: the slots in use, plus a page per chunk for rounding.
@@ -285,7 +287,8 @@ impl SegVec {
                 cache: Cache {
                     slots: Vec::new(),
                     chunks: Vec::new(),
-                    per_chunk: ((1 << 20) / block_bytes).max(1),
+                    per_chunk: 1 << records_shift(block_bytes, 1 << 20),
+                    chunk_shift: records_shift(block_bytes, 1 << 20),
                     block_bytes,
                     slot_of: Vec::new(),
                     hand: 0,
