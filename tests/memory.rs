@@ -147,3 +147,42 @@ fn forced_spill_gives_the_same_lts_file() {
     }
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 }
+
+/// Segment files are unlinked as soon as they are created, so a run killed with SIGKILL
+/// leaves at most an empty directory behind, never gigabytes of spilled data.
+#[test]
+fn killed_run_leaves_no_segment_files() {
+    let Some(models) = shared_models() else {
+        return;
+    };
+    let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
+    let work = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args([
+            "explore",
+            model.to_str().unwrap(),
+            "--memory",
+            "16M",
+            "--workdir",
+            work.path().to_str().unwrap(),
+            "--no-progress",
+            "-q",
+        ])
+        .spawn()
+        .unwrap();
+    // Wait until the run has created its work directory, then kill it mid-run.
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(work.path()).unwrap().count() == 0
+        && t0.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for d in std::fs::read_dir(work.path()).unwrap() {
+        let d = d.unwrap().path();
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert!(left.is_empty(), "{} still holds {left:?}", d.display());
+    }
+}

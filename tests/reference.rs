@@ -37,6 +37,7 @@ fn check_spill(rows: &[Reference], order: Order, store: StoreKind, spill: Spill)
                     block_bytes: 1024,
                     hot_blocks: 1,
                     cache_bytes: 64 << 10,
+                    ..SegOptions::default()
                 },
                 ..StorageConfig::default()
             },

@@ -16,6 +16,7 @@ fn tiny(block_bytes: usize, hot_blocks: usize, cache_blocks: u64) -> SegOptions 
         block_bytes,
         hot_blocks,
         cache_bytes: cache_blocks * block_bytes as u64,
+        ..SegOptions::default()
     }
 }
 
@@ -304,6 +305,7 @@ fn cache_respects_budget_headroom() {
         block_bytes: 4096,
         hot_blocks: 2,
         cache_bytes: 1 << 30,
+        ..SegOptions::default()
     };
     let mut v = SegVec::create(
         dir.path(),

@@ -179,6 +179,7 @@ mod tests {
                 block_bytes: 64,
                 hot_blocks: 1,
                 cache_bytes: 64,
+                ..SegOptions::default()
             },
             ..StorageConfig::default()
         };

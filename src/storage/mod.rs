@@ -95,6 +95,9 @@ impl Storage {
     /// structure (at least one block), so that small budgets are not eaten by windows.
     fn options(&self) -> SegOptions {
         let mut o = self.config.segments.clone();
+        // No checkpoints yet: a run's files are scratch, unlinked at once so that even a
+        // killed run leaves no data behind.
+        o.files = segment::FileLifetime::Unlinked;
         if let MemoryLimit::Bytes(limit) = self.config.memory {
             let blocks = (limit / 16 / o.block_bytes.max(1) as u64).max(1) as usize;
             let floor_pow2 = 1usize << (usize::BITS - 1 - blocks.leading_zeros());
@@ -128,6 +131,7 @@ impl Storage {
             block_bytes: self.config.segments.block_bytes,
             hot_blocks: 4,
             cache_bytes: 0,
+            files: segment::FileLifetime::Unlinked,
         };
         SegVec::create_hashes(
             self.dir(),

@@ -12,7 +12,9 @@
 //! its account) rather than mapping them: a mapping would bring nothing but page faults.
 
 use super::budget::Account;
-use super::segment::{BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
+use super::segment::{
+    detach, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
+};
 use super::vec::SegOptions;
 use crate::error::StorageError;
 use std::collections::VecDeque;
@@ -46,6 +48,7 @@ pub struct SegQueue {
     name: String,
     block_bytes: usize,
     hot_bytes: usize,
+    files_lifetime: FileLifetime,
     // Invariant: the queued bytes, oldest first, are `head[head_pos..]`, then the blocks of
     // `pending` in order, then `tail[tail_pos..]`; together they hold exactly `records` whole
     // records. `head` is a copy of block `head_block` (when `Some`), whose file is kept until
@@ -151,6 +154,7 @@ impl SegQueue {
             name: name.to_string(),
             block_bytes: opts.block_bytes.max(16),
             hot_bytes: opts.hot_blocks.max(1) * opts.block_bytes.max(16),
+            files_lifetime: opts.files,
             head: Vec::new(),
             head_pos: 0,
             head_block: None,
@@ -181,6 +185,7 @@ impl SegQueue {
                 first_block: self.next_block,
             },
         )?;
+        detach(&path, self.files_lifetime)?;
         self.files.push_back(QFile {
             no,
             seg,
@@ -298,10 +303,12 @@ impl SegQueue {
                 let f = self.files.remove(i).expect("index in range");
                 let path = f.seg.path().to_path_buf();
                 drop(f);
-                std::fs::remove_file(&path).map_err(super::segment::io_err(
-                    &path,
-                    "remove consumed segment file",
-                ))?;
+                if self.files_lifetime == FileLifetime::Named {
+                    std::fs::remove_file(&path).map_err(super::segment::io_err(
+                        &path,
+                        "remove consumed segment file",
+                    ))?;
+                }
             }
         }
         self.update_account();

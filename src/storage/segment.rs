@@ -225,6 +225,28 @@ impl BlockMeta {
     }
 }
 
+/// What happens to a segment container's files in its directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileLifetime {
+    /// The files keep their names until the container is dropped (a flushed vector's
+    /// segment file stays): they can be reopened, e.g. by a checkpoint.
+    Named,
+    /// The files are unlinked right after they are created: the open descriptors and
+    /// mappings keep the data, and the kernel frees the space when the process ends, however
+    /// it ends (also on SIGINT or SIGKILL). Not reopenable.
+    Unlinked,
+}
+
+/// Unlinks `path` when `lifetime` says so.
+pub fn detach(path: &Path, lifetime: FileLifetime) -> Result<(), StorageError> {
+    match lifetime {
+        FileLifetime::Named => Ok(()),
+        FileLifetime::Unlinked => {
+            std::fs::remove_file(path).map_err(io_err(path, "unlink scratch segment file"))
+        }
+    }
+}
+
 pub(crate) fn io_err(
     path: &Path,
     what: &'static str,

@@ -8,7 +8,7 @@
 //! the file always holds exactly the sealed bottom of the stack.
 
 use super::budget::Account;
-use super::segment::{BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
+use super::segment::{detach, BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
 use super::vec::SegOptions;
 use crate::error::StorageError;
 use std::path::Path;
@@ -57,6 +57,7 @@ impl SegStack {
                 first_block: 0,
             },
         )?;
+        detach(&path, opts.files)?;
         Ok(SegStack {
             reader: BlockReader::new(&path)?,
             seg,

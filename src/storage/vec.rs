@@ -15,7 +15,9 @@
 
 use super::budget::{Account, Budget};
 use super::mmap::{AnonBlock, Window};
-use super::segment::{io_err, BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
+use super::segment::{
+    detach, io_err, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
+};
 use crate::error::StorageError;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -33,6 +35,8 @@ pub struct SegOptions {
     pub hot_blocks: usize,
     /// Most bytes of decompressed blocks to cache when the budget does not say otherwise.
     pub cache_bytes: u64,
+    /// Whether the files keep their names (reopenable) or are unlinked at once.
+    pub files: FileLifetime,
 }
 
 impl Default for SegOptions {
@@ -41,6 +45,7 @@ impl Default for SegOptions {
             block_bytes: 32 << 10,
             hot_blocks: 128,
             cache_bytes: 64 << 20,
+            files: FileLifetime::Named,
         }
     }
 }
@@ -239,7 +244,7 @@ impl SegVec {
         };
         let path = dir.join(format!("{name}.seg"));
         let seg = SegmentFile::create(&path, header)?;
-        Self::assemble(
+        let v = Self::assemble(
             dir,
             name,
             width,
@@ -249,7 +254,10 @@ impl SegVec {
             Vec::new(),
             account,
             budget,
-        )
+        )?;
+        detach(&path, opts.files)?;
+        detach(&v.hot_path, opts.files)?;
+        Ok(v)
     }
 
     #[allow(clippy::too_many_arguments)]
