@@ -3,7 +3,7 @@
 //! * [`segment`]: the file format — header, zstd-compressed blocks with checksums, reopening
 //!   at a recorded length;
 //! * [`mmap`]: mapped windows of files, the only module with `unsafe`;
-//! * [`vec`]: [`SegVec`], fixed-width records with random access and in-place updates (state
+//! * [`vec`](mod@vec): [`SegVec`], fixed-width records with random access and in-place updates (state
 //!   vectors, backedge tables, Δ records);
 //! * [`queue`]: [`SegQueue`], a FIFO of variable-width records (BFS open sets);
 //! * [`stack`]: [`SegStack`], a LIFO of variable-width records (DFS stacks);
