@@ -24,6 +24,9 @@ pub fn state_hash(state: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(state)
 }
 
+/// Spilled states wider than this also get their hash stored on disk (see `Arena::Seg`).
+const HASHES_ABOVE_WIDTH: usize = 32;
+
 /// Largest number of states: ids are stored as `id + 1` in 32 bits.
 const MAX_STATES: u64 = u32::MAX as u64 - 1;
 
@@ -46,11 +49,13 @@ enum Arena {
     /// A RAM arena; for variable-width states `ends[i]` is the end of state `i`.
     Ram { bytes: Vec<u8>, ends: Vec<u64> },
     /// A segment vector of fixed-width records (hot window mapped, the rest compressed),
-    /// and a second one with each state's 64-bit hash (LE), read back sequentially to rebuild
-    /// the index when it grows, so that growing never decompresses the state vectors.
+    /// and, for states wider than [`HASHES_ABOVE_WIDTH`] bytes, a second one with each
+    /// state's 64-bit hash (LE), read back sequentially to rebuild the index when it grows, so
+    /// that growing never decompresses the (wide) state vectors. Narrow states are re-hashed
+    /// from the vectors instead: that reads no more than the hashes would take on disk.
     Seg {
         states: Box<SegVec>,
-        hashes: Box<SegVec>,
+        hashes: Option<Box<SegVec>>,
     },
 }
 
@@ -108,12 +113,20 @@ impl FullStore {
             .into());
         };
         let states = storage.vec("full.states", w)?;
-        let hashes = storage.sequential_vec("full.hashes", 8, HashId::Xxh3Seed0)?;
+        let hashes = if w > HASHES_ABOVE_WIDTH {
+            Some(Box::new(storage.sequential_vec(
+                "full.hashes",
+                8,
+                HashId::Xxh3Seed0,
+            )?))
+        } else {
+            None
+        };
         let account = storage.budget.account("full.index");
         let mut s = FullStore::new(width);
         s.arena = Arena::Seg {
             states: Box::new(states),
-            hashes: Box::new(hashes),
+            hashes,
         };
         account.set((s.slots.len() * 8) as u64, 0, 0);
         s.index_account = Some((account, storage.budget.clone()));
@@ -138,34 +151,32 @@ impl FullStore {
             budget.claim(
                 "the full-store index",
                 bytes,
-                states.min_ram_bytes() + hashes.min_ram_bytes(),
+                states.min_ram_bytes() + hashes.as_ref().map_or(0, |h| h.min_ram_bytes()),
                 &format!("{cap} slots of 8 bytes for more than {} states", self.count),
             )?;
-            // The old table is rebuilt from the stored hashes, not copied: free it first so
-            // old and new never coexist, then let the state cache shrink to what is left.
+            // The old table is rebuilt from the stored hashes (or states), not copied: free it
+            // first so old and new never coexist, then let the state cache shrink to what is
+            // left.
             self.slots = Vec::new();
             account.set(bytes, 0, 0);
             states.trim_cache()?;
             let mut slots = vec![0u64; cap];
-            hashes.scan(|id, h| {
-                let h = u64::from_le_bytes(h.try_into().expect("8-byte records"));
+            let mut put = |id: u64, h: u64| {
                 let mut i = h as usize & mask;
                 while slots[i] != 0 {
                     i = (i + 1) & mask;
                 }
                 slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
-            })?;
+            };
+            match hashes {
+                Some(hv) => {
+                    hv.scan(|id, h| put(id, u64::from_le_bytes(h.try_into().expect("8 bytes"))))?;
+                    hv.update_account();
+                }
+                None => states.scan(|id, st| put(id, state_hash(st)))?,
+            }
             self.slots = slots;
             states.update_account();
-            hashes.update_account();
-            if std::env::var_os("SPILLWAY_TRACE_MEM").is_some() {
-                let used: u64 = budget.usage().iter().map(|u| u.ram_bytes).sum();
-                eprintln!(
-                    "trace: index grown to {bytes}: accounted {} KiB, VmRSS {} KiB",
-                    used >> 10,
-                    crate::engine::rss_bytes() >> 10
-                );
-            }
             return Ok(());
         }
         let mut slots = vec![0u64; cap];
@@ -223,7 +234,9 @@ impl FullStore {
             }
             Arena::Seg { states, hashes } => {
                 states.push(state)?;
-                hashes.push(&h.to_le_bytes())?;
+                if let Some(hv) = hashes {
+                    hv.push(&h.to_le_bytes())?;
+                }
             }
         }
         self.slots[i] = hi | (id + 1);
@@ -338,7 +351,9 @@ impl StateStore for FullStore {
     fn ram_bytes(&self) -> u64 {
         let arena = match &self.arena {
             Arena::Ram { bytes, ends } => (bytes.capacity() + ends.capacity() * 8) as u64,
-            Arena::Seg { states, hashes } => states.ram_bytes() + hashes.ram_bytes(),
+            Arena::Seg { states, hashes } => {
+                states.ram_bytes() + hashes.as_ref().map_or(0, |h| h.ram_bytes())
+            }
         };
         arena + self.slots.len() as u64 * 8
     }
@@ -346,7 +361,9 @@ impl StateStore for FullStore {
     fn disk_bytes(&self) -> u64 {
         match &self.arena {
             Arena::Ram { .. } => 0,
-            Arena::Seg { states, hashes } => states.disk_bytes() + hashes.disk_bytes(),
+            Arena::Seg { states, hashes } => {
+                states.disk_bytes() + hashes.as_ref().map_or(0, |h| h.disk_bytes())
+            }
         }
     }
 
@@ -354,7 +371,9 @@ impl StateStore for FullStore {
         let mut m = serde_json::Map::new();
         if let Arena::Seg { states, hashes } = &self.arena {
             states.update_account();
-            hashes.update_account();
+            if let Some(hv) = hashes {
+                hv.update_account();
+            }
             let (hits, misses) = states.cache_counts();
             m.insert("state_cache_hits".into(), hits.into());
             m.insert("state_cache_misses".into(), misses.into());
