@@ -104,9 +104,70 @@ impl PostError {
     }
 }
 
+/// Errors from the storage layer (segment files, memory budget).
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// A file could not be created, written, read or removed (`what` names the operation).
+    #[error("{path}: cannot {what}: {source}{hint}", hint = io_hint(source))]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A segment file is damaged: a checksum, magic number or structural field does not match.
+    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "{path}: unsupported segment format version {found} (this build reads version {supported})"
+    )]
+    Version {
+        path: PathBuf,
+        found: u16,
+        supported: u16,
+    },
+    /// The memory budget cannot hold a structure that must stay in RAM.
+    #[error("memory budget of {budget} bytes is too small: {structure} needs {need} bytes in RAM ({message}); raise --memory")]
+    BudgetTooSmall {
+        structure: String,
+        need: u64,
+        budget: u64,
+        message: String,
+    },
+    #[error("storage: {0}")]
+    Invalid(String),
+}
+
+fn io_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(28) => " (disk full: free space in --workdir or point it elsewhere)",
+        Some(13) | Some(30) => " (is --workdir writable?)",
+        _ => "",
+    }
+}
+
+impl StorageError {
+    /// The exit code this error maps to.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            StorageError::Io { .. } => exit::IO,
+            StorageError::Corrupt { .. } | StorageError::Version { .. } => exit::CORRUPT,
+            StorageError::BudgetTooSmall { .. } => exit::LIMIT,
+            StorageError::Invalid(_) => exit::INTERNAL,
+        }
+    }
+}
+
 /// Errors from visited-state stores.
 #[derive(Debug, Error)]
 pub enum StoreError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("state store '{store}' is full: {message}")]
     CapacityExceeded {
         store: &'static str,
@@ -128,6 +189,8 @@ pub enum ExploreError {
     Lts(#[from] LtsError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("{0}")]
     Config(String),
 }
@@ -161,6 +224,7 @@ impl ExploreError {
             ExploreError::Model(_) => exit::MODEL,
             ExploreError::Lts(e) => e.exit_code(),
             ExploreError::Store(StoreError::CapacityExceeded { .. }) => exit::LIMIT,
+            ExploreError::Store(StoreError::Storage(e)) | ExploreError::Storage(e) => e.exit_code(),
             ExploreError::Store(_) => exit::INTERNAL,
             ExploreError::Config(_) => exit::USAGE,
         }

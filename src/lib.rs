@@ -21,9 +21,10 @@ pub mod error;
 pub mod lts;
 pub mod model;
 pub mod post;
+pub mod storage;
 pub mod store;
 
 pub use engine::{ExploreStats, Order};
-pub use error::{ExploreError, LtsError, ModelError, PostError, StoreError};
+pub use error::{ExploreError, LtsError, ModelError, PostError, StorageError, StoreError};
 pub use model::{Fired, LabelId, Model, TransitionId};
 pub use store::{Exactness, Insert, StateStore};

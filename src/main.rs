@@ -92,6 +92,20 @@ fn print_stats(s: &ExploreStats) {
         mib(s.store_ram_bytes),
         s.store_ram_bytes_per_state
     );
+    if let Some(limit) = s.memory_limit_bytes {
+        println!("memory budget {:.1} MiB", mib(limit));
+    }
+    for u in &s.structures {
+        println!(
+            "  {:<14}{:>9.1} MiB RAM {:>9.1} MiB disk{}",
+            u.name,
+            mib(u.ram_bytes),
+            mib(u.disk_bytes),
+            u.compression_ratio
+                .map(|r| format!(", compression {r:.1}x"))
+                .unwrap_or_default()
+        );
+    }
     println!(
         "time          {:.3} s ({:.0} states/s)",
         s.wall_seconds, s.states_per_second

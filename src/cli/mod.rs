@@ -3,6 +3,8 @@
 use crate::engine::run::{ExploreConfig, StoreKind};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
+use crate::storage::budget::{parse_size, MemoryLimit};
+use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -14,7 +16,7 @@ Exit codes:
   3    malformed or unsupported model
   4    I/O error (missing file, unwritable output, disk full)
   5    corrupted or truncated data file
-  6    resource limit hit (state-id space, place counter width)
+  6    resource limit hit (memory budget, state-id space, place counter width)
   130  interrupted";
 
 #[derive(Debug, Parser)]
@@ -64,6 +66,31 @@ pub struct ExploreArgs {
     #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
     pub token_bits: TokenWidth,
 
+    /// RAM budget, e.g. 64M or 8G (powers of 1024). Structures that do not fit spill to
+    /// compressed segment files in the work directory; the state table's index must fit.
+    /// Default: unlimited (everything stays in RAM, no files).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub memory: Option<u64>,
+
+    /// Where segment files go: a fresh subdirectory is created here and removed at exit.
+    /// Default: the system temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+
+    /// When structures use segment files: auto (only under --memory) or always (forces the
+    /// state vectors to disk even without a budget; for testing and benchmarks).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub spill: SpillPolicy,
+
+    /// Raw bytes per segment block (tuning; default 32K).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
+    pub block_size: Option<u64>,
+
+    /// Decompressed-block cache of spilled state vectors when no --memory is given
+    /// (tuning; default 64M). Under --memory the cache takes what the budget leaves.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
+    pub cache: Option<u64>,
+
     /// Do not show the live progress line.
     #[arg(long)]
     pub no_progress: bool,
@@ -71,6 +98,10 @@ pub struct ExploreArgs {
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+fn parse_memory(s: &str) -> Result<u64, String> {
+    parse_size(s)
 }
 
 fn parse_token_bits(s: &str) -> Result<TokenWidth, String> {
@@ -93,6 +124,23 @@ impl ExploreArgs {
             output: self.output.clone(),
             engine: EngineOptions {
                 progress: !self.no_progress && !self.quiet,
+            },
+            storage: StorageConfig {
+                memory: self
+                    .memory
+                    .map_or(MemoryLimit::Unlimited, MemoryLimit::Bytes),
+                workdir: self.workdir.clone(),
+                spill: self.spill,
+                segments: {
+                    let mut o = SegOptions::default();
+                    if let Some(b) = self.block_size {
+                        o.block_bytes = b as usize;
+                    }
+                    if let Some(c) = self.cache {
+                        o.cache_bytes = c;
+                    }
+                    o
+                },
             },
         }
     }

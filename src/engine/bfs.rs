@@ -2,7 +2,8 @@
 //!
 //! With a store that keeps state vectors, BFS order *is* id order: the open set is the id range
 //! `[head, store.len())` and needs no separate queue. Other stores get an [`OpenQueue`] of
-//! `(id, state)` records. Level boundaries are tracked by counting: level `d + 1` is complete
+//! `(id, state)` records, or a [`SegQueue`] of `id: u64 LE | state` records when the run has
+//! a storage budget (its middle spills to compressed segment files). Level boundaries are tracked by counting: level `d + 1` is complete
 //! when every state of level `d` has been expanded.
 
 use super::open::OpenQueue;
@@ -10,6 +11,7 @@ use super::{EngineOptions, ExploreStats, Order, Run};
 use crate::error::ExploreError;
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
+use crate::storage::{SegQueue, Storage};
 use crate::store::{Insert, StateBatch, StateStore};
 
 enum Open {
@@ -18,6 +20,23 @@ enum Open {
         next: u64,
     },
     Queue(OpenQueue),
+    Spilled(Box<SegQueue>),
+}
+
+impl Open {
+    fn push(&mut self, id: u64, state: &[u8], rec: &mut Vec<u8>) -> Result<(), ExploreError> {
+        match self {
+            Open::ById { .. } => {}
+            Open::Queue(q) => q.push(id, state),
+            Open::Spilled(q) => {
+                rec.clear();
+                rec.extend_from_slice(&id.to_le_bytes());
+                rec.extend_from_slice(state);
+                q.push(rec)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 pub fn explore(
@@ -25,22 +44,27 @@ pub fn explore(
     store: &mut dyn StateStore,
     sink: &mut dyn LtsSink,
     opts: &EngineOptions,
+    storage: Option<&Storage>,
 ) -> Result<ExploreStats, ExploreError> {
     let mut run = Run::new(model, sink, opts)?;
     let mut state = Vec::new();
     let mut batch = StateBatch::default();
     let mut labels: Vec<LabelId> = Vec::new();
     let mut results: Vec<Insert> = Vec::new();
+    let mut rec: Vec<u8> = Vec::new();
     model.initial_state(&mut state)?;
     let mut open = match store.insert(&state, None)? {
         Insert::New(0) | Insert::Seen(0) => {
             let mut probe = Vec::new();
-            if store.get(0, &mut probe) {
+            if store.load(0, &mut probe)? {
                 Open::ById { next: 0 }
             } else {
-                let mut q = OpenQueue::default();
-                q.push(0, &state);
-                Open::Queue(q)
+                let mut q = match storage {
+                    Some(st) => Open::Spilled(Box::new(st.queue("bfs.open")?)),
+                    None => Open::Queue(OpenQueue::default()),
+                };
+                q.push(0, &state, &mut rec)?;
+                q
             }
         }
         other => unreachable!("the initial state is numbered 0, got {other:?}"),
@@ -53,7 +77,7 @@ pub fn explore(
     loop {
         let head = match &mut open {
             Open::ById { next } => {
-                if *next == store.len() || !store.get(*next, &mut state) {
+                if *next == store.len() || !store.load(*next, &mut state)? {
                     break;
                 }
                 *next += 1;
@@ -63,6 +87,14 @@ pub fn explore(
                 Some(id) => id,
                 None => break,
             },
+            Open::Spilled(q) => {
+                if !q.pop(&mut rec)? {
+                    break;
+                }
+                state.clear();
+                state.extend_from_slice(&rec[8..]);
+                u64::from_le_bytes(rec[..8].try_into().unwrap())
+            }
         };
         if level_left == 0 {
             level_left = next_level;
@@ -82,9 +114,7 @@ pub fn explore(
             let id = match *ins {
                 Insert::New(id) => {
                     next_level += 1;
-                    if let Open::Queue(q) = &mut open {
-                        q.push(id, batch.get(i));
-                    }
+                    open.push(id, batch.get(i), &mut rec)?;
                     id
                 }
                 Insert::Seen(id) => id,
@@ -100,4 +130,87 @@ pub fn explore(
     }
     run.finish(store)?;
     Ok(run.stats(store, Order::Bfs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::StoreError;
+    use crate::model::{petri, Source};
+    use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
+    use crate::store::full::FullStore;
+    use crate::store::{Exactness, StateId, Via};
+
+    /// A full store that hides its state vectors, so BFS must keep its own open queue.
+    struct NoVectors(FullStore);
+
+    impl StateStore for NoVectors {
+        fn name(&self) -> &'static str {
+            "no-vectors"
+        }
+        fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+            self.0.insert(state, via)
+        }
+        fn len(&self) -> u64 {
+            self.0.len()
+        }
+        fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> bool {
+            false
+        }
+        fn exactness(&self) -> Exactness {
+            Exactness::Exact
+        }
+        fn ram_bytes(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn open_queue_in_ram_and_spilled_give_reference_counts() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models/Philosophers-PT-000005.pnml");
+        let Source::Pnml(net) = Source::read(&path).unwrap() else {
+            panic!("a P/T net")
+        };
+        let model = petri::build(net, 8).unwrap();
+        let cfg = StorageConfig {
+            spill: SpillPolicy::Always,
+            segments: SegOptions {
+                block_bytes: 64,
+                hot_blocks: 1,
+                cache_bytes: 64,
+                ..SegOptions::default()
+            },
+            ..StorageConfig::default()
+        };
+        let storage = Storage::new(&cfg).unwrap();
+        let mut depths = Vec::new();
+        for st in [None, Some(&storage)] {
+            let mut store = NoVectors(FullStore::new(model.state_len()));
+            let opts = EngineOptions { progress: false };
+            let s = explore(
+                model.as_ref(),
+                &mut store,
+                &mut crate::lts::NullSink,
+                &opts,
+                st,
+            )
+            .unwrap();
+            assert_eq!((s.states, s.transitions), (243, 945));
+            depths.push(s.max_depth);
+        }
+        assert_eq!(
+            depths[0], depths[1],
+            "same BFS levels with the queue in RAM or spilled"
+        );
+        let q = storage.budget.usage();
+        let open = q
+            .iter()
+            .find(|u| u.name == "bfs.open")
+            .expect("queue accounted");
+        assert!(
+            open.raw_bytes > 0,
+            "the spilled queue sealed blocks: {open:?}"
+        );
+    }
 }

@@ -1,58 +1,86 @@
 //! Depth-first exploration with an explicit stack.
 //!
-//! A frame holds the state's id, its vector (in `states`, concatenated) and its enabled
-//! transitions (in `enabled`, concatenated) with a cursor; a transition is fired only when the
-//! search reaches it, so the stack costs one state vector plus 4 bytes per enabled transition
-//! per level. Depth is the largest number of frames on the stack.
+//! The top frame is kept decoded: the state's id, its vector, its enabled transitions and a
+//! cursor; a transition is fired only when the search reaches it. Going deeper encodes the
+//! top frame as one record `id: u64 | cursor: u32 | n: u32 | n × transition: u32 | state` and
+//! pushes it onto the frame stack — a RAM byte vector, or a [`SegStack`] whose bottom spills
+//! to compressed segment files when the run has a storage budget — so the stack costs one
+//! state vector plus 4 bytes per enabled transition per level, wherever it lives.
+//! Depth is the largest number of frames (the stack plus the top).
 
 use super::{EngineOptions, ExploreStats, Order, Run};
 use crate::error::{ExploreError, ModelError};
 use crate::lts::LtsSink;
 use crate::model::{Fired, Model, TransitionId};
+use crate::storage::{SegStack, Storage};
 use crate::store::{Insert, StateStore, Via};
 
-struct Frame {
-    id: u64,
-    state_start: usize,
-    enabled_start: usize,
-    cursor: usize,
-}
-
-/// The DFS stack. Invariant: frame `i`'s state is `states[frames[i].state_start..]` up to the
-/// next frame's start (the top frame's runs to the end), likewise for `enabled`.
+/// The decoded top frame.
 #[derive(Default)]
-struct Stack {
-    frames: Vec<Frame>,
-    states: Vec<u8>,
+struct Top {
+    id: u64,
+    cursor: usize,
     enabled: Vec<TransitionId>,
-    scratch: Vec<TransitionId>,
+    state: Vec<u8>,
 }
 
-impl Stack {
-    /// Pushes a newly found state; counts it as a deadlock if nothing is enabled.
-    fn push(&mut self, run: &mut Run, id: u64, state: &[u8]) -> Result<(), ExploreError> {
-        run.model.enabled(state, &mut self.scratch)?;
-        if self.scratch.is_empty() {
-            run.deadlocks += 1;
+/// The frames below the top, as encoded records.
+enum Frames {
+    /// Records back to back, each followed by its length (u32 LE).
+    Ram(Vec<u8>),
+    Spilled(Box<SegStack>),
+}
+
+impl Frames {
+    fn push(&mut self, rec: &[u8]) -> Result<(), ExploreError> {
+        match self {
+            Frames::Ram(buf) => {
+                buf.extend_from_slice(rec);
+                buf.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+            }
+            Frames::Spilled(s) => s.push(rec)?,
         }
-        self.frames.push(Frame {
-            id,
-            state_start: self.states.len(),
-            enabled_start: self.enabled.len(),
-            cursor: 0,
-        });
-        self.states.extend_from_slice(state);
-        self.enabled.extend_from_slice(&self.scratch);
-        run.max_depth = run.max_depth.max(self.frames.len() as u64);
         Ok(())
     }
 
-    fn pop(&mut self) {
-        if let Some(f) = self.frames.pop() {
-            self.states.truncate(f.state_start);
-            self.enabled.truncate(f.enabled_start);
+    fn pop(&mut self, out: &mut Vec<u8>) -> Result<bool, ExploreError> {
+        match self {
+            Frames::Ram(buf) => {
+                let Some(end) = buf.len().checked_sub(4) else {
+                    return Ok(false);
+                };
+                let n = u32::from_le_bytes(buf[end..].try_into().unwrap()) as usize;
+                out.clear();
+                out.extend_from_slice(&buf[end - n..end]);
+                buf.truncate(end - n);
+                Ok(true)
+            }
+            Frames::Spilled(s) => Ok(s.pop(out)?),
         }
     }
+}
+
+fn encode(top: &Top, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&top.id.to_le_bytes());
+    out.extend_from_slice(&(top.cursor as u32).to_le_bytes());
+    out.extend_from_slice(&(top.enabled.len() as u32).to_le_bytes());
+    for t in &top.enabled {
+        out.extend_from_slice(&t.0.to_le_bytes());
+    }
+    out.extend_from_slice(&top.state);
+}
+
+fn decode(rec: &[u8], top: &mut Top) {
+    let u32_at = |at: usize| u32::from_le_bytes(rec[at..at + 4].try_into().unwrap());
+    top.id = u64::from_le_bytes(rec[0..8].try_into().unwrap());
+    top.cursor = u32_at(8) as usize;
+    let n = u32_at(12) as usize;
+    top.enabled.clear();
+    top.enabled
+        .extend((0..n).map(|i| TransitionId(u32_at(16 + 4 * i))));
+    top.state.clear();
+    top.state.extend_from_slice(&rec[16 + 4 * n..]);
 }
 
 pub fn explore(
@@ -60,51 +88,74 @@ pub fn explore(
     store: &mut dyn StateStore,
     sink: &mut dyn LtsSink,
     opts: &EngineOptions,
+    storage: Option<&Storage>,
 ) -> Result<ExploreStats, ExploreError> {
     let mut run = Run::new(model, sink, opts)?;
-    let mut stack = Stack::default();
+    let mut frames = match storage {
+        Some(st) => Frames::Spilled(Box::new(st.stack("dfs.stack")?)),
+        None => Frames::Ram(Vec::new()),
+    };
+    let mut depth: u64 = 1;
+    let mut rec: Vec<u8> = Vec::new();
     let mut succ: Vec<u8> = Vec::new();
+    let mut top = Top::default();
 
-    let mut init = Vec::new();
-    model.initial_state(&mut init)?;
-    let Insert::New(id) = store.insert(&init, None)? else {
+    model.initial_state(&mut top.state)?;
+    let Insert::New(id) = store.insert(&top.state, None)? else {
         unreachable!("the first insert into an empty store is new")
     };
-    stack.push(&mut run, id, &init)?;
+    top.id = id;
+    model.enabled(&top.state, &mut top.enabled)?;
+    if top.enabled.is_empty() {
+        run.deadlocks += 1;
+    }
+    run.max_depth = 1;
     let mut steps: u64 = 0;
-    while let Some(top) = stack.frames.last_mut() {
-        let next = top.enabled_start + top.cursor;
-        if next == stack.enabled.len() {
-            stack.pop();
-            continue;
-        }
-        top.cursor += 1;
-        let (src_id, t) = (top.id, stack.enabled[next]);
-        let src = &stack.states[top.state_start..];
-        let label = match model.fire(src, t, &mut succ)? {
-            Fired::Enabled(l) => l,
-            other => {
-                return Err(ModelError::Other(format!(
-                    "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
-                    t.0
-                ))
-                .into())
+    loop {
+        if top.cursor < top.enabled.len() {
+            let t = top.enabled[top.cursor];
+            top.cursor += 1;
+            let label = match model.fire(&top.state, t, &mut succ)? {
+                Fired::Enabled(l) => l,
+                other => {
+                    return Err(ModelError::Other(format!(
+                        "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
+                        t.0
+                    ))
+                    .into())
+                }
+            };
+            let via = Via {
+                parent: top.id,
+                transition: t,
+                depth,
+            };
+            match store.insert(&succ, Some(via))? {
+                Insert::New(id) => {
+                    run.edge(top.id, label, id)?;
+                    encode(&top, &mut rec);
+                    frames.push(&rec)?;
+                    std::mem::swap(&mut top.state, &mut succ);
+                    top.id = id;
+                    top.cursor = 0;
+                    model.enabled(&top.state, &mut top.enabled)?;
+                    if top.enabled.is_empty() {
+                        run.deadlocks += 1;
+                    }
+                    depth += 1;
+                    run.max_depth = run.max_depth.max(depth);
+                }
+                Insert::Seen(id) => run.edge(top.id, label, id)?,
             }
-        };
-        let via = Via {
-            parent: src_id,
-            transition: t,
-            depth: stack.frames.len() as u64,
-        };
-        let ins = store.insert(&succ, Some(via))?;
-        let (Insert::New(id) | Insert::Seen(id)) = ins;
-        run.edge(src_id, label, id)?;
-        if let Insert::New(id) = ins {
-            stack.push(&mut run, id, &succ)?;
+        } else if frames.pop(&mut rec)? {
+            decode(&rec, &mut top);
+            depth -= 1;
+        } else {
+            break;
         }
         steps += 1;
         if steps & 0x3fff == 0 {
-            run.tick(store.len(), stack.frames.len() as u64);
+            run.tick(store.len(), depth);
         }
     }
     run.finish(store)?;

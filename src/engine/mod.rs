@@ -70,6 +70,16 @@ pub struct ExploreStats {
     pub omission_probability: f64,
     pub store_ram_bytes: u64,
     pub store_ram_bytes_per_state: f64,
+    /// Bytes the store keeps on disk (segment files).
+    pub store_disk_bytes: u64,
+    /// Store-specific counters (e.g. cache hits of spilled state vectors).
+    pub store_report: serde_json::Map<String, serde_json::Value>,
+    /// RAM and disk bytes per structure, when structures spill to segment files.
+    pub structures: Vec<crate::storage::Usage>,
+    /// The `--memory` budget, if any.
+    pub memory_limit_bytes: Option<u64>,
+    /// The run's work directory (removed at exit), when structures spill.
+    pub workdir: Option<String>,
     pub labels: u64,
     pub output: Option<String>,
     pub output_bytes: Option<u64>,
@@ -233,6 +243,11 @@ impl<'a> Run<'a> {
             } else {
                 0.0
             },
+            store_disk_bytes: store.disk_bytes(),
+            store_report: store.report(),
+            structures: Vec::new(),
+            memory_limit_bytes: None,
+            workdir: None,
             labels: self.labels_defined as u64,
             output: None,
             output_bytes: None,
@@ -249,8 +264,21 @@ pub fn explore(
     order: Order,
     opts: &EngineOptions,
 ) -> Result<ExploreStats, ExploreError> {
+    explore_in(model, store, sink, order, opts, None)
+}
+
+/// [`explore`] with the run's storage: the engine's own structures (BFS open queue, DFS
+/// stack) then live in segment containers under the storage's budget.
+pub fn explore_in(
+    model: &dyn Model,
+    store: &mut dyn StateStore,
+    sink: &mut dyn LtsSink,
+    order: Order,
+    opts: &EngineOptions,
+    storage: Option<&crate::storage::Storage>,
+) -> Result<ExploreStats, ExploreError> {
     match order {
-        Order::Bfs => bfs::explore(model, store, sink, opts),
-        Order::Dfs => dfs::explore(model, store, sink, opts),
+        Order::Bfs => bfs::explore(model, store, sink, opts, storage),
+        Order::Dfs => dfs::explore(model, store, sink, opts, storage),
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
+use crate::storage::{Storage, StorageConfig};
 use crate::store::full::FullStore;
 use crate::store::StateStore;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,8 @@ pub struct ExploreConfig {
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
     pub engine: EngineOptions,
+    /// RAM budget, work directory and spill policy.
+    pub storage: StorageConfig,
 }
 
 impl Default for ExploreConfig {
@@ -42,14 +45,20 @@ impl Default for ExploreConfig {
             token_width: TokenWidth::Auto,
             output: None,
             engine: EngineOptions::default(),
+            storage: StorageConfig::default(),
         }
     }
 }
 
-fn make_store(kind: StoreKind, model: &dyn Model) -> Box<dyn StateStore> {
-    match kind {
-        StoreKind::Full => Box::new(FullStore::new(model.state_len())),
-    }
+fn make_store(
+    kind: StoreKind,
+    model: &dyn Model,
+    storage: Option<&Storage>,
+) -> Result<Box<dyn StateStore>, ExploreError> {
+    Ok(match (kind, storage) {
+        (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
+        (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
+    })
 }
 
 /// The temporary name an output file has until it is complete.
@@ -61,15 +70,34 @@ pub fn partial_path(out: &Path) -> PathBuf {
 
 /// Explores one model with the given store and writes the output, if any.
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
-    let mut store = make_store(cfg.store, model);
+    // Declared before the store so that it is dropped after it: the work directory goes last.
+    let storage = if cfg.storage.spills() {
+        Some(Storage::new(&cfg.storage)?)
+    } else {
+        None
+    };
+    let mut store = make_store(cfg.store, model, storage.as_ref())?;
     let mut stats = match &cfg.output {
-        None => super::explore(model, store.as_mut(), &mut NullSink, cfg.order, &cfg.engine)?,
+        None => super::explore_in(
+            model,
+            store.as_mut(),
+            &mut NullSink,
+            cfg.order,
+            &cfg.engine,
+            storage.as_ref(),
+        )?,
         Some(out) => {
             let format = LtsFormat::from_path(out)?;
             let partial = partial_path(out);
             let mut sink: Box<dyn LtsSink> = format.create(&partial)?;
-            let stats =
-                super::explore(model, store.as_mut(), sink.as_mut(), cfg.order, &cfg.engine)?;
+            let stats = super::explore_in(
+                model,
+                store.as_mut(),
+                sink.as_mut(),
+                cfg.order,
+                &cfg.engine,
+                storage.as_ref(),
+            )?;
             drop(sink);
             std::fs::rename(&partial, out).map_err(|source| LtsError::Io {
                 path: out.to_path_buf(),
@@ -83,6 +111,15 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
         stats.output_bytes = std::fs::metadata(out).ok().map(|m| m.len());
     }
     stats.model = model.describe();
+    if let Some(st) = &storage {
+        store.report();
+        stats.structures = st.budget.usage();
+        stats.workdir = Some(st.dir().display().to_string());
+        stats.memory_limit_bytes = match st.config.memory {
+            crate::storage::MemoryLimit::Bytes(b) => Some(b),
+            crate::storage::MemoryLimit::Unlimited => None,
+        };
+    }
     Ok(stats)
 }
 

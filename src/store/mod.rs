@@ -2,7 +2,6 @@
 //! numbers states densely in insertion (discovery) order, the initial state first.
 
 pub mod full;
-pub mod slots;
 
 use crate::error::StoreError;
 use crate::model::TransitionId;
@@ -74,6 +73,12 @@ pub trait StateStore {
     /// Copies state `id` into `out` if the store keeps full state vectors; `false` if it does
     /// not (then the engine keeps its own open set).
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool;
+    /// Like [`StateStore::get`], but reports a storage error (a corrupted or unreadable
+    /// segment) instead of answering `false`. Engines use this; stores whose vectors can be on
+    /// disk override it (and their `get` answers `false` on an error).
+    fn load(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        Ok(self.get(id, out))
+    }
     /// Exact or probabilistic.
     fn exactness(&self) -> Exactness;
     /// Bytes held in RAM by the store's structures.

@@ -1,0 +1,569 @@
+//! Segment files: an append-only sequence of zstd-compressed blocks behind a fixed header.
+//!
+//! Byte layout (little-endian; also in docs/FORMATS.md):
+//!
+//! ```text
+//! file header, 64 bytes
+//!   0  magic  "SPILLSEG"            8
+//!   8  format version (1)         u16
+//!  10  layout (1 fixed-width records, 2 byte stream)   u8
+//!  11  compression id (1 = zstd)   u8
+//!  12  checksum id (1 = CRC-32/ISO-HDLC) u8
+//!  13  container kind (1 vec, 2 queue, 3 stack) u8
+//!  14  hash id (0 none, 1 xxh3-64 seed 0) u8
+//!  15  reserved (0)                u8
+//!  16  record width (0 for streams) u32
+//!  20  raw block size            u32
+//!  24  first block number        u64
+//!  32  reserved (0)              28 bytes
+//!  60  CRC-32 of bytes 0..60     u32
+//! blocks, each a 32-byte header then `comp_len` bytes of zstd frame
+//!   0  magic "SBLK"                4
+//!   4  reserved (0)              u32
+//!   8  block number              u64
+//!  16  raw (decompressed) length u32
+//!  20  compressed length         u32
+//!  24  CRC-32 of the compressed payload u32
+//!  28  CRC-32 of header bytes 0..28    u32
+//! ```
+//!
+//! A block number may appear more than once: the later copy supersedes the earlier one (a
+//! rewritten block of a vector, or a partial tail block sealed again after it grew). Files are
+//! only appended to, except a stack, which truncates the blocks it pops. A segment is *sealed*
+//! at a length: everything up to that length is complete and checksummed, so a checkpoint can
+//! record `(path, length)` and reopen the file there instead of copying it.
+
+use crate::error::StorageError;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+pub const MAGIC: &[u8; 8] = b"SPILLSEG";
+pub const VERSION: u16 = 1;
+pub const HEADER_LEN: u64 = 64;
+pub const BLOCK_HEADER_LEN: u64 = 32;
+const BLOCK_MAGIC: &[u8; 4] = b"SBLK";
+const COMPRESSION_ZSTD: u8 = 1;
+const CHECKSUM_CRC32: u8 = 1;
+/// zstd level for blocks: the fastest levels compress state vectors well and keep sealing cheap.
+const ZSTD_LEVEL: i32 = 1;
+/// Largest raw block accepted when reading (larger claims are corruption).
+pub const MAX_BLOCK: u32 = 1 << 26;
+
+/// How a segment's bytes are divided into records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Records of one width; a block holds a whole number of records.
+    Fixed { width: u32 },
+    /// A byte stream of length-prefixed records that may straddle blocks.
+    Stream,
+}
+
+/// Which container owns the segment (checked on open, so a queue is never read as a vector).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Vec = 1,
+    Queue = 2,
+    Stack = 3,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::Vec),
+            2 => Some(Kind::Queue),
+            3 => Some(Kind::Stack),
+            _ => None,
+        }
+    }
+}
+
+/// Which hash function produced the records, for files that store hashes (so a file is
+/// never read back with a different hash).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashId {
+    /// The records are not hashes.
+    None = 0,
+    /// xxh3-64 with seed 0 (`store::full::state_hash`).
+    Xxh3Seed0 = 1,
+}
+
+/// What the file header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub hash: HashId,
+    pub layout: Layout,
+    pub block_bytes: u32,
+    pub first_block: u64,
+}
+
+impl Header {
+    fn encode(&self) -> [u8; HEADER_LEN as usize] {
+        let mut h = [0u8; HEADER_LEN as usize];
+        h[0..8].copy_from_slice(MAGIC);
+        h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        let (layout, width) = match self.layout {
+            Layout::Fixed { width } => (1u8, width),
+            Layout::Stream => (2u8, 0),
+        };
+        h[10] = layout;
+        h[11] = COMPRESSION_ZSTD;
+        h[12] = CHECKSUM_CRC32;
+        h[13] = self.kind as u8;
+        h[14] = self.hash as u8;
+        h[16..20].copy_from_slice(&width.to_le_bytes());
+        h[20..24].copy_from_slice(&self.block_bytes.to_le_bytes());
+        h[24..32].copy_from_slice(&self.first_block.to_le_bytes());
+        let crc = crc32fast::hash(&h[0..60]);
+        h[60..64].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    fn decode(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<Header, StorageError> {
+        let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            expected,
+            found,
+        };
+        if &h[0..8] != MAGIC {
+            return Err(corrupt(
+                0,
+                format!("magic {:?}", String::from_utf8_lossy(MAGIC)),
+                format!("{:02x?}", &h[0..8]),
+            ));
+        }
+        let version = u16::from_le_bytes([h[8], h[9]]);
+        if version != VERSION {
+            return Err(StorageError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let stored = u32::from_le_bytes(h[60..64].try_into().unwrap());
+        let computed = crc32fast::hash(&h[0..60]);
+        if stored != computed {
+            return Err(corrupt(
+                60,
+                format!("header checksum {computed:#010x}"),
+                format!("{stored:#010x}"),
+            ));
+        }
+        let width = u32::from_le_bytes(h[16..20].try_into().unwrap());
+        let layout = match h[10] {
+            1 if width > 0 => Layout::Fixed { width },
+            2 => Layout::Stream,
+            other => {
+                return Err(corrupt(
+                    10,
+                    "layout 1 (fixed, width > 0) or 2 (stream)".into(),
+                    format!("layout {other}, width {width}"),
+                ))
+            }
+        };
+        if h[11] != COMPRESSION_ZSTD {
+            return Err(corrupt(
+                11,
+                "compression id 1 (zstd)".into(),
+                h[11].to_string(),
+            ));
+        }
+        if h[12] != CHECKSUM_CRC32 {
+            return Err(corrupt(
+                12,
+                "checksum id 1 (CRC-32)".into(),
+                h[12].to_string(),
+            ));
+        }
+        let kind = Kind::from_u8(h[13])
+            .ok_or_else(|| corrupt(13, "kind 1, 2 or 3".into(), h[13].to_string()))?;
+        let hash = match h[14] {
+            0 => HashId::None,
+            1 => HashId::Xxh3Seed0,
+            other => {
+                return Err(corrupt(
+                    14,
+                    "hash id 0 (none) or 1 (xxh3-64, seed 0)".into(),
+                    other.to_string(),
+                ))
+            }
+        };
+        let block_bytes = u32::from_le_bytes(h[20..24].try_into().unwrap());
+        if block_bytes == 0 || block_bytes > MAX_BLOCK {
+            return Err(corrupt(
+                20,
+                format!("block size in 1..={MAX_BLOCK}"),
+                block_bytes.to_string(),
+            ));
+        }
+        Ok(Header {
+            kind,
+            hash,
+            layout,
+            block_bytes,
+            first_block: u64::from_le_bytes(h[24..32].try_into().unwrap()),
+        })
+    }
+}
+
+/// Where one block lives in its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockMeta {
+    /// Offset of the block header in the file.
+    pub offset: u64,
+    pub raw_len: u32,
+    pub comp_len: u32,
+    pub crc: u32,
+}
+
+impl BlockMeta {
+    /// Bytes the block takes in the file, header included.
+    pub fn file_bytes(&self) -> u64 {
+        BLOCK_HEADER_LEN + self.comp_len as u64
+    }
+}
+
+/// What happens to a segment container's files in its directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileLifetime {
+    /// The files keep their names until the container is dropped (a flushed vector's
+    /// segment file stays): they can be reopened, e.g. by a checkpoint.
+    Named,
+    /// The files are unlinked right after they are created: the open descriptors and
+    /// mappings keep the data, and the kernel frees the space when the process ends, however
+    /// it ends (also on SIGINT or SIGKILL). Not reopenable.
+    Unlinked,
+}
+
+/// Unlinks `path` when `lifetime` says so.
+pub fn detach(path: &Path, lifetime: FileLifetime) -> Result<(), StorageError> {
+    match lifetime {
+        FileLifetime::Named => Ok(()),
+        FileLifetime::Unlinked => {
+            std::fs::remove_file(path).map_err(io_err(path, "unlink scratch segment file"))
+        }
+    }
+}
+
+pub(crate) fn io_err(
+    path: &Path,
+    what: &'static str,
+) -> impl FnOnce(std::io::Error) -> StorageError {
+    let path = path.to_path_buf();
+    move |source| StorageError::Io { path, what, source }
+}
+
+/// An open segment file: appends compressed blocks, reads them back by [`BlockMeta`].
+pub struct SegmentFile {
+    path: PathBuf,
+    file: File,
+    header: Header,
+    /// Append position = the file's length.
+    end: u64,
+    compressor: zstd::bulk::Compressor<'static>,
+    out: Vec<u8>,
+}
+
+impl SegmentFile {
+    /// Creates (or replaces) `path` with a fresh header.
+    pub fn create(path: &Path, header: Header) -> Result<SegmentFile, StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io_err(path, "create segment file"))?;
+        file.write_all_at(&header.encode(), 0)
+            .map_err(io_err(path, "write segment header"))?;
+        Ok(SegmentFile {
+            path: path.to_path_buf(),
+            file,
+            header,
+            end: HEADER_LEN,
+            compressor: compressor(path)?,
+            out: Vec::new(),
+        })
+    }
+
+    /// Opens `path`, checks its header against `kind`, and scans its blocks up to `len` bytes
+    /// (the whole file when `None`; a longer file is truncated to `len`, which is how a sealed
+    /// length recorded by a checkpoint is restored). Returns each block's number and place, in
+    /// file order. Block headers are checked here; payload checksums on every read.
+    pub fn open(
+        path: &Path,
+        kind: Kind,
+        len: Option<u64>,
+    ) -> Result<(SegmentFile, Vec<(u64, BlockMeta)>), StorageError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io_err(path, "open segment file"))?;
+        let file_len = file
+            .metadata()
+            .map_err(io_err(path, "stat segment file"))?
+            .len();
+        let end = len.unwrap_or(file_len);
+        let truncated = |offset: u64, what: String| StorageError::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            expected: what,
+            found: format!("end of file at {file_len}"),
+        };
+        if end > file_len || end < HEADER_LEN {
+            return Err(truncated(
+                end.min(HEADER_LEN),
+                format!("{} bytes", end.max(HEADER_LEN)),
+            ));
+        }
+        let mut h = [0u8; HEADER_LEN as usize];
+        file.read_exact_at(&mut h, 0)
+            .map_err(io_err(path, "read segment header"))?;
+        let header = Header::decode(path, &h)?;
+        if header.kind != kind {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: 13,
+                expected: format!("a {kind:?} segment"),
+                found: format!("a {:?} segment", header.kind),
+            });
+        }
+        let mut blocks = Vec::new();
+        let mut pos = HEADER_LEN;
+        while pos < end {
+            if end - pos < BLOCK_HEADER_LEN {
+                return Err(truncated(pos, "a 32-byte block header".into()));
+            }
+            let mut bh = [0u8; BLOCK_HEADER_LEN as usize];
+            file.read_exact_at(&mut bh, pos)
+                .map_err(io_err(path, "read block header"))?;
+            let (no, meta) = decode_block_header(path, pos, &bh)?;
+            if pos + meta.file_bytes() > end {
+                return Err(truncated(
+                    pos,
+                    format!("a block of {} bytes", meta.file_bytes()),
+                ));
+            }
+            blocks.push((no, meta));
+            pos += meta.file_bytes();
+        }
+        if end < file_len {
+            file.set_len(end)
+                .map_err(io_err(path, "truncate segment file"))?;
+        }
+        Ok((
+            SegmentFile {
+                path: path.to_path_buf(),
+                file,
+                header,
+                end,
+                compressor: compressor(path)?,
+                out: Vec::new(),
+            },
+            blocks,
+        ))
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's length: everything before it is complete blocks.
+    pub fn len(&self) -> u64 {
+        self.end
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end == HEADER_LEN
+    }
+
+    /// Compresses `raw` and appends it as block `no`.
+    pub fn append(&mut self, no: u64, raw: &[u8]) -> Result<BlockMeta, StorageError> {
+        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        self.out.clear();
+        self.out.resize(BLOCK_HEADER_LEN as usize + bound, 0);
+        let comp_len = self
+            .compressor
+            .compress_to_buffer(raw, &mut self.out[BLOCK_HEADER_LEN as usize..])
+            .map_err(io_err(&self.path, "compress block"))?;
+        self.out.truncate(BLOCK_HEADER_LEN as usize + comp_len);
+        let crc = crc32fast::hash(&self.out[BLOCK_HEADER_LEN as usize..]);
+        let meta = BlockMeta {
+            offset: self.end,
+            raw_len: raw.len() as u32,
+            comp_len: comp_len as u32,
+            crc,
+        };
+        let h = &mut self.out[..BLOCK_HEADER_LEN as usize];
+        h[0..4].copy_from_slice(BLOCK_MAGIC);
+        h[4..8].copy_from_slice(&0u32.to_le_bytes());
+        h[8..16].copy_from_slice(&no.to_le_bytes());
+        h[16..20].copy_from_slice(&meta.raw_len.to_le_bytes());
+        h[20..24].copy_from_slice(&meta.comp_len.to_le_bytes());
+        h[24..28].copy_from_slice(&crc.to_le_bytes());
+        let hcrc = crc32fast::hash(&h[0..28]);
+        h[28..32].copy_from_slice(&hcrc.to_le_bytes());
+        self.file
+            .write_all_at(&self.out, self.end)
+            .map_err(io_err(&self.path, "append block"))?;
+        self.end += self.out.len() as u64;
+        Ok(meta)
+    }
+
+    /// Drops every byte from `len` on (a stack popping its last blocks).
+    pub fn truncate(&mut self, len: u64) -> Result<(), StorageError> {
+        self.file
+            .set_len(len)
+            .map_err(io_err(&self.path, "truncate segment file"))?;
+        self.end = len;
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        self.file
+            .sync_data()
+            .map_err(io_err(&self.path, "sync segment file"))
+    }
+
+    /// A handle for reading blocks through `&self`.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+fn compressor(path: &Path) -> Result<zstd::bulk::Compressor<'static>, StorageError> {
+    zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io_err(path, "start zstd compressor"))
+}
+
+fn decode_block_header(
+    path: &Path,
+    pos: u64,
+    bh: &[u8; BLOCK_HEADER_LEN as usize],
+) -> Result<(u64, BlockMeta), StorageError> {
+    let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        expected,
+        found,
+    };
+    if &bh[0..4] != BLOCK_MAGIC {
+        return Err(corrupt(
+            pos,
+            "block magic \"SBLK\"".into(),
+            format!("{:02x?}", &bh[0..4]),
+        ));
+    }
+    let stored = u32::from_le_bytes(bh[28..32].try_into().unwrap());
+    let computed = crc32fast::hash(&bh[0..28]);
+    if stored != computed {
+        return Err(corrupt(
+            pos + 28,
+            format!("block header checksum {computed:#010x}"),
+            format!("{stored:#010x}"),
+        ));
+    }
+    let raw_len = u32::from_le_bytes(bh[16..20].try_into().unwrap());
+    if raw_len > MAX_BLOCK {
+        return Err(corrupt(
+            pos + 16,
+            format!("raw length <= {MAX_BLOCK}"),
+            raw_len.to_string(),
+        ));
+    }
+    Ok((
+        u64::from_le_bytes(bh[8..16].try_into().unwrap()),
+        BlockMeta {
+            offset: pos,
+            raw_len,
+            comp_len: u32::from_le_bytes(bh[20..24].try_into().unwrap()),
+            crc: u32::from_le_bytes(bh[24..28].try_into().unwrap()),
+        },
+    ))
+}
+
+/// Reads and decompresses blocks, checking their checksums. Holds the scratch buffers.
+pub struct BlockReader {
+    decompressor: zstd::bulk::Decompressor<'static>,
+    comp: Vec<u8>,
+}
+
+impl BlockReader {
+    pub fn new(path: &Path) -> Result<BlockReader, StorageError> {
+        Ok(BlockReader {
+            decompressor: zstd::bulk::Decompressor::new()
+                .map_err(io_err(path, "start zstd decompressor"))?,
+            comp: Vec::new(),
+        })
+    }
+
+    /// Reads block `meta` of `file` (at `path`, for messages) into `out`, which is resized to the
+    /// block's raw length. A checksum or length mismatch is a [`StorageError::Corrupt`] naming
+    /// the file, the offset and the expected and found values.
+    pub fn read(
+        &mut self,
+        path: &Path,
+        file: &File,
+        meta: &BlockMeta,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StorageError> {
+        out.resize(meta.raw_len as usize, 0);
+        self.read_into(path, file, meta, out)
+    }
+
+    /// Like [`BlockReader::read`] into a buffer of at least the block's raw length.
+    pub fn read_into(
+        &mut self,
+        path: &Path,
+        file: &File,
+        meta: &BlockMeta,
+        out: &mut [u8],
+    ) -> Result<(), StorageError> {
+        if out.len() < meta.raw_len as usize {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: meta.offset + 16,
+                expected: format!("a raw length of at most {} bytes", out.len()),
+                found: meta.raw_len.to_string(),
+            });
+        }
+        let out = &mut out[..meta.raw_len as usize];
+        self.comp.resize(meta.comp_len as usize, 0);
+        file.read_exact_at(&mut self.comp, meta.offset + BLOCK_HEADER_LEN)
+            .map_err(io_err(path, "read block"))?;
+        let found = crc32fast::hash(&self.comp);
+        if found != meta.crc {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: meta.offset + BLOCK_HEADER_LEN,
+                expected: format!("block checksum {:#010x}", meta.crc),
+                found: format!("{found:#010x}"),
+            });
+        }
+        let n = self
+            .decompressor
+            .decompress_to_buffer(&self.comp, out)
+            .map_err(|e| StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: meta.offset + BLOCK_HEADER_LEN,
+                expected: "a zstd frame".into(),
+                found: format!("undecodable data ({e})"),
+            })?;
+        if n != meta.raw_len as usize {
+            return Err(StorageError::Corrupt {
+                path: path.to_path_buf(),
+                offset: meta.offset + 16,
+                expected: format!("{} decompressed bytes", meta.raw_len),
+                found: n.to_string(),
+            });
+        }
+        Ok(())
+    }
+}

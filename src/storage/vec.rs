@@ -1,0 +1,887 @@
+//! [`SegVec`]: a vector of fixed-width records with random access, backed by a segment file.
+//!
+//! Records are grouped into blocks of `2^k` records. The newest blocks are *hot*: they live
+//! uncompressed in a memory-mapped window of the vector's hot file (a ring of
+//! `hot_blocks` block slots), so appends, reads and updates there are plain slice accesses.
+//! When the ring is full, the oldest hot block is *sealed*: compressed into the segment file
+//! (a [`SegmentFile`]) and copied into the block cache, a small CLOCK cache of decompressed
+//! blocks. Reads of sealed records go through the cache; a miss reads and checks one block.
+//!
+//! `set` on a sealed record updates the cached copy and marks it dirty; a dirty block is
+//! written back as a *new version* of the block at the end of the file when it is evicted or
+//! the vector is flushed (the block index points at the newest version; the superseded bytes
+//! are counted as garbage). So updates cost nothing on disk until eviction and never rewrite
+//! the file in place.
+
+use super::budget::{Account, Budget};
+use super::mmap::{AnonBlock, Window};
+use super::segment::{
+    detach, io_err, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
+};
+use crate::error::StorageError;
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Sizes of a segment container.
+#[derive(Clone, Debug)]
+pub struct SegOptions {
+    /// Target raw bytes per block (rounded down to a power-of-two number of records).
+    pub block_bytes: usize,
+    /// Hot window: number of uncompressed blocks kept mapped (a power of two, ≥ 1).
+    pub hot_blocks: usize,
+    /// Most bytes of decompressed blocks to cache when the budget does not say otherwise.
+    pub cache_bytes: u64,
+    /// Whether the files keep their names (reopenable) or are unlinked at once.
+    pub files: FileLifetime,
+}
+
+impl Default for SegOptions {
+    fn default() -> Self {
+        SegOptions {
+            block_bytes: 32 << 10,
+            hot_blocks: 128,
+            cache_bytes: 64 << 20,
+            files: FileLifetime::Named,
+        }
+    }
+}
+
+/// Whether a cached block differs from its newest version on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dirty {
+    Clean,
+    Dirty,
+}
+
+struct Slot {
+    block: u64,
+    dirty: Dirty,
+    /// CLOCK reference bit.
+    referenced: bool,
+}
+
+/// Decompressed blocks of sealed records.
+///
+/// Invariants: `slot_of[b] == s` iff `slots[s].block == b`; `slots.len() <= cap.max(1)`; a
+/// `Dirty` slot holds data newer than `index[block]` in the file.
+struct Cache {
+    slots: Vec<Slot>,
+    /// The slots' bytes: slot `s` is block-sized at `(s % per_chunk) * block_bytes` of
+    /// `chunks[s / per_chunk]`. Chunks are anonymous mappings of about 1 MiB, so that a cache
+    /// that shrinks really returns memory to the kernel (freed heap chunks would stay
+    /// resident) and blocks of any size waste at most one page per chunk.
+    chunks: Vec<AnonBlock>,
+    /// Slots per chunk: `1 << chunk_shift` (a power of two: no division on reads).
+    per_chunk: usize,
+    chunk_shift: u32,
+    block_bytes: usize,
+    /// `slot_of[b]` is the slot of block `b`, or [`NO_SLOT`] (a direct table: 4 bytes per
+    /// sealed block, cheaper than hashing on every read).
+    slot_of: Vec<u32>,
+    hand: usize,
+    cap: usize,
+    /// The slot of the last block looked up (fast path for runs of reads in one block).
+    last: Option<(u64, usize)>,
+    hits: u64,
+    misses: u64,
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl Cache {
+    #[inline(always)]
+    fn get(&self, b: u64) -> Option<usize> {
+        match self.slot_of.get(b as usize) {
+            Some(&s) if s != NO_SLOT => Some(s as usize),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn data(&self, s: usize) -> &[u8] {
+        let at = (s & (self.per_chunk - 1)) * self.block_bytes;
+        &self.chunks[s >> self.chunk_shift].bytes()[at..at + self.block_bytes]
+    }
+
+    #[inline(always)]
+    fn data_mut(&mut self, s: usize) -> &mut [u8] {
+        let at = (s & (self.per_chunk - 1)) * self.block_bytes;
+        &mut self.chunks[s >> self.chunk_shift].bytes_mut()[at..at + self.block_bytes]
+    }
+
+    /// Resident bytes of the cache: the slots in use, plus a page per chunk for rounding.
+    fn resident_bytes(&self) -> u64 {
+        (self.slots.len() * self.block_bytes + self.chunks.len() * 4096) as u64
+    }
+
+    fn put(&mut self, b: u64, s: usize) {
+        let b = b as usize;
+        if b >= self.slot_of.len() {
+            self.slot_of.resize(b + 1, NO_SLOT);
+        }
+        self.slot_of[b] = s as u32;
+    }
+}
+
+/// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
+/// `&self` can fill the cache.
+struct Cold {
+    block_bytes: usize,
+    seg: SegmentFile,
+    /// `index[b]` is the newest version of block `b` in the file. Length ≥ `sealed`; it is
+    /// `sealed + 1` after reopening a file whose last block is partial (that block is hot).
+    index: Vec<BlockMeta>,
+    reader: BlockReader,
+    cache: Cache,
+    /// File bytes of superseded block versions.
+    garbage: u64,
+    /// The block last read by [`SegVec::with_sequential`] when it was not cached: a
+    /// one-block buffer that lets a sequential pass (the BFS head) avoid evicting the blocks
+    /// that random reads keep using.
+    stream: (u64, Vec<u8>),
+}
+
+/// What a flushed vector's files look like; a checkpoint records it to reopen the vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VecMark {
+    pub records: u64,
+    pub segment_len: u64,
+}
+
+/// A vector of fixed-width records backed by a segment file (see the module docs).
+pub struct SegVec {
+    width: usize,
+    /// log2 of records per block.
+    shift: u32,
+    /// Raw bytes of a full block: `width << shift`.
+    block_bytes: usize,
+    len: u64,
+    /// Blocks `[0, sealed)` are in the segment file (newest version at `cold.index[b]`).
+    /// Blocks `[sealed, ceil(len / rpb))` — at most `hot_blocks` of them — are in the hot
+    /// window, block `b` at slot `b & (hot_blocks - 1)`; the file may also hold older copies
+    /// of them (from a flush), which are superseded when they are sealed.
+    sealed: u64,
+    hot_blocks: u64,
+    window: Window,
+    /// Kept open for as long as the window maps it.
+    _hot_file: File,
+    hot_path: PathBuf,
+    cold: RefCell<Cold>,
+    account: Account,
+    budget: Option<Arc<Budget>>,
+    /// Cache size when there is no budget.
+    cache_bytes: u64,
+}
+
+fn records_shift(width: usize, block_bytes: usize) -> u32 {
+    let per = (block_bytes / width.max(1)).max(1);
+    usize::BITS - 1 - per.leading_zeros()
+}
+
+fn create_hot(path: &Path, bytes: usize) -> Result<(File, Window), StorageError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(io_err(path, "create hot file"))?;
+    // Write the whole window so every page is allocated now: a full disk fails here, with an
+    // error, instead of with SIGBUS when a mapped page is first touched.
+    let zeros = vec![0u8; bytes.min(1 << 20)];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(zeros.len());
+        file.write_all(&zeros[..n])
+            .map_err(io_err(path, "allocate hot file"))?;
+        left -= n;
+    }
+    let window = Window::map(&file, bytes).map_err(io_err(path, "map hot file"))?;
+    Ok((file, window))
+}
+
+impl SegVec {
+    /// Creates an empty vector of `width`-byte records in `dir`, in files `NAME.seg` (sealed
+    /// blocks) and `NAME.hot` (the mapped hot window).
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        Self::create_hashes(dir, name, width, opts, account, budget, HashId::None)
+    }
+
+    /// [`SegVec::create`] for a vector whose records are hashes made by `hash` (recorded in
+    /// the file header).
+    pub fn create_hashes(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+        hash: HashId,
+    ) -> Result<SegVec, StorageError> {
+        if width == 0 {
+            return Err(StorageError::Invalid(format!("{name}: zero-width records")));
+        }
+        let shift = records_shift(width, opts.block_bytes);
+        let header = Header {
+            kind: Kind::Vec,
+            hash,
+            layout: Layout::Fixed {
+                width: width as u32,
+            },
+            block_bytes: (width << shift) as u32,
+            first_block: 0,
+        };
+        let path = dir.join(format!("{name}.seg"));
+        let seg = SegmentFile::create(&path, header)?;
+        let v = Self::assemble(
+            dir,
+            name,
+            width,
+            shift,
+            opts,
+            seg,
+            Vec::new(),
+            account,
+            budget,
+        )?;
+        detach(&path, opts.files)?;
+        detach(&v.hot_path, opts.files)?;
+        Ok(v)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        shift: u32,
+        opts: &SegOptions,
+        seg: SegmentFile,
+        index: Vec<BlockMeta>,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        let block_bytes = width << shift;
+        let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
+        let hot_path = dir.join(format!("{name}.hot"));
+        let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
+        let reader = BlockReader::new(seg.path())?;
+        let v = SegVec {
+            width,
+            shift,
+            block_bytes,
+            len: 0,
+            sealed: 0,
+            hot_blocks,
+            window,
+            _hot_file: hot_file,
+            hot_path,
+            cold: RefCell::new(Cold {
+                block_bytes,
+                seg,
+                index,
+                reader,
+                cache: Cache {
+                    slots: Vec::new(),
+                    chunks: Vec::new(),
+                    per_chunk: 1 << records_shift(block_bytes, 1 << 20),
+                    chunk_shift: records_shift(block_bytes, 1 << 20),
+                    block_bytes,
+                    slot_of: Vec::new(),
+                    hand: 0,
+                    cap: 1,
+                    last: None,
+                    hits: 0,
+                    misses: 0,
+                },
+                garbage: 0,
+                stream: (u64::MAX, Vec::new()),
+            }),
+            account,
+            budget,
+            cache_bytes: opts.cache_bytes,
+        };
+        Ok(v)
+    }
+
+    /// Reopens a vector written by [`SegVec::flush`]: `NAME.seg` in `dir`, cut back to
+    /// `mark.segment_len` when a mark is given (the whole file otherwise).
+    pub fn open(
+        dir: &Path,
+        name: &str,
+        opts: &SegOptions,
+        mark: Option<VecMark>,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        let path = dir.join(format!("{name}.seg"));
+        let (seg, blocks) = SegmentFile::open(&path, Kind::Vec, mark.map(|m| m.segment_len))?;
+        let header = *seg.header();
+        let Layout::Fixed { width } = header.layout else {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: 10,
+                expected: "layout 1 (fixed-width records)".into(),
+                found: "layout 2 (stream)".into(),
+            });
+        };
+        let width = width as usize;
+        let block_bytes = header.block_bytes as usize;
+        let shift = records_shift(width, block_bytes);
+        if width << shift != block_bytes {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: 20,
+                expected: format!("a block size of a power of two {width}-byte records"),
+                found: block_bytes.to_string(),
+            });
+        }
+        let mut index: Vec<BlockMeta> = Vec::new();
+        let mut garbage = 0;
+        for (no, meta) in blocks {
+            let no = no as usize;
+            if no < index.len() {
+                garbage += index[no].file_bytes();
+                index[no] = meta;
+            } else if no == index.len() {
+                index.push(meta);
+            } else {
+                return Err(StorageError::Corrupt {
+                    path,
+                    offset: meta.offset + 8,
+                    expected: format!("block number <= {}", index.len()),
+                    found: no.to_string(),
+                });
+            }
+        }
+        for (b, meta) in index.iter().enumerate() {
+            let last = b + 1 == index.len();
+            if meta.raw_len as usize % width != 0
+                || (!last && meta.raw_len as usize != block_bytes)
+                || meta.raw_len as usize > block_bytes
+            {
+                return Err(StorageError::Corrupt {
+                    path,
+                    offset: meta.offset + 16,
+                    expected: format!(
+                        "{} raw bytes in block {b}",
+                        if last {
+                            "a multiple of the width, at most the block size,"
+                        } else {
+                            "the full block size of"
+                        }
+                    ),
+                    found: meta.raw_len.to_string(),
+                });
+            }
+        }
+        let nblocks = index.len() as u64;
+        let last_raw = index.last().map_or(0, |m| m.raw_len as usize);
+        let mut v = Self::assemble(dir, name, width, shift, opts, seg, index, account, budget)?;
+        v.cold.get_mut().garbage = garbage;
+        v.sealed = nblocks;
+        v.len = match nblocks {
+            0 => 0,
+            n => ((n - 1) << shift) + (last_raw / width) as u64,
+        };
+        if let Some(m) = mark {
+            if m.records != v.len {
+                return Err(StorageError::Corrupt {
+                    path: v.path(),
+                    offset: m.segment_len,
+                    expected: format!("{} records (the recorded mark)", m.records),
+                    found: format!("{} records", v.len),
+                });
+            }
+        }
+        if nblocks > 0 && last_raw < block_bytes {
+            // The partial last block becomes hot again so that appends continue it.
+            let b = nblocks - 1;
+            let mut buf = Vec::new();
+            {
+                let cold = v.cold.get_mut();
+                let meta = cold.index[b as usize];
+                cold.reader
+                    .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
+            }
+            let at = (b & (v.hot_blocks - 1)) as usize * block_bytes;
+            v.window.bytes_mut()[at..at + buf.len()].copy_from_slice(&buf);
+            v.sealed = b;
+        }
+        v.update_account();
+        Ok(v)
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Appends a record; returns its index.
+    pub fn push(&mut self, rec: &[u8]) -> Result<u64, StorageError> {
+        self.check_width(rec)?;
+        let i = self.len;
+        let b = i >> self.shift;
+        if b - self.sealed == self.hot_blocks {
+            self.seal_oldest()?;
+        }
+        let at = self.hot_offset(i);
+        self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
+        self.len += 1;
+        if (i + 1) & ((1u64 << self.shift) - 1) == 0 {
+            self.update_account();
+        }
+        Ok(i)
+    }
+
+    /// Copies record `i` into `out` (whose length must be the record width).
+    #[inline]
+    pub fn get(&self, i: u64, out: &mut [u8]) -> Result<(), StorageError> {
+        self.with(i, |r| out.copy_from_slice(r))
+    }
+
+    /// Calls `f` with record `i` in place: a slice of the hot window or of a cached block.
+    #[inline]
+    pub fn with<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StorageError> {
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            return Ok(f(&self.window.bytes()[at..at + self.width]));
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let mut cold = self.cold.borrow_mut();
+        let s = cold.load(b)?;
+        Ok(f(&cold.cache.data(s)[off..off + self.width]))
+    }
+
+    /// Like [`SegVec::with`], for reads that walk the vector in order: a sealed block that is
+    /// not cached is read into a private one-block buffer instead of the cache.
+    #[inline]
+    pub fn with_sequential<R>(
+        &self,
+        i: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            return Ok(f(&self.window.bytes()[at..at + self.width]));
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let mut cold = self.cold.borrow_mut();
+        let cold = &mut *cold;
+        if let Some(s) = cold.cache.get(b) {
+            return Ok(f(&cold.cache.data(s)[off..off + self.width]));
+        }
+        if cold.stream.0 != b {
+            let meta = cold.index[b as usize];
+            cold.stream.0 = u64::MAX;
+            cold.reader
+                .read(cold.seg.path(), cold.seg.file(), &meta, &mut cold.stream.1)?;
+            cold.stream.0 = b;
+        }
+        Ok(f(&cold.stream.1[off..off + self.width]))
+    }
+
+    /// Overwrites record `i` (hot or sealed; see the module docs for how sealed records are
+    /// updated).
+    pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StorageError> {
+        self.check_width(rec)?;
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let b = i >> self.shift;
+        if b >= self.sealed {
+            let at = self.hot_offset(i);
+            self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
+            return Ok(());
+        }
+        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let cold = self.cold.get_mut();
+        if cold.stream.0 == b {
+            cold.stream.0 = u64::MAX;
+        }
+        let s = cold.load(b)?;
+        cold.cache.data_mut(s)[off..off + self.width].copy_from_slice(rec);
+        cold.cache.slots[s].dirty = Dirty::Dirty;
+        Ok(())
+    }
+
+    /// Streams records `[0, len)` in order to `f`, reading sealed blocks without disturbing
+    /// the cache (used to rebuild an index). Cached dirty blocks are seen with their updates.
+    pub fn scan(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), StorageError> {
+        let mut buf = Vec::new();
+        let mut i = 0u64;
+        let rpb = 1u64 << self.shift;
+        for b in 0..self.sealed {
+            let mut cold = self.cold.borrow_mut();
+            let cold = &mut *cold;
+            let data: &[u8] = match cold.cache.get(b) {
+                Some(s) => cold.cache.data(s),
+                None => {
+                    let meta = cold.index[b as usize];
+                    cold.reader
+                        .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
+                    &buf
+                }
+            };
+            for r in data.chunks_exact(self.width) {
+                f(i, r);
+                i += 1;
+            }
+        }
+        debug_assert_eq!(i, self.sealed * rpb);
+        while i < self.len {
+            let at = self.hot_offset(i);
+            f(i, &self.window.bytes()[at..at + self.width]);
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes every dirty cached block and every hot record to the segment file and syncs
+    /// it. The returned mark reopens the vector as it is now ([`SegVec::open`]).
+    pub fn flush(&mut self) -> Result<VecMark, StorageError> {
+        let cold = self.cold.get_mut();
+        cold.write_back_all()?;
+        let nblocks = self.len.div_ceil(1u64 << self.shift);
+        for b in self.sealed..nblocks {
+            let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+            let records = (self.len - (b << self.shift)).min(1 << self.shift) as usize;
+            let raw = &self.window.bytes()[start..start + records * self.width];
+            let meta = cold.seg.append(b, raw)?;
+            cold.put_index(b, meta);
+        }
+        cold.seg.sync()?;
+        let mark = VecMark {
+            records: self.len,
+            segment_len: cold.seg.len(),
+        };
+        self.update_account();
+        Ok(mark)
+    }
+
+    /// Changes the cache size when running without a budget (the budget decides otherwise).
+    pub fn set_cache_bytes(&mut self, bytes: u64) -> Result<(), StorageError> {
+        self.cache_bytes = bytes;
+        self.trim_cache()
+    }
+
+    /// Evicts cached blocks until the cache fits what it may hold now (call before another
+    /// structure claims budget).
+    pub fn trim_cache(&mut self) -> Result<(), StorageError> {
+        let cap = self.cap_slots();
+        let cold = self.cold.get_mut();
+        cold.cache.cap = cap;
+        cold.shrink(cap)?;
+        self.update_account();
+        Ok(())
+    }
+
+    /// Lowest RAM this vector needs whatever the budget: the hot window and one cached block.
+    pub fn min_ram_bytes(&self) -> u64 {
+        (self.hot_blocks + 1) * self.block_bytes as u64
+    }
+
+    /// Bytes resident in RAM: the touched part of the hot window, the cache, the block index.
+    pub fn ram_bytes(&self) -> u64 {
+        let cold = self.cold.borrow();
+        let blocks = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks);
+        blocks * self.block_bytes as u64
+            + cold.cache.resident_bytes()
+            + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
+            + (cold.cache.slot_of.capacity() * 4) as u64
+            + cold.stream.1.capacity() as u64
+    }
+
+    /// Bytes on disk: the segment file (garbage included) and the hot file.
+    pub fn disk_bytes(&self) -> u64 {
+        self.cold.borrow().seg.len() + self.window.len() as u64
+    }
+
+    /// File bytes of superseded block versions.
+    pub fn garbage_bytes(&self) -> u64 {
+        self.cold.borrow().garbage
+    }
+
+    /// Cache hits and misses on sealed records.
+    pub fn cache_counts(&self) -> (u64, u64) {
+        let c = self.cold.borrow();
+        (c.cache.hits, c.cache.misses)
+    }
+
+    /// The segment file's path.
+    pub fn path(&self) -> PathBuf {
+        self.cold.borrow().seg.path().to_path_buf()
+    }
+
+    /// Publishes RAM/disk figures to the account (and so to the budget and the stats).
+    pub fn update_account(&self) {
+        let cap = self.cap_slots();
+        self.cold.borrow_mut().cache.cap = cap;
+        let sealed_raw = self.sealed.min(self.len >> self.shift) * self.block_bytes as u64;
+        let sealed_disk = self.cold.borrow().seg.len();
+        self.account.set(
+            self.ram_bytes(),
+            sealed_disk,
+            sealed_raw.min(self.len * self.width as u64),
+        );
+    }
+
+    pub fn account(&self) -> &Account {
+        &self.account
+    }
+
+    #[inline(always)]
+    fn hot_offset(&self, i: u64) -> usize {
+        let b = i >> self.shift;
+        let r = (i & ((1u64 << self.shift) - 1)) as usize;
+        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes + r * self.width
+    }
+
+    /// Cache slots allowed now (recomputed whenever the account is updated, i.e. once per
+    /// sealed block, not per read).
+    fn cap_slots(&self) -> usize {
+        let bytes = match &self.budget {
+            Some(b) => match b.headroom(&self.account) {
+                Some(room) => {
+                    let cold = self.cold.borrow();
+                    let own_fixed = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks)
+                        * self.block_bytes as u64
+                        + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
+                        + (cold.cache.slot_of.capacity() * 4) as u64
+                        + self.block_bytes as u64
+                        + (cold.cache.chunks.len() as u64 + 1) * 4096;
+                    room.saturating_sub(own_fixed)
+                }
+                None => self.cache_bytes,
+            },
+            None => self.cache_bytes,
+        };
+        ((bytes / self.block_bytes as u64) as usize).max(1)
+    }
+
+    fn seal_oldest(&mut self) -> Result<(), StorageError> {
+        let b = self.sealed;
+        let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+        let cold = self.cold.get_mut();
+        let raw = &self.window.bytes()[start..start + self.block_bytes];
+        let meta = cold.seg.append(b, raw)?;
+        cold.put_index(b, meta);
+        // Recently sealed blocks are the likeliest to be read again (BFS duplicates are mostly
+        // recent states): keep a copy in the cache, saving a decompression.
+        cold.insert_clean(b, raw)?;
+        self.sealed += 1;
+        self.update_account();
+        Ok(())
+    }
+
+    fn check_width(&self, rec: &[u8]) -> Result<(), StorageError> {
+        if rec.len() != self.width {
+            return Err(StorageError::Invalid(format!(
+                "{}: record of {} bytes in a vector of {}-byte records",
+                self.hot_path.display(),
+                rec.len(),
+                self.width
+            )));
+        }
+        Ok(())
+    }
+
+    fn out_of_range(&self, i: u64) -> StorageError {
+        StorageError::Invalid(format!(
+            "{}: record {i} out of range (length {})",
+            self.hot_path.display(),
+            self.len
+        ))
+    }
+}
+
+impl Drop for SegVec {
+    fn drop(&mut self) {
+        // The hot file is scratch: only the segment file (after a flush) is reopened.
+        let _ = std::fs::remove_file(&self.hot_path);
+    }
+}
+
+impl Cold {
+    /// Raw length of sealed block `b` (all sealed blocks are full except, after a reopen,
+    /// a partial last one, which is hot and never cached).
+    fn raw_len(&self, b: u64) -> usize {
+        self.index[b as usize].raw_len as usize
+    }
+
+    fn put_index(&mut self, b: u64, meta: BlockMeta) {
+        let b = b as usize;
+        if b < self.index.len() {
+            self.garbage += self.index[b].file_bytes();
+            self.index[b] = meta;
+        } else {
+            debug_assert_eq!(b, self.index.len());
+            self.index.push(meta);
+        }
+    }
+
+    /// The cache slot holding block `b`, reading it on a miss.
+    #[inline]
+    fn load(&mut self, b: u64) -> Result<usize, StorageError> {
+        if let Some((lb, s)) = self.cache.last {
+            if lb == b {
+                self.cache.hits += 1;
+                return Ok(s);
+            }
+        }
+        if let Some(s) = self.cache.get(b) {
+            self.cache.slots[s].referenced = true;
+            self.cache.last = Some((b, s));
+            self.cache.hits += 1;
+            return Ok(s);
+        }
+        self.cache.misses += 1;
+        let s = self.victim()?;
+        let meta = self.index[b as usize];
+        let read = self.reader.read_into(
+            self.seg.path(),
+            self.seg.file(),
+            &meta,
+            self.cache.data_mut(s),
+        );
+        if let Err(e) = read {
+            self.cache.slots[s].block = u64::MAX;
+            return Err(e);
+        }
+        let slot = &mut self.cache.slots[s];
+        slot.block = b;
+        slot.dirty = Dirty::Clean;
+        slot.referenced = true;
+        self.cache.put(b, s);
+        self.cache.last = Some((b, s));
+        Ok(s)
+    }
+
+    /// Puts a copy of block `b`'s raw bytes in the cache.
+    fn insert_clean(&mut self, b: u64, raw: &[u8]) -> Result<(), StorageError> {
+        let s = self.victim()?;
+        self.cache.data_mut(s)[..raw.len()].copy_from_slice(raw);
+        let slot = &mut self.cache.slots[s];
+        slot.block = b;
+        slot.dirty = Dirty::Clean;
+        slot.referenced = false;
+        self.cache.put(b, s);
+        Ok(())
+    }
+
+    /// A free slot (its old block written back if dirty and unmapped); grows the cache up to
+    /// `cap` slots and shrinks it to `cap` when the budget fell.
+    fn victim(&mut self) -> Result<usize, StorageError> {
+        let cap = self.cache.cap.max(1);
+        if self.cache.slots.len() > cap {
+            self.shrink(cap)?;
+        }
+        self.cache.last = None;
+        if self.cache.slots.len() < cap {
+            if self.cache.slots.len() == self.cache.chunks.len() * self.cache.per_chunk {
+                let chunk = AnonBlock::new(self.cache.per_chunk * self.block_bytes).map_err(
+                    super::segment::io_err(self.seg.path(), "map cache memory for"),
+                )?;
+                self.cache.chunks.push(chunk);
+            }
+            self.cache.slots.push(Slot {
+                block: u64::MAX,
+                dirty: Dirty::Clean,
+                referenced: false,
+            });
+            return Ok(self.cache.slots.len() - 1);
+        }
+        let n = self.cache.slots.len();
+        loop {
+            let h = self.cache.hand % n;
+            self.cache.hand = (h + 1) % n;
+            let slot = &mut self.cache.slots[h];
+            if slot.referenced {
+                slot.referenced = false;
+                continue;
+            }
+            self.evict(h)?;
+            return Ok(h);
+        }
+    }
+
+    /// Writes slot `s` back if dirty and forgets which block it held.
+    fn evict(&mut self, s: usize) -> Result<(), StorageError> {
+        let b = self.cache.slots[s].block;
+        if b == u64::MAX {
+            return Ok(());
+        }
+        if self.cache.slots[s].dirty == Dirty::Dirty {
+            let len = self.raw_len(b);
+            let meta = self.seg.append(b, &self.cache.data(s)[..len])?;
+            self.put_index(b, meta);
+            self.cache.slots[s].dirty = Dirty::Clean;
+        }
+        self.cache.slot_of[b as usize] = NO_SLOT;
+        self.cache.slots[s].block = u64::MAX;
+        Ok(())
+    }
+
+    fn shrink(&mut self, cap: usize) -> Result<(), StorageError> {
+        let cap = cap.max(1);
+        while self.cache.slots.len() > cap {
+            let s = self.cache.slots.len() - 1;
+            self.evict(s)?;
+            self.cache.slots.pop();
+        }
+        let chunks = self.cache.slots.len().div_ceil(self.cache.per_chunk);
+        self.cache.chunks.truncate(chunks);
+        self.cache.hand = 0;
+        self.cache.last = None;
+        Ok(())
+    }
+
+    fn write_back_all(&mut self) -> Result<(), StorageError> {
+        for s in 0..self.cache.slots.len() {
+            let slot = &self.cache.slots[s];
+            if slot.dirty == Dirty::Dirty && slot.block != u64::MAX {
+                let b = slot.block;
+                let len = self.raw_len(b);
+                let meta = self.seg.append(b, &self.cache.data(s)[..len])?;
+                self.put_index(b, meta);
+                self.cache.slots[s].dirty = Dirty::Clean;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the raw bytes `[offset, offset + len)` of a file (tests and tools).
+pub fn read_at(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let f = File::open(path)?;
+    let mut buf = vec![0; len];
+    f.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}

@@ -1,0 +1,188 @@
+//! `--memory` end to end: exact counts with the state vectors spilled, resident memory within
+//! the budget plus the binary's baseline, and loud failures (budget too small for the index,
+//! unwritable work directory) with their exit codes.
+
+mod common;
+
+use common::{bin, shared_models, shipped};
+use std::process::{Command, Output};
+
+fn spillway(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run spillway")
+}
+
+fn stats(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let mut all = args.to_vec();
+    all.extend([
+        "--no-progress",
+        "-q",
+        "--stats-json",
+        json.to_str().unwrap(),
+    ]);
+    let o = spillway(&all);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+/// The small-scale twin of the acceptance run (SharedMemory-PT-000010 under 64M): a 199,051
+/// state net whose state vectors (33 MB) do not fit a 16 MiB budget.
+#[test]
+fn spilled_run_is_exact_and_stays_within_budget() {
+    let Some(models) = shared_models() else {
+        return;
+    };
+    let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
+    let budget: u64 = 16 << 20;
+    let work = tempfile::tempdir().unwrap();
+    let wd = work.path().to_str().unwrap();
+    // The binary's baseline: the same flags on a 243-state model.
+    let tiny = stats(&[
+        "explore",
+        shipped("Philosophers-PT-000005.pnml").to_str().unwrap(),
+        "--memory",
+        "16M",
+        "--workdir",
+        wd,
+    ]);
+    let baseline = tiny["peak_rss_bytes"].as_u64().unwrap();
+    let s = stats(&[
+        "explore",
+        model.to_str().unwrap(),
+        "--memory",
+        "16M",
+        "--workdir",
+        wd,
+    ]);
+    assert_eq!(s["states"], 199051);
+    assert_eq!(s["transitions"], 617350);
+    let peak = s["peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak <= budget + baseline,
+        "peak RSS {peak} over the budget {budget} + baseline {baseline}"
+    );
+    let structures = s["structures"].as_array().unwrap();
+    let states = structures
+        .iter()
+        .find(|u| u["name"] == "full.states")
+        .expect("state vectors are accounted");
+    assert!(states["disk_bytes"].as_u64().unwrap() > 0, "{states}");
+    assert!(
+        states["compression_ratio"].as_f64().unwrap() > 1.0,
+        "{states}"
+    );
+    // The work directory is removed at exit.
+    assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn budget_too_small_for_the_index_is_a_limit_error() {
+    let Some(models) = shared_models() else {
+        return;
+    };
+    let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "--memory",
+        "10M",
+        "--no-progress",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("full-store index") && err.contains("--memory"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "no counts are printed on failure");
+}
+
+#[test]
+fn unwritable_workdir_is_an_io_error() {
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "--memory",
+        "64M",
+        "--workdir",
+        "/proc/no-such-dir",
+        "--no-progress",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("/proc/no-such-dir"), "{err}");
+}
+
+#[test]
+fn bad_memory_size_is_a_usage_error() {
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let o = spillway(&["explore", model.to_str().unwrap(), "--memory", "lots"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn forced_spill_gives_the_same_lts_file() {
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.slts");
+    let b = dir.path().join("b.slts");
+    for (out, extra) in [(&a, None), (&b, Some("always"))] {
+        let mut args = vec![
+            "explore",
+            model.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--no-progress",
+        ];
+        if let Some(x) = extra {
+            args.extend(["--spill", x, "--block-size", "256"]);
+        }
+        let o = spillway(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+/// Segment files are unlinked as soon as they are created, so a run killed with SIGKILL
+/// leaves at most an empty directory behind, never gigabytes of spilled data.
+#[test]
+fn killed_run_leaves_no_segment_files() {
+    let Some(models) = shared_models() else {
+        return;
+    };
+    let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
+    let work = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .args([
+            "explore",
+            model.to_str().unwrap(),
+            "--memory",
+            "16M",
+            "--workdir",
+            work.path().to_str().unwrap(),
+            "--no-progress",
+            "-q",
+        ])
+        .spawn()
+        .unwrap();
+    // Wait until the run has created its work directory, then kill it mid-run.
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(work.path()).unwrap().count() == 0
+        && t0.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for d in std::fs::read_dir(work.path()).unwrap() {
+        let d = d.unwrap().path();
+        let left: Vec<_> = std::fs::read_dir(&d).unwrap().collect();
+        assert!(left.is_empty(), "{} still holds {left:?}", d.display());
+    }
+}

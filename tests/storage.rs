@@ -1,0 +1,351 @@
+//! Conformance suite of the segment containers: random operation sequences run against an
+//! in-memory reference (proptest), with tiny blocks so that sealing, compression, cache
+//! eviction, dirty write-back, file rotation and reopening all happen; and corruption
+//! detection with the file, offset and expected vs found checksum in the message.
+
+use proptest::prelude::*;
+use spillway::error::StorageError;
+use spillway::storage::queue::SegQueue;
+use spillway::storage::stack::SegStack;
+use spillway::storage::vec::{SegOptions, SegVec};
+use spillway::storage::{Account, Budget, MemoryLimit};
+use std::collections::VecDeque;
+
+fn tiny(block_bytes: usize, hot_blocks: usize, cache_blocks: u64) -> SegOptions {
+    SegOptions {
+        block_bytes,
+        hot_blocks,
+        cache_bytes: cache_blocks * block_bytes as u64,
+        ..SegOptions::default()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum VecOp {
+    Push(u8),
+    Get(u64),
+    Set(u64, u8),
+    Reopen,
+}
+
+fn vec_ops() -> impl Strategy<Value = Vec<VecOp>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => any::<u8>().prop_map(VecOp::Push),
+            4 => any::<u64>().prop_map(VecOp::Get),
+            3 => (any::<u64>(), any::<u8>()).prop_map(|(i, v)| VecOp::Set(i, v)),
+            1 => Just(VecOp::Reopen),
+        ],
+        0..400,
+    )
+}
+
+/// A record of `width` bytes derived from a seed (compressible but distinct).
+fn record(width: usize, seed: u8, i: u64) -> Vec<u8> {
+    (0..width)
+        .map(|k| seed.wrapping_add((i as u8).wrapping_mul(k as u8 + 1)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn vec_matches_reference(
+        width in 1usize..24,
+        block in 8usize..96,
+        hot in 1usize..4,
+        cache in 0u64..4,
+        ops in vec_ops(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiny(block, hot, cache);
+        let mut v = SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap();
+        let mut reference: Vec<Vec<u8>> = Vec::new();
+        let mut out = vec![0u8; width];
+        for op in ops {
+            match op {
+                VecOp::Push(seed) => {
+                    let r = record(width, seed, reference.len() as u64);
+                    prop_assert_eq!(v.push(&r).unwrap(), reference.len() as u64);
+                    reference.push(r);
+                }
+                VecOp::Get(i) if !reference.is_empty() => {
+                    let i = i % reference.len() as u64;
+                    v.get(i, &mut out).unwrap();
+                    prop_assert_eq!(&out, &reference[i as usize]);
+                    v.with_sequential(i, |r| out.copy_from_slice(r)).unwrap();
+                    prop_assert_eq!(&out, &reference[i as usize]);
+                }
+                VecOp::Set(i, seed) if !reference.is_empty() => {
+                    let i = i % reference.len() as u64;
+                    let r = record(width, seed.wrapping_add(1), i * 7);
+                    v.set(i, &r).unwrap();
+                    reference[i as usize] = r;
+                }
+                VecOp::Get(i) => prop_assert!(v.get(i, &mut out).is_err()),
+                VecOp::Set(..) => {}
+                VecOp::Reopen => {
+                    let mark = v.flush().unwrap();
+                    prop_assert_eq!(mark.records, reference.len() as u64);
+                    drop(v);
+                    v = SegVec::open(dir.path(), "v", &opts, Some(mark), Account::detached("v"), None).unwrap();
+                }
+            }
+            prop_assert_eq!(v.len(), reference.len() as u64);
+        }
+        let mut seen = 0u64;
+        v.scan(|i, r| {
+            assert_eq!(r, &reference[i as usize][..], "record {i}");
+            seen += 1;
+        }).unwrap();
+        prop_assert_eq!(seen, reference.len() as u64);
+    }
+
+    #[test]
+    fn queue_matches_reference(
+        block in 16usize..128,
+        hot in 1usize..3,
+        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX))], 0..600),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiny(block, hot, 1);
+        let mut q = SegQueue::create(dir.path(), "q", &opts, Account::detached("q")).unwrap();
+        let mut reference: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        for op in ops {
+            match op {
+                Some(usize::MAX) => {
+                    let mark = q.flush().unwrap();
+                    drop(q);
+                    q = SegQueue::open(dir.path(), "q", &opts, &mark, Account::detached("q")).unwrap();
+                }
+                Some(len) => {
+                    let r = record(len, n as u8, n);
+                    n += 1;
+                    q.push(&r).unwrap();
+                    reference.push_back(r);
+                }
+                None => {
+                    let got = q.pop(&mut out).unwrap();
+                    match reference.pop_front() {
+                        Some(r) => { prop_assert!(got); prop_assert_eq!(&out, &r); }
+                        None => prop_assert!(!got),
+                    }
+                }
+            }
+            prop_assert_eq!(q.len(), reference.len() as u64);
+        }
+        while let Some(r) = reference.pop_front() {
+            prop_assert!(q.pop(&mut out).unwrap());
+            prop_assert_eq!(&out, &r);
+        }
+        prop_assert!(!q.pop(&mut out).unwrap());
+    }
+
+    #[test]
+    fn stack_matches_reference(
+        block in 16usize..128,
+        hot in 1usize..3,
+        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX))], 0..600),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiny(block, hot, 1);
+        let mut s = SegStack::create(dir.path(), "s", &opts, Account::detached("s")).unwrap();
+        let mut reference: Vec<Vec<u8>> = Vec::new();
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        for op in ops {
+            match op {
+                Some(usize::MAX) => {
+                    let mark = s.flush().unwrap();
+                    drop(s);
+                    s = SegStack::open(dir.path(), "s", &opts, mark, Account::detached("s")).unwrap();
+                }
+                Some(len) => {
+                    let r = record(len, n as u8, n);
+                    n += 1;
+                    s.push(&r).unwrap();
+                    reference.push(r);
+                }
+                None => {
+                    let got = s.pop(&mut out).unwrap();
+                    match reference.pop() {
+                        Some(r) => { prop_assert!(got); prop_assert_eq!(&out, &r); }
+                        None => prop_assert!(!got),
+                    }
+                }
+            }
+            prop_assert_eq!(s.len(), reference.len() as u64);
+        }
+        while let Some(r) = reference.pop() {
+            prop_assert!(s.pop(&mut out).unwrap());
+            prop_assert_eq!(&out, &r);
+        }
+        prop_assert!(!s.pop(&mut out).unwrap());
+    }
+}
+
+/// A vector large enough to seal many blocks, flushed; returns (dir, records).
+fn sealed_vec() -> (tempfile::TempDir, Vec<Vec<u8>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = tiny(256, 1, 1);
+    let mut v = SegVec::create(dir.path(), "v", 16, &opts, Account::detached("v"), None).unwrap();
+    let recs: Vec<Vec<u8>> = (0..1000u64).map(|i| record(16, i as u8, i)).collect();
+    for r in &recs {
+        v.push(r).unwrap();
+    }
+    v.flush().unwrap();
+    (dir, recs)
+}
+
+#[test]
+fn vec_reopen_without_mark_reads_whole_file() {
+    let (dir, recs) = sealed_vec();
+    let opts = tiny(256, 1, 1);
+    let v = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None).unwrap();
+    assert_eq!(v.len(), 1000);
+    let mut out = [0u8; 16];
+    for (i, r) in recs.iter().enumerate().rev() {
+        v.get(i as u64, &mut out).unwrap();
+        assert_eq!(&out[..], &r[..]);
+    }
+    assert!(v.disk_bytes() > 0);
+}
+
+#[test]
+fn corrupted_block_names_file_offset_and_checksums() {
+    let (dir, _) = sealed_vec();
+    let path = dir.path().join("v.seg");
+    // Flip a byte inside the payload of the third block: header 64 bytes, then blocks.
+    let bytes = std::fs::read(&path).unwrap();
+    let mut pos = 64usize;
+    for _ in 0..2 {
+        let comp = u32::from_le_bytes(bytes[pos + 20..pos + 24].try_into().unwrap()) as usize;
+        pos += 32 + comp;
+    }
+    let payload = pos + 32;
+    let mut damaged = bytes.clone();
+    damaged[payload + 3] ^= 0x40;
+    std::fs::write(&path, &damaged).unwrap();
+    let opts = tiny(256, 1, 1);
+    let v = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None).unwrap();
+    let mut out = [0u8; 16];
+    // Block 2 holds records 32..48 (16 records of 16 bytes per 256-byte block).
+    let err = v.get(40, &mut out).unwrap_err();
+    match &err {
+        StorageError::Corrupt {
+            path: p,
+            offset,
+            expected,
+            found,
+        } => {
+            assert_eq!(p, &path);
+            assert_eq!(*offset, payload as u64);
+            assert!(expected.contains("checksum"), "{expected}");
+            assert_ne!(expected, found);
+        }
+        other => panic!("expected a corruption error, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("v.seg") && msg.contains(&payload.to_string()),
+        "{msg}"
+    );
+    assert_eq!(err.exit_code(), spillway::error::exit::CORRUPT);
+    // Undamaged blocks still read.
+    v.get(0, &mut out).unwrap();
+}
+
+#[test]
+fn damaged_header_and_truncated_file_are_reported() {
+    let (dir, _) = sealed_vec();
+    let path = dir.path().join("v.seg");
+    let bytes = std::fs::read(&path).unwrap();
+    let opts = tiny(256, 1, 1);
+    let mut bad = bytes.clone();
+    bad[20] ^= 1;
+    std::fs::write(&path, &bad).unwrap();
+    let e = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None)
+        .err()
+        .unwrap();
+    assert!(matches!(e, StorageError::Corrupt { offset: 60, .. }), "{e}");
+    std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+    let e = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("end of file"), "{e}");
+    let mut v2 = bytes.clone();
+    v2[8] = 9;
+    std::fs::write(&path, &v2).unwrap();
+    let e = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            e,
+            StorageError::Version {
+                found: 9,
+                supported: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn cache_respects_budget_headroom() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = Budget::new(MemoryLimit::Bytes(
+        spillway::storage::budget::UNTRACKED_RESERVE + (1 << 20),
+    ));
+    let opts = SegOptions {
+        block_bytes: 4096,
+        hot_blocks: 2,
+        cache_bytes: 1 << 30,
+        ..SegOptions::default()
+    };
+    let mut v = SegVec::create(
+        dir.path(),
+        "v",
+        64,
+        &opts,
+        budget.account("v"),
+        Some(budget.clone()),
+    )
+    .unwrap();
+    let mut out = [0u8; 64];
+    for i in 0..100_000u64 {
+        v.push(&record(64, i as u8, i)).unwrap();
+    }
+    for i in (0..100_000u64).step_by(97) {
+        v.get(i, &mut out).unwrap();
+        assert_eq!(&out[..], &record(64, i as u8, i)[..]);
+    }
+    v.update_account();
+    assert!(
+        v.ram_bytes() <= 1 << 20,
+        "ram {} over the 1 MiB budget",
+        v.ram_bytes()
+    );
+    let (_hits, misses) = v.cache_counts();
+    assert!(misses > 0);
+}
+
+#[test]
+fn unwritable_workdir_is_an_io_error() {
+    let cfg = spillway::storage::StorageConfig {
+        workdir: Some("/proc/definitely-not-writable".into()),
+        ..Default::default()
+    };
+    let e = spillway::storage::Storage::new(&cfg)
+        .err()
+        .expect("cannot create there");
+    assert_eq!(e.exit_code(), spillway::error::exit::IO);
+    assert!(
+        e.to_string().contains("/proc/definitely-not-writable"),
+        "{e}"
+    );
+}
