@@ -3,6 +3,7 @@
 use crate::engine::run::{ExploreConfig, StoreKind};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
+use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -61,6 +62,28 @@ pub struct ExploreArgs {
     #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
     pub token_bits: TokenWidth,
 
+    /// Δ store: states at depths that are multiples of K are stored explicitly, the others as
+    /// (predecessor, transition); membership replays at most K-1 transitions.
+    #[arg(long = "k-delta", value_name = "K", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub k_delta: u32,
+
+    /// Δ store: do not repoint Δ records to shorter paths (predecessor update).
+    #[arg(long)]
+    pub no_pred_update: bool,
+
+    /// Δ store: compare candidates by forward firing only (no "unfire and check").
+    #[arg(long)]
+    pub no_backward: bool,
+
+    /// Δ store: store explicit states as raw vectors (no per-component dictionaries).
+    #[arg(long)]
+    pub no_collapse: bool,
+
+    /// Δ store: entries of the reconstitution cache (0 = about 256 KiB of states).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub delta_cache_states: usize,
+
     /// Do not show the live progress line.
     #[arg(long)]
     pub no_progress: bool,
@@ -90,6 +113,25 @@ impl ExploreArgs {
             output: self.output.clone(),
             engine: EngineOptions {
                 progress: !self.no_progress && !self.quiet,
+            },
+            delta: DeltaOptions {
+                k: self.k_delta,
+                pred_update: if self.no_pred_update {
+                    PredUpdate::Off
+                } else {
+                    PredUpdate::On
+                },
+                firing: if self.no_backward {
+                    Firing::Forward
+                } else {
+                    Firing::Backward
+                },
+                collapse: if self.no_collapse {
+                    Collapse::Off
+                } else {
+                    Collapse::PerComponent
+                },
+                cache_states: self.delta_cache_states,
             },
         }
     }

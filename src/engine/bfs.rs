@@ -7,7 +7,7 @@
 
 use super::open::OpenQueue;
 use super::{EngineOptions, ExploreStats, Order, Run};
-use crate::error::ExploreError;
+use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::store::{Insert, StateBatch, StateStore};
@@ -53,8 +53,15 @@ pub fn explore(
     loop {
         let head = match &mut open {
             Open::ById { next } => {
-                if *next == store.len() || !store.get(*next, &mut state) {
+                if *next == store.len() {
                     break;
+                }
+                if !store.get(*next, &mut state) {
+                    return Err(StoreError::Invalid {
+                        store: store.name(),
+                        message: format!("could not return state {next} for expansion"),
+                    }
+                    .into());
                 }
                 *next += 1;
                 *next - 1

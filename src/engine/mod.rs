@@ -70,6 +70,10 @@ pub struct ExploreStats {
     pub omission_probability: f64,
     pub store_ram_bytes: u64,
     pub store_ram_bytes_per_state: f64,
+    /// Bytes the store keeps on disk.
+    pub store_disk_bytes: u64,
+    /// Store-specific counters (`StateStore::report`), e.g. reconstitutions.
+    pub store_details: serde_json::Map<String, serde_json::Value>,
     pub labels: u64,
     pub output: Option<String>,
     pub output_bytes: Option<u64>,
@@ -233,6 +237,8 @@ impl<'a> Run<'a> {
             } else {
                 0.0
             },
+            store_disk_bytes: store.disk_bytes(),
+            store_details: store.report(),
             labels: self.labels_defined as u64,
             output: None,
             output_bytes: None,

@@ -13,6 +13,7 @@ use crate::error::{ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
+use crate::store::delta::{DeltaOptions, DeltaStore};
 use crate::store::full::FullStore;
 use crate::store::StateStore;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,8 @@ use std::path::{Path, PathBuf};
 pub enum StoreKind {
     /// Full state table (exact baseline).
     Full,
+    /// Δ-markings: every kδ-th depth explicit, other states as (predecessor, transition).
+    Delta,
 }
 
 /// Everything `explore` needs besides the model path.
@@ -32,6 +35,8 @@ pub struct ExploreConfig {
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
     pub engine: EngineOptions,
+    /// Options of the Δ store (used with `StoreKind::Delta`).
+    pub delta: DeltaOptions,
 }
 
 impl Default for ExploreConfig {
@@ -42,14 +47,19 @@ impl Default for ExploreConfig {
             token_width: TokenWidth::Auto,
             output: None,
             engine: EngineOptions::default(),
+            delta: DeltaOptions::default(),
         }
     }
 }
 
-fn make_store(kind: StoreKind, model: &dyn Model) -> Box<dyn StateStore> {
-    match kind {
+fn make_store<'m>(
+    cfg: &ExploreConfig,
+    model: &'m dyn Model,
+) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    Ok(match cfg.store {
         StoreKind::Full => Box::new(FullStore::new(model.state_len())),
-    }
+        StoreKind::Delta => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
+    })
 }
 
 /// The temporary name an output file has until it is complete.
@@ -61,7 +71,7 @@ pub fn partial_path(out: &Path) -> PathBuf {
 
 /// Explores one model with the given store and writes the output, if any.
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
-    let mut store = make_store(cfg.store, model);
+    let mut store = make_store(cfg, model)?;
     let mut stats = match &cfg.output {
         None => super::explore(model, store.as_mut(), &mut NullSink, cfg.order, &cfg.engine)?,
         Some(out) => {

@@ -1,0 +1,1 @@
+//! Unit tests of the Δ store: reconstitution, backward firing, predecessor update.
