@@ -3,29 +3,52 @@
 //!
 //! The default suite covers models up to 200,000 states; the rest up to 3,000,000 run with
 //! `cargo test --release --test reference -- --ignored`.
+//!
+//! Δ store (`--store delta`) coverage:
+//! * default suite, models up to 50,000 states: every kδ in {1, 5, 20, 50} × {all
+//!   optimisations on, no predecessor update, no backward firing, no collapsing} × {BFS, DFS};
+//! * default suite, models of 50,001–200,000 states: kδ in {1, 5, 20, 50} with all
+//!   optimisations on, BFS and DFS;
+//! * `--ignored`: the full kδ × variant × order matrix on models of 200,001–3,000,000 states
+//!   (hours on two cores), and the same matrix on 50,001–200,000 states.
 
 mod common;
 
 use common::{reference_rows, Reference};
 use spillway::engine::run::{explore_file, ExploreConfig, StoreKind};
 use spillway::engine::{EngineOptions, Order};
+use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 
 fn check(rows: &[Reference], order: Order, store: StoreKind) {
+    check_with(rows, order, store, DeltaOptions::default(), "");
+}
+
+fn check_with(
+    rows: &[Reference],
+    order: Order,
+    store: StoreKind,
+    delta: DeltaOptions,
+    variant: &str,
+) {
     let mut failures = Vec::new();
     for r in rows {
         let cfg = ExploreConfig {
             order,
             store,
             engine: EngineOptions { progress: false },
+            delta: delta.clone(),
             ..ExploreConfig::default()
         };
         match explore_file(&r.path, &cfg, &mut |_| {}) {
             Ok(s) if (s.states, s.transitions) == (r.states, r.transitions) => {}
             Ok(s) => failures.push(format!(
-                "{}: {:?}/{:?}: got {} states {} transitions, expected {} / {}",
+                "{}: {:?}/{:?}{variant}: got {} states {} transitions, expected {} / {}",
                 r.rel, order, store, s.states, s.transitions, r.states, r.transitions
             )),
-            Err(e) => failures.push(format!("{}: {:?}/{:?}: error {e}", r.rel, order, store)),
+            Err(e) => failures.push(format!(
+                "{}: {:?}/{:?}{variant}: error {e}",
+                r.rel, order, store
+            )),
         }
     }
     assert!(
@@ -35,7 +58,7 @@ fn check(rows: &[Reference], order: Order, store: StoreKind) {
         failures.join("\n")
     );
     eprintln!(
-        "{} models match REFERENCE.tsv ({order:?}, {store:?})",
+        "{} models match REFERENCE.tsv ({order:?}, {store:?}{variant})",
         rows.len()
     );
 }
@@ -63,4 +86,103 @@ fn large_models_bfs_full() {
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_dfs_full() {
     check(&reference_rows(SMALL, LARGE), Order::Dfs, StoreKind::Full);
+}
+
+const KS: [u32; 4] = [1, 5, 20, 50];
+const MATRIX_MAX: u64 = 50_000;
+
+/// The Δ variants: all optimisations on, then each one switched off in turn.
+fn delta_variants(k: u32) -> Vec<(DeltaOptions, String)> {
+    let on = DeltaOptions {
+        k,
+        ..DeltaOptions::default()
+    };
+    vec![
+        (on.clone(), format!(" k={k} all-on")),
+        (
+            DeltaOptions {
+                pred_update: PredUpdate::Off,
+                ..on.clone()
+            },
+            format!(" k={k} no-pred-update"),
+        ),
+        (
+            DeltaOptions {
+                firing: Firing::Forward,
+                ..on.clone()
+            },
+            format!(" k={k} no-backward"),
+        ),
+        (
+            DeltaOptions {
+                collapse: Collapse::Off,
+                ..on
+            },
+            format!(" k={k} no-collapse"),
+        ),
+    ]
+}
+
+fn delta_matrix(rows: &[Reference], order: Order) {
+    for k in KS {
+        for (opts, name) in delta_variants(k) {
+            check_with(rows, order, StoreKind::Delta, opts, &name);
+        }
+    }
+}
+
+fn delta_all_on(rows: &[Reference], order: Order) {
+    for k in KS {
+        let opts = DeltaOptions {
+            k,
+            ..DeltaOptions::default()
+        };
+        check_with(
+            rows,
+            order,
+            StoreKind::Delta,
+            opts,
+            &format!(" k={k} all-on"),
+        );
+    }
+}
+
+#[test]
+fn small_models_bfs_delta_matrix() {
+    delta_matrix(&reference_rows(0, MATRIX_MAX), Order::Bfs);
+}
+
+#[test]
+fn small_models_dfs_delta_matrix() {
+    delta_matrix(&reference_rows(0, MATRIX_MAX), Order::Dfs);
+}
+
+#[test]
+fn medium_models_bfs_delta() {
+    delta_all_on(&reference_rows(MATRIX_MAX, SMALL), Order::Bfs);
+}
+
+#[test]
+fn medium_models_dfs_delta() {
+    delta_all_on(&reference_rows(MATRIX_MAX, SMALL), Order::Dfs);
+}
+
+#[test]
+#[ignore = "slow: run with --ignored (release build recommended)"]
+fn medium_models_delta_matrix() {
+    let rows = reference_rows(MATRIX_MAX, SMALL);
+    delta_matrix(&rows, Order::Bfs);
+    delta_matrix(&rows, Order::Dfs);
+}
+
+#[test]
+#[ignore = "large: run with --ignored (release build recommended; hours on two cores)"]
+fn large_models_bfs_delta_matrix() {
+    delta_matrix(&reference_rows(SMALL, LARGE), Order::Bfs);
+}
+
+#[test]
+#[ignore = "large: run with --ignored (release build recommended; hours on two cores)"]
+fn large_models_dfs_delta_matrix() {
+    delta_matrix(&reference_rows(SMALL, LARGE), Order::Dfs);
 }

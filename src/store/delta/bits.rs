@@ -28,7 +28,10 @@ pub fn set_bits(words: &mut [u64], off: u64, width: u32, v: u64) {
     if width == 0 {
         return;
     }
-    debug_assert!(width == 64 || v >> width == 0, "{v} does not fit {width} bits");
+    debug_assert!(
+        width == 64 || v >> width == 0,
+        "{v} does not fit {width} bits"
+    );
     let i = (off / 64) as usize;
     let s = (off % 64) as u32;
     let mask = if width == 64 {
@@ -123,7 +126,10 @@ impl RecordVec {
         if n != self.width {
             return Err(StoreError::Invalid {
                 store: "delta",
-                message: format!("record of {n} bytes in a vector of {}-byte records", self.width),
+                message: format!(
+                    "record of {n} bytes in a vector of {}-byte records",
+                    self.width
+                ),
             });
         }
         Ok(())
@@ -273,7 +279,11 @@ mod tests {
     #[test]
     fn packed_array_push_get_set() {
         for bits in [1u32, 3, 8, 27, 40, 64] {
-            let mask = if bits == 64 { u64::MAX } else { (1 << bits) - 1 };
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1 << bits) - 1
+            };
             let mut a = PackedArray::new(bits);
             let val = |i: u64| i.wrapping_mul(0x2545_f491_4f6c_dd1d) & mask;
             for i in 0..1003 {

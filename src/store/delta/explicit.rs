@@ -315,7 +315,10 @@ mod tests {
                 ex.get(i as u64, &mut out).unwrap();
                 assert_eq!(&out[..], &s[..]);
                 assert_eq!(ex.equals(i as u64, s).unwrap(), Equal::Yes);
-                assert_eq!(ex.equals(i as u64, &[s[0], 1 - s[1], 9]).unwrap(), Equal::No);
+                assert_eq!(
+                    ex.equals(i as u64, &[s[0], 1 - s[1], 9]).unwrap(),
+                    Equal::No
+                );
                 // A value never met: unknown to the dictionary, unequal without decoding.
                 assert_eq!(ex.equals(i as u64, &[s[0], s[1], 8]).unwrap(), Equal::No);
             }

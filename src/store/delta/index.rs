@@ -138,7 +138,12 @@ impl Index {
     fn put(&mut self, i: u64, idp1: u64, disp: u64, rem: u64) {
         let idb = self.id_bits();
         let v = idp1 | (disp << idb) | (rem << (idb + DISP_BITS));
-        set_bits(&mut self.words, i * self.slot_bits as u64, self.slot_bits, v);
+        set_bits(
+            &mut self.words,
+            i * self.slot_bits as u64,
+            self.slot_bits,
+            v,
+        );
     }
 
     /// Whether `extra` more entries fit under the load limit.

@@ -520,25 +520,17 @@ impl<'m> DeltaStore<'m> {
         Ok(())
     }
 
-    fn insert_hashed(
-        &mut self,
-        s: &[u8],
-        h: u64,
-        via: Option<Via>,
-    ) -> Result<Insert, StoreError> {
+    fn insert_hashed(&mut self, s: &[u8], h: u64, via: Option<Via>) -> Result<Insert, StoreError> {
         let mut p = self.index.probe(h);
-        loop {
-            match self.index.next(&mut p) {
-                Step::Candidate(c) => match self.same(c, s)? {
-                    Some(bound) => {
-                        if let Some(v) = via {
-                            self.maybe_repoint(c, bound, v)?;
-                        }
-                        return Ok(Insert::Seen(c));
+        while let Step::Candidate(c) = self.index.next(&mut p) {
+            match self.same(c, s)? {
+                Some(bound) => {
+                    if let Some(v) = via {
+                        self.maybe_repoint(c, bound, v)?;
                     }
-                    None => self.inner.get_mut().c.false_candidates += 1,
-                },
-                Step::Vacant => break,
+                    return Ok(Insert::Seen(c));
+                }
+                None => self.inner.get_mut().c.false_candidates += 1,
             }
         }
         let id = self.count;
