@@ -729,6 +729,7 @@ impl StateStore for DeltaStore<'_> {
         put("record_widenings", c.record_widenings.into());
         put("explicit_record_bytes", self.explicit.record_width().into());
         put("dictionary_widenings", self.explicit.widenings().into());
+        put("explicit_reencodings", self.explicit.reencodings().into());
         put("index_slots", self.index.slots().into());
         put("index_growths", self.index.growths().into());
         let rec = self.records.ram_bytes();
