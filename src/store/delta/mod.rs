@@ -33,8 +33,10 @@
 //!   indices.
 //!
 //! A small direct-mapped cache of recently built states (id → state, distance) shortens
-//! reconstitutions: a walk stops at the first cached ancestor. It is bounded (a few hundred
-//! KiB), counted in the RAM figures and never affects answers.
+//! reconstitutions: a walk stops at the first cached ancestor. New states, reconstituted
+//! states and every intermediate state of a successful forward or backward check are
+//! cached. It is bounded (about 1 MiB by default, `--delta-cache-states`), counted in the
+//! RAM figures, and never changes an answer.
 
 pub mod bits;
 pub mod explicit;
@@ -76,7 +78,7 @@ pub struct DeltaOptions {
     pub firing: Firing,
     pub collapse: Collapse,
     /// Entries of the reconstitution cache (rounded up to a power of two; 0 = a default of
-    /// about 256 KiB of states).
+    /// about 1 MiB of states).
     pub cache_states: usize,
 }
 
@@ -174,6 +176,8 @@ impl StateCache {
 /// Scratch space and counters, behind a `RefCell` so that `get(&self)` can reconstitute.
 struct Inner {
     path: Vec<(u64, TransitionId)>,
+    /// States met while unfiring (backward checks), to cache them on success.
+    trail: Vec<u8>,
     a: Vec<u8>,
     b: Vec<u8>,
     cache: StateCache,
@@ -240,7 +244,9 @@ impl<'m> DeltaStore<'m> {
             }
         };
         let cache_states = if opts.cache_states == 0 {
-            (256 * 1024 / width.max(1)).clamp(64, 4096)
+            // About 1 MiB: a fixed cost, whatever the number of states.
+            let n = ((1usize << 20) / (width + 12)).clamp(256, 1 << 16);
+            1 << (usize::BITS - 1 - n.leading_zeros())
         } else {
             opts.cache_states
         };
@@ -256,6 +262,7 @@ impl<'m> DeltaStore<'m> {
             backward,
             inner: RefCell::new(Inner {
                 path: Vec::new(),
+                trail: Vec::new(),
                 a: Vec::new(),
                 b: Vec::new(),
                 cache: StateCache::new(cache_states, width),
@@ -418,8 +425,13 @@ impl<'m> DeltaStore<'m> {
         let root = self.walk(inner, c, true)?;
         inner.a.clear();
         inner.a.extend_from_slice(s);
+        inner.trail.clear();
         for k in 0..inner.path.len() {
             let t = inner.path[k].1;
+            if k > 0 {
+                let Inner { a, trail, .. } = inner;
+                trail.extend_from_slice(a);
+            }
             let Inner { a, b, c: cnt, .. } = inner;
             cnt.unfired += 1;
             let fired = self
@@ -445,6 +457,14 @@ impl<'m> DeltaStore<'m> {
             Root::Cached { slot, dist } => (eq_bytes(inner.cache.state(slot), &inner.a), n + dist),
         };
         if equal {
+            // The unfired states were c's ancestors: cache them like forward firing would.
+            let w = self.width;
+            for k in 1..inner.path.len() {
+                let Inner {
+                    path, trail, cache, ..
+                } = inner;
+                cache.put(path[k].0, &trail[(k - 1) * w..k * w], dist - k as u32);
+            }
             inner.cache.put(c, s, dist);
             Ok(Some(dist))
         } else {

@@ -78,6 +78,7 @@ fn conform(model: &dyn Model, opts: DeltaOptions, dfs: bool) -> Counters {
     // state reconstitutes (with the cache emptied).
     *delta.inner.get_mut() = Inner {
         path: Vec::new(),
+        trail: Vec::new(),
         a: Vec::new(),
         b: Vec::new(),
         cache: StateCache::new(1, delta.width),
@@ -170,6 +171,7 @@ fn backward_firing_abandons_early() {
     }
     *st.inner.get_mut() = Inner {
         path: Vec::new(),
+        trail: Vec::new(),
         a: Vec::new(),
         b: Vec::new(),
         cache: StateCache::new(1, st.width),
@@ -322,6 +324,7 @@ fn corrupt_records_are_reported_not_looped() {
     st.records.set(1, v).unwrap();
     *st.inner.get_mut() = Inner {
         path: Vec::new(),
+        trail: Vec::new(),
         a: Vec::new(),
         b: Vec::new(),
         cache: StateCache::new(1, st.width),
