@@ -76,11 +76,11 @@ impl RecordVec {
     /// Appends a record, returning its index.
     pub fn push(&mut self, rec: &[u8]) -> Result<u64, StoreError> {
         self.check(rec.len())?;
-        if self.bytes.len() == self.bytes.capacity() {
-            // Grow by an eighth (at least 4 KiB): a doubling Vec would waste up to half its
-            // bytes, which matters when records are a few bits each.
-            self.bytes
-                .reserve_exact((self.bytes.len() / 8).max(4096 / self.width * self.width));
+        if self.bytes.len() + self.width > self.bytes.capacity() {
+            // Grow by an eighth (at least 4 KiB), in whole records: a doubling Vec would
+            // waste up to half its bytes, which matters when records are a few bits each.
+            let records = (self.bytes.len() / 8 / self.width).max(4096 / self.width + 1);
+            self.bytes.reserve_exact(records * self.width);
         }
         self.bytes.extend_from_slice(rec);
         Ok(self.len() - 1)
@@ -302,5 +302,17 @@ mod tests {
             }
             assert!(a.get(1003).is_err());
         }
+    }
+
+    #[test]
+    fn record_vec_grows_by_an_eighth() {
+        let mut a = PackedArray::new(30);
+        let n = 1_000_000u64;
+        for i in 0..n {
+            a.push(i).unwrap();
+        }
+        let ideal = n as f64 * 30.0 / 8.0;
+        let ratio = a.ram_bytes() as f64 / ideal;
+        assert!((1.0..1.14).contains(&ratio), "{ratio}");
     }
 }
