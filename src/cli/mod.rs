@@ -80,7 +80,7 @@ pub struct ExploreArgs {
     #[arg(long)]
     pub no_collapse: bool,
 
-    /// Δ store: entries of the reconstitution cache (0 = about 1 MiB of states).
+    /// Δ store: entries of the reconstitution cache (0 = about 512 KiB of states).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub delta_cache_states: usize,
 

@@ -1,36 +1,38 @@
 //! The compact hash index of the Δ store: hash → record id, in RAM.
 //!
-//! A Robin Hood linear-probing table of `2^q` bit-packed slots. The home slot of a state is the
-//! top `q` bits of its 64-bit hash (its *quotient*); a slot stores
+//! A Robin Hood linear-probing table of `m` bit-packed slots (`m` need not be a power of
+//! two). Every entry keeps a fixed [`HASH_BITS`]-bit prefix `x` of its 64-bit hash, split
+//! into a *quotient* implied by the position and a stored *offset*:
 //!
 //! ```text
-//! | remainder : HASH_BITS - q | displacement : DISP_BITS | id + 1 : q + 1 |   (0 = empty)
+//! home(x) = ⌊x·m / 2^HASH_BITS⌋          lo(home) = ⌈home · 2^HASH_BITS / m⌉
+//! slot    = | offset x − lo(home) : ⌈log2(2^HASH_BITS / m)⌉ | displacement : DISP_BITS | id + 1 : bits(m) |
 //! ```
 //!
-//! where the remainder is the next `HASH_BITS - q` hash bits and the displacement is the
-//! distance from the home slot. The quotient is implied by the position (position −
-//! displacement), so a slot costs `HASH_BITS + DISP_BITS + 1` bits whatever the table size, and
-//! the table can double **without the states**: the new home is `2·home + top remainder bit`,
-//! the remainder loses that bit. Every state therefore keeps a fixed `HASH_BITS`-bit hash
-//! prefix; as the table grows fewer bits are left to filter false candidates (10 at 4 million
-//! slots), which costs only extra comparisons, never a wrong answer — the store compares states.
+//! (0 = empty). The home slot is recovered as position − displacement, so `x = lo(home) +
+//! offset` is known exactly and the table can grow to **any** size without the states: growth
+//! re-places every entry from its `x`. It grows by a quarter when 9/10 full, so the load stays
+//! between 0.72 and 0.9 and a slot costs `HASH_BITS + DISP_BITS + 1` bits or so at any size.
+//! As the table grows the offset keeps fewer bits (8 at 4 million slots): false candidates
+//! become more frequent, which costs comparisons, never a wrong answer (the store compares
+//! states).
 //!
 //! Robin Hood order (a cluster is sorted by home slot) lets an unsuccessful lookup stop at the
 //! first slot whose displacement is smaller than the probe distance. A displacement that would
-//! not fit `DISP_BITS` makes the table double early instead of failing.
+//! not fit `DISP_BITS` makes the table grow early instead of failing.
 
-use super::bits::{get_bits, set_bits};
+use super::bits::{bits_for, get_bits, set_bits};
 
-/// Bits of the hash every entry keeps (quotient + remainder).
-pub const HASH_BITS: u32 = 32;
+/// Bits of the hash every entry keeps (quotient + offset).
+pub const HASH_BITS: u32 = 30;
 /// Bits of the displacement field.
 pub const DISP_BITS: u32 = 6;
 const DISP_MAX: u64 = (1 << DISP_BITS) - 1;
-/// The largest table: at least 4 remainder bits are kept.
-pub const MAX_Q: u32 = HASH_BITS - 4;
-/// Load limit: 7/8.
-const LOAD_NUM: u64 = 7;
-const LOAD_DEN: u64 = 8;
+/// The largest table, in slots (at least 4 offset bits are kept).
+pub const MAX_SLOTS: u64 = 1 << (HASH_BITS - 4);
+/// Load limit: 9/10.
+const LOAD_NUM: u64 = 9;
+const LOAD_DEN: u64 = 10;
 
 /// Why the index could not grow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +48,13 @@ pub enum GrowError {
 pub struct Probe {
     pos: u64,
     dist: u64,
-    rem: u64,
+    off: u64,
 }
 
 /// One step of a probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// A slot with the same home and remainder: the caller must compare the states.
+    /// A slot with the same hash prefix: the caller must compare the states.
     Candidate(u64),
     /// The state is not in the table; `insert_at` with this probe places it.
     Vacant,
@@ -67,23 +69,32 @@ pub enum Placement {
 }
 
 pub struct Index {
-    q: u32,
+    m: u64,
+    id_bits: u32,
+    off_bits: u32,
     slot_bits: u32,
     words: Vec<u64>,
     len: u64,
     growths: u64,
+    max_disp: u64,
 }
 
 impl Index {
-    pub fn new(q: u32) -> Self {
-        let slot_bits = HASH_BITS + DISP_BITS + 1;
-        let words = ((slot_bits as u64) << q).div_ceil(64) as usize + 1;
+    pub fn new(m: u64) -> Self {
+        let m = m.max(16);
+        let id_bits = bits_for(m);
+        let off_bits = bits_for((1u64 << HASH_BITS).div_ceil(m) - 1);
+        let slot_bits = id_bits + DISP_BITS + off_bits;
+        let words = (slot_bits as u64 * m).div_ceil(64) as usize + 1;
         Index {
-            q,
+            m,
+            id_bits,
+            off_bits,
             slot_bits,
             words: vec![0; words],
             len: 0,
             growths: 0,
+            max_disp: 0,
         }
     }
 
@@ -96,11 +107,20 @@ impl Index {
     }
 
     pub fn slots(&self) -> u64 {
-        1 << self.q
+        self.m
+    }
+
+    pub fn slot_bits(&self) -> u32 {
+        self.slot_bits
     }
 
     pub fn growths(&self) -> u64 {
         self.growths
+    }
+
+    /// The largest displacement ever stored.
+    pub fn max_displacement(&self) -> u64 {
+        self.max_disp
     }
 
     pub fn ram_bytes(&self) -> u64 {
@@ -108,25 +128,25 @@ impl Index {
     }
 
     #[inline(always)]
-    fn rem_bits(&self) -> u32 {
-        HASH_BITS - self.q
+    fn prefix(h: u64) -> u64 {
+        h >> (64 - HASH_BITS)
     }
 
     #[inline(always)]
-    fn id_bits(&self) -> u32 {
-        self.q + 1
+    fn home_of(&self, x: u64) -> u64 {
+        (x * self.m) >> HASH_BITS
     }
 
     #[inline(always)]
-    fn mask(&self) -> u64 {
-        (1 << self.q) - 1
+    fn lo(&self, home: u64) -> u64 {
+        ((home << HASH_BITS) + self.m - 1) / self.m
     }
 
-    /// (id + 1, displacement, remainder) of slot `i`; id + 1 = 0 means empty.
+    /// (id + 1, displacement, offset) of slot `i`; id + 1 = 0 means empty.
     #[inline(always)]
     fn slot(&self, i: u64) -> (u64, u64, u64) {
         let v = get_bits(&self.words, i * self.slot_bits as u64, self.slot_bits);
-        let idb = self.id_bits();
+        let idb = self.id_bits;
         (
             v & ((1 << idb) - 1),
             (v >> idb) & DISP_MAX,
@@ -135,9 +155,10 @@ impl Index {
     }
 
     #[inline(always)]
-    fn put(&mut self, i: u64, idp1: u64, disp: u64, rem: u64) {
-        let idb = self.id_bits();
-        let v = idp1 | (disp << idb) | (rem << (idb + DISP_BITS));
+    fn put(&mut self, i: u64, idp1: u64, disp: u64, off: u64) {
+        let idb = self.id_bits;
+        debug_assert!(off >> self.off_bits == 0);
+        let v = idp1 | (disp << idb) | (off << (idb + DISP_BITS));
         set_bits(
             &mut self.words,
             i * self.slot_bits as u64,
@@ -146,25 +167,36 @@ impl Index {
         );
     }
 
+    #[inline(always)]
+    fn next_pos(&self, i: u64) -> u64 {
+        if i + 1 == self.m {
+            0
+        } else {
+            i + 1
+        }
+    }
+
     /// Whether `extra` more entries fit under the load limit.
     pub fn has_room(&self, extra: u64) -> bool {
-        (self.len + extra) * LOAD_DEN <= self.slots() * LOAD_NUM
+        (self.len + extra) * LOAD_DEN <= self.m * LOAD_NUM
     }
 
     /// Touches the home slot of `h` (to overlap cache misses within a batch).
     #[inline(always)]
     pub fn touch(&self, h: u64) -> u64 {
-        let home = h >> (64 - self.q);
+        let home = self.home_of(Self::prefix(h));
         self.words[((home * self.slot_bits as u64) / 64) as usize]
     }
 
     /// Starts a probe for hash `h`.
     #[inline(always)]
     pub fn probe(&self, h: u64) -> Probe {
+        let x = Self::prefix(h);
+        let home = self.home_of(x);
         Probe {
-            pos: h >> (64 - self.q),
+            pos: home,
             dist: 0,
-            rem: (h >> (64 - HASH_BITS)) & ((1 << self.rem_bits()) - 1),
+            off: x - self.lo(home),
         }
     }
 
@@ -172,28 +204,28 @@ impl Index {
     #[inline(always)]
     pub fn next(&self, p: &mut Probe) -> Step {
         loop {
-            let (idp1, disp, rem) = self.slot(p.pos);
+            let (idp1, disp, off) = self.slot(p.pos);
             if idp1 == 0 || disp < p.dist {
                 return Step::Vacant;
             }
-            let here = (idp1, disp == p.dist && rem == p.rem);
-            p.pos = (p.pos + 1) & self.mask();
+            let hit = disp == p.dist && off == p.off;
+            p.pos = self.next_pos(p.pos);
             p.dist += 1;
-            if here.1 {
-                return Step::Candidate(here.0 - 1);
+            if hit {
+                return Step::Candidate(idp1 - 1);
             }
         }
     }
 
     /// Inserts `id` where the probe `p` (which returned [`Step::Vacant`]) stopped.
     pub fn insert_at(&mut self, p: &Probe, id: u64) -> Placement {
-        debug_assert!(id + 1 < 1 << self.id_bits());
+        debug_assert!(id + 1 < 1 << self.id_bits);
         if p.dist > DISP_MAX {
             return Placement::NeedsGrowth;
         }
         // The cluster tail [p.pos, end) moves one slot right.
-        let mask = self.mask();
         let mut end = p.pos;
+        let mut moved = 0;
         loop {
             let (idp1, disp, _) = self.slot(end);
             if idp1 == 0 {
@@ -202,36 +234,40 @@ impl Index {
             if disp == DISP_MAX {
                 return Placement::NeedsGrowth;
             }
-            end = (end + 1) & mask;
+            moved = moved.max(disp + 1);
+            end = self.next_pos(end);
             if end == p.pos {
                 return Placement::NeedsGrowth;
             }
         }
         let mut i = end;
         while i != p.pos {
-            let prev = (i + mask) & mask;
-            let (idp1, disp, rem) = self.slot(prev);
-            self.put(i, idp1, disp + 1, rem);
+            let prev = if i == 0 { self.m - 1 } else { i - 1 };
+            let (idp1, disp, off) = self.slot(prev);
+            self.put(i, idp1, disp + 1, off);
             i = prev;
         }
-        self.put(p.pos, id + 1, p.dist, p.rem);
+        self.put(p.pos, id + 1, p.dist, p.off);
+        self.max_disp = self.max_disp.max(moved).max(p.dist);
         self.len += 1;
         Placement::Placed
     }
 
-    /// Doubles the table (up to three times if a displacement overflows), re-placing every
-    /// entry from its stored quotient and remainder; no state is needed. Fails with
-    /// [`GrowError`] past [`MAX_Q`] or when displacements still overflow (more than 63 entries
-    /// sharing a hash prefix — only adversarial inputs do that).
+    /// Grows by a quarter (more, up to four times over, if a displacement overflows),
+    /// re-placing every entry from its stored hash prefix; no state is needed. Fails with
+    /// [`GrowError`] past [`MAX_SLOTS`] or when displacements still overflow (more than 63
+    /// entries sharing a hash prefix — only adversarial inputs do that).
     pub fn grow(&mut self) -> Result<(), GrowError> {
-        for q in self.q + 1..=self.q + 3 {
-            if q > MAX_Q {
+        let mut m = self.m + self.m / 4;
+        for _ in 0..4 {
+            if m > MAX_SLOTS {
                 return Err(GrowError::TooLarge);
             }
-            if let Some(t) = self.rehash_into(q) {
+            if let Some(t) = self.rehash_into(m) {
                 *self = t;
                 return Ok(());
             }
+            m *= 2;
         }
         Err(GrowError::Clustered)
     }
@@ -250,24 +286,22 @@ impl Index {
         Err(GrowError::Clustered)
     }
 
-    fn rehash_into(&self, q: u32) -> Option<Index> {
-        let mut t = Index::new(q);
+    fn rehash_into(&self, m: u64) -> Option<Index> {
+        let mut t = Index::new(m);
         t.growths = self.growths + 1;
-        let shift = q - self.q;
-        let old_rem = self.rem_bits();
-        let mask = self.mask();
-        for i in 0..self.slots() {
-            let (idp1, disp, rem) = self.slot(i);
+        t.max_disp = self.max_disp;
+        for i in 0..self.m {
+            let (idp1, disp, off) = self.slot(i);
             if idp1 == 0 {
                 continue;
             }
-            let home = (i + (1 << self.q) - disp) & mask;
-            let new_rem_bits = old_rem - shift;
-            let new_home = (home << shift) | (rem >> new_rem_bits);
+            let home = (i + self.m - disp) % self.m;
+            let x = self.lo(home) + off;
+            let nh = t.home_of(x);
             let mut p = Probe {
-                pos: new_home,
+                pos: nh,
                 dist: 0,
-                rem: rem & ((1 << new_rem_bits) - 1),
+                off: x - t.lo(nh),
             };
             // Walk to the Robin Hood position (no candidates: entries are distinct ids).
             loop {
@@ -275,7 +309,7 @@ impl Index {
                 if sid == 0 || sdisp < p.dist {
                     break;
                 }
-                p.pos = (p.pos + 1) & t.mask();
+                p.pos = t.next_pos(p.pos);
                 p.dist += 1;
             }
             if t.insert_at(&p, idp1 - 1) == Placement::NeedsGrowth {
@@ -298,7 +332,7 @@ mod tests {
     /// key is found exactly once with its id after many doublings.
     #[test]
     fn grows_without_states_and_finds_everything() {
-        let mut ix = Index::new(4);
+        let mut ix = Index::new(16);
         let n = 200_000u64;
         let find = |ix: &Index, i: u64| -> Option<u64> {
             let mut p = ix.probe(h(i));
@@ -324,7 +358,12 @@ mod tests {
             }
         }
         assert_eq!(ix.len(), n);
-        assert!(ix.growths() >= 14);
+        assert!(ix.growths() >= 40);
+        assert!(
+            ix.slots() * 9 / 10 >= n && ix.slots() * 7 / 10 <= n,
+            "{}",
+            ix.slots()
+        );
         for i in 0..n {
             assert_eq!(find(&ix, i), Some(i), "lost {i}");
         }
@@ -334,14 +373,14 @@ mod tests {
     /// Many keys with the same hash: displacements overflow and force growth, never a wrap.
     #[test]
     fn displacement_overflow_grows() {
-        let mut ix = Index::new(8);
+        let mut ix = Index::new(256);
         for i in 0..100u64 {
             match ix.place(0xdead_beef_0000_0000, i) {
                 Ok(()) => assert!(i <= DISP_MAX),
                 Err(e) => {
                     assert_eq!(e, GrowError::Clustered);
                     assert_eq!(i, DISP_MAX + 1, "failed at {i}");
-                    assert!(ix.slots() <= 1 << 12);
+                    assert!(ix.slots() <= 1 << 16, "{}", ix.slots());
                     return;
                 }
             }

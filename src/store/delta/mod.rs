@@ -11,13 +11,14 @@
 //! explicit ancestor), and compared with the new state.
 //!
 //! Record layout (bit-packed, eight records to one `bits`-byte record of a
-//! [`bits::RecordVec`], so a record costs exactly `bits = 1 + t_bits + p_bits` bits):
+//! [`bits::RecordVec`], so a record costs exactly `bits = t_bits + p_bits` bits):
 //!
 //! ```text
-//! | pred id or explicit index : p_bits | transition : t_bits | explicit? : 1 |
+//! | pred id or explicit index : p_bits | transition code : t_bits |
 //! ```
 //!
-//! `t_bits` fits every transition id of the model; `p_bits` fits every id so far and widens
+//! The transition code is the transition id for a Δ record and `transition_count` (one past
+//! the last id) for an explicit record, so `t_bits = bits(transition_count)`; `p_bits` fits every id so far and widens
 //! (all records re-encoded, amortised O(1) per record) when the count reaches `2^p_bits`.
 //!
 //! Optimisations (each can be switched off):
@@ -35,7 +36,7 @@
 //! A small direct-mapped cache of recently built states (id → state, distance) shortens
 //! reconstitutions: a walk stops at the first cached ancestor. New states, reconstituted
 //! states and every intermediate state of a successful forward or backward check are
-//! cached. It is bounded (about 1 MiB by default, `--delta-cache-states`), counted in the
+//! cached. It is bounded (about 512 KiB by default, `--delta-cache-states`), counted in the
 //! RAM figures, and never changes an answer.
 
 pub mod bits;
@@ -78,7 +79,7 @@ pub struct DeltaOptions {
     pub firing: Firing,
     pub collapse: Collapse,
     /// Entries of the reconstitution cache (rounded up to a power of two; 0 = a default of
-    /// about 1 MiB of states).
+    /// about 512 KiB of states).
     pub cache_states: usize,
 }
 
@@ -190,6 +191,8 @@ pub struct DeltaStore<'m> {
     opts: DeltaOptions,
     width: usize,
     t_bits: u32,
+    /// The model's transition count: the transition code of explicit records.
+    transitions: u64,
     p_bits: u32,
     records: PackedArray,
     explicit: ExplicitStates,
@@ -223,7 +226,7 @@ impl<'m> DeltaStore<'m> {
                 "the Δ store needs fixed-width states (this model's vary)".into(),
             ));
         };
-        let t_bits = bits_for(model.transition_count().saturating_sub(1) as u64).max(1);
+        let t_bits = bits_for(model.transition_count() as u64).max(1);
         let p_bits = 8;
         let backward = match opts.firing {
             Firing::Forward => Firing::Forward,
@@ -244,8 +247,8 @@ impl<'m> DeltaStore<'m> {
             }
         };
         let cache_states = if opts.cache_states == 0 {
-            // About 1 MiB: a fixed cost, whatever the number of states.
-            let n = ((1usize << 20) / (width + 12)).clamp(256, 1 << 16);
+            // About 512 KiB: a fixed cost, whatever the number of states.
+            let n = ((1usize << 19) / (width + 12)).clamp(256, 1 << 15);
             1 << (usize::BITS - 1 - n.leading_zeros())
         } else {
             opts.cache_states
@@ -254,10 +257,11 @@ impl<'m> DeltaStore<'m> {
             model,
             width,
             t_bits,
+            transitions: model.transition_count() as u64,
             p_bits,
-            records: PackedArray::new(1 + t_bits + p_bits),
+            records: PackedArray::new(t_bits + p_bits),
             explicit: ExplicitStates::new(width, opts.collapse),
-            index: Index::new(10),
+            index: Index::new(1024),
             count: 0,
             backward,
             inner: RefCell::new(Inner {
@@ -281,21 +285,22 @@ impl<'m> DeltaStore<'m> {
 
     fn encode(&self, r: Rec) -> u64 {
         match r {
-            Rec::Explicit(x) => 1 | (x << (1 + self.t_bits)),
-            Rec::Delta { pred, t } => ((t.0 as u64) << 1) | (pred << (1 + self.t_bits)),
+            Rec::Explicit(x) => self.transitions | (x << self.t_bits),
+            Rec::Delta { pred, t } => t.0 as u64 | (pred << self.t_bits),
         }
     }
 
     #[inline]
     fn rec(&self, id: u64) -> Result<Rec, StoreError> {
         let v = self.records.get(id)?;
-        let p = v >> (1 + self.t_bits);
-        Ok(if v & 1 == 1 {
+        let p = v >> self.t_bits;
+        let code = v & ((1 << self.t_bits) - 1);
+        Ok(if code == self.transitions {
             Rec::Explicit(p)
         } else {
             Rec::Delta {
                 pred: p,
-                t: TransitionId(((v >> 1) & ((1 << self.t_bits) - 1)) as u32),
+                t: TransitionId(code as u32),
             }
         })
     }
@@ -505,7 +510,7 @@ impl<'m> DeltaStore<'m> {
 
     /// Re-encodes every record with one more predecessor bit.
     fn widen_records(&mut self) -> Result<(), StoreError> {
-        let bits = 1 + self.t_bits + self.p_bits + 1;
+        let bits = self.t_bits + self.p_bits + 1;
         if bits > 64 {
             return Err(StoreError::CapacityExceeded {
                 store: STORE,
@@ -599,8 +604,8 @@ fn grow_error(e: GrowError) -> StoreError {
         store: STORE,
         message: match e {
             GrowError::TooLarge => format!(
-                "the hash index would need more than 2^{} slots",
-                index::MAX_Q
+                "the hash index would need more than {} slots",
+                index::MAX_SLOTS
             ),
             GrowError::Clustered => format!(
                 "more than {} states share a {}-bit hash prefix",
@@ -752,6 +757,11 @@ impl StateStore for DeltaStore<'_> {
         put("explicit_reencodings", self.explicit.reencodings().into());
         put("index_slots", self.index.slots().into());
         put("index_growths", self.index.growths().into());
+        put("index_slot_bits", self.index.slot_bits().into());
+        put(
+            "index_max_displacement",
+            self.index.max_displacement().into(),
+        );
         let rec = self.records.ram_bytes();
         let idx = self.index.ram_bytes();
         let exp = self.explicit.record_bytes();
