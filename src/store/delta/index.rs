@@ -139,7 +139,7 @@ impl Index {
 
     #[inline(always)]
     fn lo(&self, home: u64) -> u64 {
-        ((home << HASH_BITS) + self.m - 1) / self.m
+        (home << HASH_BITS).div_ceil(self.m)
     }
 
     /// (id + 1, displacement, offset) of slot `i`; id + 1 = 0 means empty.
