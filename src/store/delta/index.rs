@@ -23,13 +23,15 @@
 
 use super::bits::{bits_for, get_bits, set_bits};
 
-/// Bits of the hash every entry keeps (quotient + offset).
+/// Bits of the hash every entry keeps (quotient + offset) in a new index. When the index
+/// would need more than `2^(hash_bits − 4)` slots, the store rebuilds it with 8 more bits
+/// (reconstituting every state once).
 pub const HASH_BITS: u32 = 30;
+/// The most hash bits an index can keep.
+pub const MAX_HASH_BITS: u32 = 54;
 /// Bits of the displacement field.
 pub const DISP_BITS: u32 = 6;
 const DISP_MAX: u64 = (1 << DISP_BITS) - 1;
-/// The largest table, in slots (at least 4 offset bits are kept).
-pub const MAX_SLOTS: u64 = 1 << (HASH_BITS - 4);
 /// Load limit: 9/10.
 const LOAD_NUM: u64 = 9;
 const LOAD_DEN: u64 = 10;
@@ -37,7 +39,7 @@ const LOAD_DEN: u64 = 10;
 /// Why the index could not grow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GrowError {
-    /// More than `2^MAX_Q` slots would be needed.
+    /// More than [`Index::max_slots`] would be needed: rebuild with more hash bits.
     TooLarge,
     /// Too many entries share a hash prefix for the displacement field.
     Clustered,
@@ -70,6 +72,7 @@ pub enum Placement {
 
 pub struct Index {
     m: u64,
+    hash_bits: u32,
     id_bits: u32,
     off_bits: u32,
     slot_bits: u32,
@@ -80,14 +83,18 @@ pub struct Index {
 }
 
 impl Index {
-    pub fn new(m: u64) -> Self {
+    /// An empty index of `m` slots keeping `hash_bits` bits of each hash.
+    pub fn new(m: u64, hash_bits: u32) -> Self {
+        assert!((8..=MAX_HASH_BITS).contains(&hash_bits));
         let m = m.max(16);
         let id_bits = bits_for(m);
-        let off_bits = bits_for((1u64 << HASH_BITS).div_ceil(m) - 1);
+        let off_bits = bits_for((1u64 << hash_bits).div_ceil(m) - 1);
         let slot_bits = id_bits + DISP_BITS + off_bits;
+        assert!(slot_bits <= 64, "{hash_bits} hash bits do not fit a slot");
         let words = (slot_bits as u64 * m).div_ceil(64) as usize + 1;
         Index {
             m,
+            hash_bits,
             id_bits,
             off_bits,
             slot_bits,
@@ -110,6 +117,15 @@ impl Index {
         self.m
     }
 
+    pub fn hash_bits(&self) -> u32 {
+        self.hash_bits
+    }
+
+    /// The largest table for this many hash bits (at least 4 offset bits are kept).
+    pub fn max_slots(&self) -> u64 {
+        1 << (self.hash_bits - 4)
+    }
+
     pub fn slot_bits(&self) -> u32 {
         self.slot_bits
     }
@@ -128,18 +144,26 @@ impl Index {
     }
 
     #[inline(always)]
-    fn prefix(h: u64) -> u64 {
-        h >> (64 - HASH_BITS)
+    fn prefix(&self, h: u64) -> u64 {
+        h >> (64 - self.hash_bits)
     }
 
     #[inline(always)]
     fn home_of(&self, x: u64) -> u64 {
-        (x * self.m) >> HASH_BITS
+        if self.hash_bits <= 32 {
+            (x * self.m) >> self.hash_bits
+        } else {
+            ((x as u128 * self.m as u128) >> self.hash_bits) as u64
+        }
     }
 
     #[inline(always)]
     fn lo(&self, home: u64) -> u64 {
-        (home << HASH_BITS).div_ceil(self.m)
+        if self.hash_bits <= 32 {
+            (home << self.hash_bits).div_ceil(self.m)
+        } else {
+            ((home as u128) << self.hash_bits).div_ceil(self.m as u128) as u64
+        }
     }
 
     /// (id + 1, displacement, offset) of slot `i`; id + 1 = 0 means empty.
@@ -184,14 +208,14 @@ impl Index {
     /// Touches the home slot of `h` (to overlap cache misses within a batch).
     #[inline(always)]
     pub fn touch(&self, h: u64) -> u64 {
-        let home = self.home_of(Self::prefix(h));
+        let home = self.home_of(self.prefix(h));
         self.words[((home * self.slot_bits as u64) / 64) as usize]
     }
 
     /// Starts a probe for hash `h`.
     #[inline(always)]
     pub fn probe(&self, h: u64) -> Probe {
-        let x = Self::prefix(h);
+        let x = self.prefix(h);
         let home = self.home_of(x);
         Probe {
             pos: home,
@@ -255,12 +279,12 @@ impl Index {
 
     /// Grows by a quarter (more, up to four times over, if a displacement overflows),
     /// re-placing every entry from its stored hash prefix; no state is needed. Fails with
-    /// [`GrowError`] past [`MAX_SLOTS`] or when displacements still overflow (more than 63
+    /// [`GrowError`] past [`Index::max_slots`] or when displacements still overflow (more than 63
     /// entries sharing a hash prefix — only adversarial inputs do that).
     pub fn grow(&mut self) -> Result<(), GrowError> {
         let mut m = self.m + self.m / 4;
         for _ in 0..4 {
-            if m > MAX_SLOTS {
+            if m > self.max_slots() {
                 return Err(GrowError::TooLarge);
             }
             if let Some(t) = self.rehash_into(m) {
@@ -287,7 +311,7 @@ impl Index {
     }
 
     fn rehash_into(&self, m: u64) -> Option<Index> {
-        let mut t = Index::new(m);
+        let mut t = Index::new(m, self.hash_bits);
         t.growths = self.growths + 1;
         t.max_disp = self.max_disp;
         for i in 0..self.m {
@@ -332,7 +356,7 @@ mod tests {
     /// key is found exactly once with its id after many doublings.
     #[test]
     fn grows_without_states_and_finds_everything() {
-        let mut ix = Index::new(16);
+        let mut ix = Index::new(16, HASH_BITS);
         let n = 200_000u64;
         let find = |ix: &Index, i: u64| -> Option<u64> {
             let mut p = ix.probe(h(i));
@@ -370,10 +394,32 @@ mod tests {
         assert_eq!(find(&ix, n + 5), None);
     }
 
+    /// Wide prefixes (u128 arithmetic) find everything too.
+    #[test]
+    fn wide_hash_prefixes() {
+        for bits in [33, 46, 54] {
+            let mut ix = Index::new(16, bits);
+            for i in 0..20_000u64 {
+                if !ix.has_room(1) {
+                    ix.grow().unwrap();
+                }
+                ix.place(h(i), i).unwrap();
+            }
+            for i in 0..20_000u64 {
+                let mut p = ix.probe(h(i));
+                let mut found = false;
+                while let Step::Candidate(id) = ix.next(&mut p) {
+                    found |= id == i;
+                }
+                assert!(found, "{bits} bits: lost {i}");
+            }
+        }
+    }
+
     /// Many keys with the same hash: displacements overflow and force growth, never a wrap.
     #[test]
     fn displacement_overflow_grows() {
-        let mut ix = Index::new(256);
+        let mut ix = Index::new(256, HASH_BITS);
         for i in 0..100u64 {
             match ix.place(0xdead_beef_0000_0000, i) {
                 Ok(()) => assert!(i <= DISP_MAX),

@@ -202,6 +202,7 @@ pub struct DeltaStore<'m> {
     backward: Firing,
     inner: RefCell<Inner>,
     hashes: Vec<u64>,
+    index_rebuilds: u64,
     /// (parent id, its exact distance) of the last parent whose distance was needed.
     parent_memo: Option<(u64, u32)>,
 }
@@ -218,6 +219,16 @@ fn invalid(message: String) -> StoreError {
 impl<'m> DeltaStore<'m> {
     /// A Δ store for the states of `model`, which must have fixed-width states.
     pub fn new(model: &'m dyn Model, opts: DeltaOptions) -> Result<Self, StoreError> {
+        Self::with_hash_bits(model, opts, index::HASH_BITS)
+    }
+
+    /// As [`DeltaStore::new`], with an index that starts with `hash_bits` hash bits (tests
+    /// use few to exercise the rebuild).
+    pub(crate) fn with_hash_bits(
+        model: &'m dyn Model,
+        opts: DeltaOptions,
+        hash_bits: u32,
+    ) -> Result<Self, StoreError> {
         if opts.k == 0 {
             return Err(invalid("kδ must be at least 1".into()));
         }
@@ -261,7 +272,7 @@ impl<'m> DeltaStore<'m> {
             p_bits,
             records: PackedArray::new(t_bits + p_bits),
             explicit: ExplicitStates::new(width, opts.collapse),
-            index: Index::new(1024),
+            index: Index::new(1024, hash_bits),
             count: 0,
             backward,
             inner: RefCell::new(Inner {
@@ -273,6 +284,7 @@ impl<'m> DeltaStore<'m> {
                 c: Counters::default(),
             }),
             hashes: Vec::new(),
+            index_rebuilds: 0,
             parent_memo: None,
             opts,
         })
@@ -540,8 +552,38 @@ impl<'m> DeltaStore<'m> {
 
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
         while !self.index.has_room(extra) {
-            self.index.grow().map_err(grow_error)?;
+            match self.index.grow() {
+                Ok(()) => {}
+                Err(GrowError::TooLarge) => self.rebuild_index()?,
+                Err(e) => return Err(grow_error(e)),
+            }
         }
+        Ok(())
+    }
+
+    /// Rebuilds the index with 8 more hash bits, a quarter more slots, by reconstituting every
+    /// state once (ids in order, so parents are usually cached). Needed only when the index
+    /// outgrows its hash prefix (2^26 slots with the default 30 bits).
+    fn rebuild_index(&mut self) -> Result<(), StoreError> {
+        let bits = self.index.hash_bits() + 8;
+        if bits > index::MAX_HASH_BITS {
+            return Err(grow_error(GrowError::TooLarge));
+        }
+        let mut ix = Index::new(self.index.slots() + self.index.slots() / 4, bits);
+        let mut s = Vec::new();
+        for id in 0..self.count {
+            if !self.get(id, &mut s) {
+                return Err(invalid(format!(
+                    "rebuilding the index: state {id} does not reconstitute"
+                )));
+            }
+            if !ix.has_room(1) {
+                ix.grow().map_err(grow_error)?;
+            }
+            ix.place(state_hash(&s), id).map_err(grow_error)?;
+        }
+        self.index = ix;
+        self.index_rebuilds += 1;
         Ok(())
     }
 
@@ -586,7 +628,14 @@ impl<'m> DeltaStore<'m> {
         self.records.push(self.encode(rec))?;
         match self.index.insert_at(&p, id) {
             Placement::Placed => {}
-            Placement::NeedsGrowth => self.index.place(h, id).map_err(grow_error)?,
+            Placement::NeedsGrowth => match self.index.place(h, id) {
+                Ok(()) => {}
+                Err(GrowError::TooLarge) => {
+                    self.rebuild_index()?;
+                    self.index.place(h, id).map_err(grow_error)?;
+                }
+                Err(e) => return Err(grow_error(e)),
+            },
         }
         self.count += 1;
         self.inner.get_mut().cache.put(id, s, dist);
@@ -604,13 +653,12 @@ fn grow_error(e: GrowError) -> StoreError {
         store: STORE,
         message: match e {
             GrowError::TooLarge => format!(
-                "the hash index would need more than {} slots",
-                index::MAX_SLOTS
+                "the hash index would need more than 2^{} slots",
+                index::MAX_HASH_BITS - 4
             ),
             GrowError::Clustered => format!(
-                "more than {} states share a {}-bit hash prefix",
-                (1u32 << index::DISP_BITS) - 1,
-                index::HASH_BITS
+                "more than {} states share a hash prefix",
+                (1u32 << index::DISP_BITS) - 1
             ),
         },
     }
@@ -758,6 +806,8 @@ impl StateStore for DeltaStore<'_> {
         put("index_slots", self.index.slots().into());
         put("index_growths", self.index.growths().into());
         put("index_slot_bits", self.index.slot_bits().into());
+        put("index_hash_bits", self.index.hash_bits().into());
+        put("index_rebuilds", self.index_rebuilds.into());
         put(
             "index_max_displacement",
             self.index.max_displacement().into(),

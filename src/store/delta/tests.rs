@@ -347,3 +347,40 @@ fn records_widen_past_256_states() {
     let c = conform(m.as_ref(), opts(5), false);
     assert!(c.record_widenings > 0, "{c:?}");
 }
+
+#[test]
+fn index_rebuilds_with_more_hash_bits_when_it_outgrows_its_prefix() {
+    // 14 hash bits allow 2^10 slots: the 922nd state forces a rebuild by reconstitution.
+    let m = ring(9, 6);
+    let mut full = FullStore::new(m.state_len());
+    let mut st = DeltaStore::with_hash_bits(m.as_ref(), opts(5), 14).unwrap();
+    let mut s0 = Vec::new();
+    m.initial_state(&mut s0).unwrap();
+    full.insert(&s0, None).unwrap();
+    st.insert(&s0, None).unwrap();
+    let (mut s, mut batch, mut a, mut b) = (
+        Vec::new(),
+        crate::store::StateBatch::default(),
+        Vec::new(),
+        Vec::new(),
+    );
+    let mut depth = vec![0u64];
+    let mut next = 0u64;
+    while next < full.len() {
+        full.get(next, &mut s);
+        batch.clear();
+        m.successors(&s, &mut |t, _, x| batch.push(t, x)).unwrap();
+        full.insert_batch(next, depth[next as usize], &batch, &mut a)
+            .unwrap();
+        st.insert_batch(next, depth[next as usize], &batch, &mut b)
+            .unwrap();
+        assert_eq!(a, b);
+        while (depth.len() as u64) < full.len() {
+            depth.push(depth[next as usize] + 1);
+        }
+        next += 1;
+    }
+    assert!(full.len() > 2000, "{}", full.len());
+    assert!(st.index_rebuilds >= 1);
+    assert_eq!(st.index.hash_bits(), 22);
+}
