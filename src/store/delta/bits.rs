@@ -216,12 +216,20 @@ impl PackedArray {
         if g == self.groups.len() && ((i % 8) as usize) < self.tail_len {
             return Ok(get_bits(&self.tail, k, self.bits));
         }
-        let mut buf = [0u8; 64];
-        let buf = &mut buf[..self.bits as usize];
-        self.groups.get(g, buf)?;
-        let mut w = [0u64; 9];
-        Self::words_of(buf, &mut w);
-        Ok(get_bits(&w, k, self.bits))
+        // The group is at most 64 bytes; the field starts in byte k/8 and spans at most 9.
+        let mut buf = [0u8; 80];
+        self.groups.get(g, &mut buf[..self.bits as usize])?;
+        let (byte, shift) = ((k / 8) as usize, (k % 8) as u32);
+        let lo = u64::from_le_bytes(buf[byte..byte + 8].try_into().expect("8 bytes"));
+        let mut v = lo >> shift;
+        if shift > 0 {
+            v |= (buf[byte + 8] as u64) << (64 - shift);
+        }
+        Ok(if self.bits == 64 {
+            v
+        } else {
+            v & ((1u64 << self.bits) - 1)
+        })
     }
 
     pub fn set(&mut self, i: u64, v: u64) -> Result<(), StoreError> {
