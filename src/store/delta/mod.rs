@@ -18,8 +18,12 @@
 //! ```
 //!
 //! The transition code is the transition id for a Δ record and `transition_count` (one past
-//! the last id) for an explicit record, so `t_bits = bits(transition_count)`; `p_bits` fits every id so far and widens
-//! (all records re-encoded, amortised O(1) per record) when the count reaches `2^p_bits`.
+//! the last id) for an explicit record, so `t_bits = bits(transition_count)`; `p_bits` fits
+//! every id so far and widens (all records re-encoded, amortised O(1) per record) when the
+//! count reaches `2^p_bits`. The index grows without states and, past its hash prefix,
+//! is rebuilt by reconstituting every state once (see [`index`]).
+//!
+//! Not implemented: stratified caching (replacing records); see docs/README-delta.md.
 //!
 //! Optimisations (each can be switched off):
 //! * **predecessor update** ([`PredUpdate`]): when a state is met again from a parent whose
