@@ -298,3 +298,99 @@ fn stats_json_has_the_documented_keys() {
         }
     }
 }
+
+/// The Δ store numbers states exactly like the full store, so the LTS files are identical;
+/// its counters appear under `store_details`.
+#[test]
+fn delta_store_writes_the_same_lts_as_the_full_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("s.json");
+    for model in [
+        shipped("Philosophers-PT-000005.pnml"),
+        shipped("vasy_0_1.aut"),
+    ] {
+        let m = model.to_str().unwrap();
+        for order in ["bfs", "dfs"] {
+            let full = dir.path().join("full.aut");
+            let o = spillway(&[
+                "explore",
+                m,
+                "--order",
+                order,
+                "-o",
+                full.to_str().unwrap(),
+                "--no-progress",
+            ]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            for extra in [
+                &["--k-delta", "3"][..],
+                &["--k-delta", "1"],
+                &["--k-delta", "4", "--no-pred-update", "--no-backward"],
+                &[
+                    "--k-delta",
+                    "2",
+                    "--no-collapse",
+                    "--delta-cache-states",
+                    "1",
+                ],
+            ] {
+                let delta = dir.path().join("delta.aut");
+                let mut args = vec![
+                    "explore",
+                    m,
+                    "--order",
+                    order,
+                    "--store",
+                    "delta",
+                    "-o",
+                    delta.to_str().unwrap(),
+                    "--no-progress",
+                    "--stats-json",
+                    stats.to_str().unwrap(),
+                ];
+                args.extend_from_slice(extra);
+                let o = spillway(&args);
+                assert!(o.status.success(), "{}", stderr(&o));
+                assert_eq!(
+                    std::fs::read(&full).unwrap(),
+                    std::fs::read(&delta).unwrap(),
+                    "{m} {order} {extra:?}"
+                );
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+                assert_eq!(v["store"], "delta");
+                assert_eq!(v["exact"], true);
+                let d = &v["store_details"];
+                for key in [
+                    "k_delta",
+                    "explicit_states",
+                    "delta_states",
+                    "reconstitutions",
+                    "transitions_fired",
+                    "transitions_unfired",
+                    "early_abandons",
+                    "record_bytes",
+                    "index_bytes",
+                    "total_bytes_per_state",
+                ] {
+                    assert!(d.get(key).is_some(), "missing store_details.{key}");
+                }
+                assert_eq!(
+                    d["explicit_states"].as_u64().unwrap() + d["delta_states"].as_u64().unwrap(),
+                    v["states"].as_u64().unwrap()
+                );
+                assert!(v.get("store_disk_bytes").is_some());
+            }
+        }
+    }
+    let m = shipped("Philosophers-PT-000005.pnml");
+    let o = spillway(&[
+        "explore",
+        m.to_str().unwrap(),
+        "--store",
+        "delta",
+        "--k-delta",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -5,6 +5,7 @@ use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::storage::budget::{parse_size, MemoryLimit};
 use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
+use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -90,6 +91,27 @@ pub struct ExploreArgs {
     /// (tuning; default 64M). Under --memory the cache takes what the budget leaves.
     #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
     pub cache: Option<u64>,
+    /// Δ store: states at depths that are multiples of K are stored explicitly, the others as
+    /// (predecessor, transition); membership replays at most K-1 transitions.
+    #[arg(long = "k-delta", value_name = "K", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub k_delta: u32,
+
+    /// Δ store: do not repoint Δ records to shorter paths (predecessor update).
+    #[arg(long)]
+    pub no_pred_update: bool,
+
+    /// Δ store: compare candidates by forward firing only (no "unfire and check").
+    #[arg(long)]
+    pub no_backward: bool,
+
+    /// Δ store: store explicit states as raw vectors (no per-component dictionaries).
+    #[arg(long)]
+    pub no_collapse: bool,
+
+    /// Δ store: entries of the reconstitution cache (0 = about 512 KiB of states).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub delta_cache_states: usize,
 
     /// Do not show the live progress line.
     #[arg(long)]
@@ -141,6 +163,25 @@ impl ExploreArgs {
                     }
                     o
                 },
+            },
+            delta: DeltaOptions {
+                k: self.k_delta,
+                pred_update: if self.no_pred_update {
+                    PredUpdate::Off
+                } else {
+                    PredUpdate::On
+                },
+                firing: if self.no_backward {
+                    Firing::Forward
+                } else {
+                    Firing::Backward
+                },
+                collapse: if self.no_collapse {
+                    Collapse::Off
+                } else {
+                    Collapse::PerComponent
+                },
+                cache_states: self.delta_cache_states,
             },
         }
     }

@@ -8,7 +8,7 @@
 
 use super::open::OpenQueue;
 use super::{EngineOptions, ExploreStats, Order, Run};
-use crate::error::ExploreError;
+use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::storage::{SegQueue, Storage};
@@ -77,8 +77,15 @@ pub fn explore(
     loop {
         let head = match &mut open {
             Open::ById { next } => {
-                if *next == store.len() || !store.load(*next, &mut state)? {
+                if *next == store.len() {
                     break;
+                }
+                if !store.load(*next, &mut state)? {
+                    return Err(StoreError::Invalid {
+                        store: store.name(),
+                        message: format!("could not return state {next} for expansion"),
+                    }
+                    .into());
                 }
                 *next += 1;
                 *next - 1

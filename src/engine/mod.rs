@@ -70,10 +70,10 @@ pub struct ExploreStats {
     pub omission_probability: f64,
     pub store_ram_bytes: u64,
     pub store_ram_bytes_per_state: f64,
-    /// Bytes the store keeps on disk (segment files).
+    /// Bytes the store keeps on disk (segment files, record vectors).
     pub store_disk_bytes: u64,
-    /// Store-specific counters (e.g. cache hits of spilled state vectors).
-    pub store_report: serde_json::Map<String, serde_json::Value>,
+    /// Store-specific counters (`StateStore::report`): reconstitutions, cache hits, …
+    pub store_details: serde_json::Map<String, serde_json::Value>,
     /// RAM and disk bytes per structure, when structures spill to segment files.
     pub structures: Vec<crate::storage::Usage>,
     /// The `--memory` budget, if any.
@@ -244,7 +244,7 @@ impl<'a> Run<'a> {
                 0.0
             },
             store_disk_bytes: store.disk_bytes(),
-            store_report: store.report(),
+            store_details: store.report(),
             structures: Vec::new(),
             memory_limit_bytes: None,
             workdir: None,

@@ -14,6 +14,7 @@ use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
 use crate::storage::{Storage, StorageConfig};
+use crate::store::delta::{DeltaOptions, DeltaStore};
 use crate::store::full::FullStore;
 use crate::store::StateStore;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ use std::path::{Path, PathBuf};
 pub enum StoreKind {
     /// Full state table (exact baseline).
     Full,
+    /// Δ-markings: every kδ-th depth explicit, other states as (predecessor, transition).
+    Delta,
 }
 
 /// Everything `explore` needs besides the model path.
@@ -35,6 +38,8 @@ pub struct ExploreConfig {
     pub engine: EngineOptions,
     /// RAM budget, work directory and spill policy.
     pub storage: StorageConfig,
+    /// Options of the Δ store (used with `StoreKind::Delta`).
+    pub delta: DeltaOptions,
 }
 
 impl Default for ExploreConfig {
@@ -46,18 +51,22 @@ impl Default for ExploreConfig {
             output: None,
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
+            delta: DeltaOptions::default(),
         }
     }
 }
 
-fn make_store(
-    kind: StoreKind,
-    model: &dyn Model,
+fn make_store<'m>(
+    cfg: &ExploreConfig,
+    model: &'m dyn Model,
     storage: Option<&Storage>,
-) -> Result<Box<dyn StateStore>, ExploreError> {
-    Ok(match (kind, storage) {
+) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    Ok(match (cfg.store, storage) {
         (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
         (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
+        // The Δ store's records are bit-packed in RAM (`delta::bits::RecordVec`); they do not
+        // spill to segment files yet.
+        (StoreKind::Delta, _) => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
     })
 }
 
@@ -76,7 +85,7 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
     } else {
         None
     };
-    let mut store = make_store(cfg.store, model, storage.as_ref())?;
+    let mut store = make_store(cfg, model, storage.as_ref())?;
     let mut stats = match &cfg.output {
         None => super::explore_in(
             model,

@@ -1,6 +1,7 @@
 //! Visited-state stores. Every store answers one question — was this state seen before? — and
 //! numbers states densely in insertion (discovery) order, the initial state first.
 
+pub mod delta;
 pub mod full;
 
 use crate::error::StoreError;

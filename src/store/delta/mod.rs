@@ -1,0 +1,842 @@
+//! Δ-markings: semi-explicit storage with reconstitution (Evangelista & Pradat-Peyre).
+//!
+//! Every state has a *record*, numbered by its id. A state met at depth `d` with
+//! `d mod kδ = 0` (and the initial state) is stored **explicitly**: its record points into
+//! [`explicit::ExplicitStates`]. Every other state is stored **symbolically** as a Δ record
+//! `(predecessor id, transition id)`. Invariant: following predecessors from any record reaches
+//! an explicit record in at most `kδ − 1` steps (its *distance*). Membership is decided by
+//! **reconstitution**: the hash index ([`index::Index`]) gives candidate ids; a candidate is
+//! rebuilt by firing its sequence forward from its explicit ancestor (or, with backward
+//! firing, the new state is unfired along the candidate's sequence and compared with the
+//! explicit ancestor), and compared with the new state.
+//!
+//! Record layout (bit-packed, eight records to one `bits`-byte record of a
+//! [`bits::RecordVec`], so a record costs exactly `bits = t_bits + p_bits` bits):
+//!
+//! ```text
+//! | pred id or explicit index : p_bits | transition code : t_bits |
+//! ```
+//!
+//! The transition code is the transition id for a Δ record and `transition_count` (one past
+//! the last id) for an explicit record, so `t_bits = bits(transition_count)`; `p_bits` fits
+//! every id so far and widens (all records re-encoded, amortised O(1) per record) when the
+//! count reaches `2^p_bits`. The index grows without states and, past its hash prefix,
+//! is rebuilt by reconstituting every state once (see [`index`]).
+//!
+//! Not implemented: stratified caching (replacing records); see docs/README-delta.md.
+//!
+//! Optimisations (each can be switched off):
+//! * **predecessor update** ([`PredUpdate`]): when a state is met again from a parent whose
+//!   distance + 1 is smaller than the state's distance, its record is repointed to that
+//!   parent; every record that reaches the explicit state through it is shortened too. Only
+//!   exact distances are compared, so chains never grow.
+//! * **backward firing** ([`Firing`]): for models that can fire backwards, the new state is
+//!   unfired along the candidate's sequence, abandoning at the first disabled unfiring (a
+//!   negative marking), and compared at the end with the explicit ancestor *encoded* (no
+//!   decoding of the explicit state).
+//! * **state collapsing** ([`Collapse`]): explicit states as per-component dictionary
+//!   indices.
+//!
+//! A small direct-mapped cache of recently built states (id → state, distance) shortens
+//! reconstitutions: a walk stops at the first cached ancestor. New states, reconstituted
+//! states and every intermediate state of a successful forward or backward check are
+//! cached. It is bounded (about 512 KiB by default, `--delta-cache-states`), counted in the
+//! RAM figures, and never changes an answer.
+
+pub mod bits;
+pub mod explicit;
+pub mod index;
+
+use super::full::{eq_bytes, state_hash};
+use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
+use crate::error::StoreError;
+use crate::model::{Fired, Model, TransitionId};
+use bits::{bits_for, PackedArray};
+pub use explicit::Collapse;
+use explicit::{Equal, ExplicitStates};
+use index::{GrowError, Index, Placement, Step};
+use std::cell::RefCell;
+
+/// Whether Δ records are repointed to shorter paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PredUpdate {
+    On,
+    Off,
+}
+
+/// How a candidate is compared with a new state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Firing {
+    /// Unfire the new state along the candidate's sequence when the model supports it
+    /// (otherwise fire forward).
+    Backward,
+    /// Always rebuild the candidate by firing forward from its explicit ancestor.
+    Forward,
+}
+
+/// Options of the Δ store.
+#[derive(Clone, Debug)]
+pub struct DeltaOptions {
+    /// kδ ≥ 1: states at depths multiple of kδ are explicit.
+    pub k: u32,
+    pub pred_update: PredUpdate,
+    pub firing: Firing,
+    pub collapse: Collapse,
+    /// Entries of the reconstitution cache (rounded up to a power of two; 0 = a default of
+    /// about 512 KiB of states).
+    pub cache_states: usize,
+}
+
+impl Default for DeltaOptions {
+    fn default() -> Self {
+        DeltaOptions {
+            k: 20,
+            pred_update: PredUpdate::On,
+            firing: Firing::Backward,
+            collapse: Collapse::PerComponent,
+            cache_states: 0,
+        }
+    }
+}
+
+/// A decoded record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rec {
+    Explicit(u64),
+    Delta { pred: u64, t: TransitionId },
+}
+
+/// Where a predecessor walk stopped.
+#[derive(Clone, Copy, Debug)]
+enum Root {
+    /// At an explicit record (its explicit index).
+    Explicit(u64),
+    /// At a cached state (its cache slot and its distance).
+    Cached { slot: usize, dist: u32 },
+}
+
+/// Counters reported in the stats.
+#[derive(Default, Clone, Debug)]
+struct Counters {
+    reconstitutions: u64,
+    backward_checks: u64,
+    fired: u64,
+    unfired: u64,
+    early_abandons: u64,
+    cache_hits: u64,
+    false_candidates: u64,
+    pred_updates: u64,
+    record_widenings: u64,
+    gets: u64,
+}
+
+/// Direct-mapped cache of states by id.
+struct StateCache {
+    width: usize,
+    ids: Vec<u64>,
+    dists: Vec<u32>,
+    data: Vec<u8>,
+}
+
+impl StateCache {
+    fn new(entries: usize, width: usize) -> Self {
+        let n = entries.next_power_of_two().max(1);
+        StateCache {
+            width,
+            ids: vec![u64::MAX; n],
+            dists: vec![0; n],
+            data: vec![0; n * width],
+        }
+    }
+    #[inline(always)]
+    fn slot(&self, id: u64) -> usize {
+        id as usize & (self.ids.len() - 1)
+    }
+    #[inline(always)]
+    fn find(&self, id: u64) -> Option<usize> {
+        let s = self.slot(id);
+        (self.ids[s] == id).then_some(s)
+    }
+    #[inline(always)]
+    fn state(&self, slot: usize) -> &[u8] {
+        &self.data[slot * self.width..(slot + 1) * self.width]
+    }
+    #[inline(always)]
+    fn put(&mut self, id: u64, state: &[u8], dist: u32) {
+        let s = self.slot(id);
+        self.ids[s] = id;
+        self.dists[s] = dist;
+        self.data[s * self.width..(s + 1) * self.width].copy_from_slice(state);
+    }
+    fn set_dist(&mut self, id: u64, dist: u32) {
+        if let Some(s) = self.find(id) {
+            self.dists[s] = dist;
+        }
+    }
+    fn ram_bytes(&self) -> u64 {
+        (self.ids.len() * 12 + self.data.len()) as u64
+    }
+}
+
+/// Scratch space and counters, behind a `RefCell` so that `get(&self)` can reconstitute.
+struct Inner {
+    path: Vec<(u64, TransitionId)>,
+    /// States met while unfiring (backward checks), to cache them on success.
+    trail: Vec<u8>,
+    a: Vec<u8>,
+    b: Vec<u8>,
+    cache: StateCache,
+    c: Counters,
+}
+
+/// The Δ-markings store.
+pub struct DeltaStore<'m> {
+    model: &'m dyn Model,
+    opts: DeltaOptions,
+    width: usize,
+    t_bits: u32,
+    /// The model's transition count: the transition code of explicit records.
+    transitions: u64,
+    p_bits: u32,
+    records: PackedArray,
+    explicit: ExplicitStates,
+    index: Index,
+    count: u64,
+    /// Backward firing is in use (asked for and supported by the model).
+    backward: Firing,
+    inner: RefCell<Inner>,
+    hashes: Vec<u64>,
+    index_rebuilds: u64,
+    /// (parent id, its exact distance) of the last parent whose distance was needed.
+    parent_memo: Option<(u64, u32)>,
+}
+
+const STORE: &str = "delta";
+
+fn invalid(message: String) -> StoreError {
+    StoreError::Invalid {
+        store: STORE,
+        message,
+    }
+}
+
+impl<'m> DeltaStore<'m> {
+    /// A Δ store for the states of `model`, which must have fixed-width states.
+    pub fn new(model: &'m dyn Model, opts: DeltaOptions) -> Result<Self, StoreError> {
+        Self::with_hash_bits(model, opts, index::HASH_BITS)
+    }
+
+    /// As [`DeltaStore::new`], with an index that starts with `hash_bits` hash bits (tests
+    /// use few to exercise the rebuild).
+    pub(crate) fn with_hash_bits(
+        model: &'m dyn Model,
+        opts: DeltaOptions,
+        hash_bits: u32,
+    ) -> Result<Self, StoreError> {
+        if opts.k == 0 {
+            return Err(invalid("kδ must be at least 1".into()));
+        }
+        let Some(width) = model.state_len() else {
+            return Err(invalid(
+                "the Δ store needs fixed-width states (this model's vary)".into(),
+            ));
+        };
+        let t_bits = bits_for(model.transition_count() as u64).max(1);
+        let p_bits = 8;
+        let backward = match opts.firing {
+            Firing::Forward => Firing::Forward,
+            Firing::Backward => {
+                let mut s = Vec::new();
+                let mut d = Vec::new();
+                let supported = model.transition_count() > 0
+                    && model.initial_state(&mut s).is_ok()
+                    && !matches!(
+                        model.unfire(&s, TransitionId(0), &mut d),
+                        Ok(Fired::Unsupported) | Err(_)
+                    );
+                if supported {
+                    Firing::Backward
+                } else {
+                    Firing::Forward
+                }
+            }
+        };
+        let cache_states = if opts.cache_states == 0 {
+            // About 512 KiB: a fixed cost, whatever the number of states.
+            let n = ((1usize << 19) / (width + 12)).clamp(256, 1 << 15);
+            1 << (usize::BITS - 1 - n.leading_zeros())
+        } else {
+            opts.cache_states
+        };
+        Ok(DeltaStore {
+            model,
+            width,
+            t_bits,
+            transitions: model.transition_count() as u64,
+            p_bits,
+            records: PackedArray::new(t_bits + p_bits),
+            explicit: ExplicitStates::new(width, opts.collapse),
+            index: Index::new(1024, hash_bits),
+            count: 0,
+            backward,
+            inner: RefCell::new(Inner {
+                path: Vec::new(),
+                trail: Vec::new(),
+                a: Vec::new(),
+                b: Vec::new(),
+                cache: StateCache::new(cache_states, width),
+                c: Counters::default(),
+            }),
+            hashes: Vec::new(),
+            index_rebuilds: 0,
+            parent_memo: None,
+            opts,
+        })
+    }
+
+    /// Whether candidates are compared by backward firing.
+    pub fn firing(&self) -> Firing {
+        self.backward
+    }
+
+    fn encode(&self, r: Rec) -> u64 {
+        match r {
+            Rec::Explicit(x) => self.transitions | (x << self.t_bits),
+            Rec::Delta { pred, t } => t.0 as u64 | (pred << self.t_bits),
+        }
+    }
+
+    #[inline]
+    fn rec(&self, id: u64) -> Result<Rec, StoreError> {
+        let v = self.records.get(id)?;
+        let p = v >> self.t_bits;
+        let code = v & ((1 << self.t_bits) - 1);
+        Ok(if code == self.transitions {
+            Rec::Explicit(p)
+        } else {
+            Rec::Delta {
+                pred: p,
+                t: TransitionId(code as u32),
+            }
+        })
+    }
+
+    /// Walks predecessors from `id` to an explicit record or (when `cache` allows) a cached
+    /// state, collecting `(record id, transition)` pairs, nearest first, in `inner.path`.
+    fn walk(&self, inner: &mut Inner, id: u64, use_cache: bool) -> Result<Root, StoreError> {
+        inner.path.clear();
+        let mut cur = id;
+        loop {
+            if use_cache {
+                if let Some(slot) = inner.cache.find(cur) {
+                    inner.c.cache_hits += 1;
+                    return Ok(Root::Cached {
+                        slot,
+                        dist: inner.cache.dists[slot],
+                    });
+                }
+            }
+            match self.rec(cur)? {
+                Rec::Explicit(x) => return Ok(Root::Explicit(x)),
+                Rec::Delta { pred, t } => {
+                    inner.path.push((cur, t));
+                    if inner.path.len() >= self.opts.k as usize {
+                        return Err(invalid(format!(
+                            "record {id}: no explicit ancestor within kδ = {} steps (corrupt records)",
+                            self.opts.k
+                        )));
+                    }
+                    cur = pred;
+                }
+            }
+        }
+    }
+
+    /// The exact distance of `id` from its explicit ancestor (records only, no firing).
+    fn exact_dist(&self, id: u64) -> Result<u32, StoreError> {
+        let mut cur = id;
+        let mut d = 0u32;
+        loop {
+            match self.rec(cur)? {
+                Rec::Explicit(_) => return Ok(d),
+                Rec::Delta { pred, .. } => {
+                    d += 1;
+                    if d >= self.opts.k {
+                        return Err(invalid(format!(
+                            "record {id}: no explicit ancestor within kδ = {} steps",
+                            self.opts.k
+                        )));
+                    }
+                    cur = pred;
+                }
+            }
+        }
+    }
+
+    fn parent_dist(&mut self, parent: u64) -> Result<u32, StoreError> {
+        if let Some((p, d)) = self.parent_memo {
+            if p == parent {
+                return Ok(d);
+            }
+        }
+        let d = self.exact_dist(parent)?;
+        self.parent_memo = Some((parent, d));
+        Ok(d)
+    }
+
+    /// Rebuilds state `id` into `inner.a` by forward firing; returns its distance bound.
+    fn reconstitute(&self, inner: &mut Inner, id: u64) -> Result<u32, StoreError> {
+        inner.c.reconstitutions += 1;
+        let root = self.walk(inner, id, true)?;
+        let mut dist = match root {
+            Root::Explicit(x) => {
+                self.explicit.get(x, &mut inner.a)?;
+                0
+            }
+            Root::Cached { slot, dist } => {
+                inner.a.clear();
+                inner.a.extend_from_slice(inner.cache.state(slot));
+                dist
+            }
+        };
+        for k in (0..inner.path.len()).rev() {
+            let (rid, t) = inner.path[k];
+            let Inner { a, b, cache, c, .. } = inner;
+            match self.model.fire(a, t, b) {
+                Ok(Fired::Enabled(_)) => {}
+                other => {
+                    return Err(invalid(format!(
+                        "reconstituting state {id}: firing transition {} from record {rid}'s predecessor gave {other:?}; the model breaks its determinism contract or the records are corrupt",
+                        t.0
+                    )))
+                }
+            }
+            c.fired += 1;
+            std::mem::swap(a, b);
+            dist += 1;
+            cache.put(rid, a, dist);
+        }
+        Ok(dist)
+    }
+
+    /// Compares candidate `c` with `s`; `Some(distance bound of c)` when equal.
+    fn same(&self, c: u64, s: &[u8]) -> Result<Option<u32>, StoreError> {
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        if let Some(slot) = inner.cache.find(c) {
+            inner.c.cache_hits += 1;
+            return Ok(eq_bytes(inner.cache.state(slot), s).then_some(inner.cache.dists[slot]));
+        }
+        match self.backward {
+            Firing::Forward => {
+                let d = self.reconstitute(inner, c)?;
+                Ok(eq_bytes(&inner.a, s).then_some(d))
+            }
+            Firing::Backward => self.same_backward(inner, c, s),
+        }
+    }
+
+    fn same_backward(
+        &self,
+        inner: &mut Inner,
+        c: u64,
+        s: &[u8],
+    ) -> Result<Option<u32>, StoreError> {
+        inner.c.backward_checks += 1;
+        let root = self.walk(inner, c, true)?;
+        inner.a.clear();
+        inner.a.extend_from_slice(s);
+        inner.trail.clear();
+        for k in 0..inner.path.len() {
+            let t = inner.path[k].1;
+            if k > 0 {
+                let Inner { a, trail, .. } = inner;
+                trail.extend_from_slice(a);
+            }
+            let Inner { a, b, c: cnt, .. } = inner;
+            cnt.unfired += 1;
+            let fired = self
+                .model
+                .unfire(a, t, b)
+                .map_err(|e| invalid(format!("unfiring transition {}: {e}", t.0)))?;
+            match fired {
+                Fired::Enabled(_) => std::mem::swap(a, b),
+                Fired::Disabled => {
+                    cnt.early_abandons += 1;
+                    return Ok(None);
+                }
+                Fired::Unsupported => {
+                    return Err(invalid(
+                        "the model stopped supporting backward firing".into(),
+                    ))
+                }
+            }
+        }
+        let n = inner.path.len() as u32;
+        let (equal, dist) = match root {
+            Root::Explicit(x) => (self.explicit.equals(x, &inner.a)? == Equal::Yes, n),
+            Root::Cached { slot, dist } => (eq_bytes(inner.cache.state(slot), &inner.a), n + dist),
+        };
+        if equal {
+            // The unfired states were c's ancestors: cache them like forward firing would.
+            let w = self.width;
+            for k in 1..inner.path.len() {
+                let Inner {
+                    path, trail, cache, ..
+                } = inner;
+                cache.put(path[k].0, &trail[(k - 1) * w..k * w], dist - k as u32);
+            }
+            inner.cache.put(c, s, dist);
+            Ok(Some(dist))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Predecessor update: repoints `c` to `via` when that path to an explicit state is
+    /// shorter. `bound` is an upper bound of c's distance (cheap filter); distances compared
+    /// for the decision are exact.
+    fn maybe_repoint(&mut self, c: u64, bound: u32, via: Via) -> Result<(), StoreError> {
+        if self.opts.pred_update == PredUpdate::Off || bound <= 1 || c == via.parent {
+            return Ok(());
+        }
+        let pd = self.parent_dist(via.parent)?;
+        if pd + 1 >= bound {
+            return Ok(());
+        }
+        if let Rec::Explicit(_) = self.rec(c)? {
+            return Ok(());
+        }
+        let cd = self.exact_dist(c)?;
+        if pd + 1 < cd {
+            let v = self.encode(Rec::Delta {
+                pred: via.parent,
+                t: via.transition,
+            });
+            self.records.set(c, v)?;
+            let inner = self.inner.get_mut();
+            inner.cache.set_dist(c, pd + 1);
+            inner.c.pred_updates += 1;
+            if self.parent_memo.map(|(p, _)| p) == Some(c) {
+                self.parent_memo = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-encodes every record with one more predecessor bit.
+    fn widen_records(&mut self) -> Result<(), StoreError> {
+        let bits = self.t_bits + self.p_bits + 1;
+        if bits > 64 {
+            return Err(StoreError::CapacityExceeded {
+                store: STORE,
+                message: format!("more than 2^{} states", self.p_bits),
+            });
+        }
+        let mut wider = PackedArray::new(bits);
+        for i in 0..self.records.len() {
+            wider.push(self.records.get(i)?)?;
+        }
+        self.records = wider;
+        self.p_bits += 1;
+        self.inner.get_mut().c.record_widenings += 1;
+        Ok(())
+    }
+
+    fn check(&self, state: &[u8]) -> Result<(), StoreError> {
+        if state.len() != self.width {
+            return Err(invalid(format!(
+                "state of {} bytes in a store of {}-byte states",
+                state.len(),
+                self.width
+            )));
+        }
+        Ok(())
+    }
+
+    fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
+        while !self.index.has_room(extra) {
+            match self.index.grow() {
+                Ok(()) => {}
+                Err(GrowError::TooLarge) => self.rebuild_index()?,
+                Err(e) => return Err(grow_error(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the index with 8 more hash bits, a quarter more slots, by reconstituting every
+    /// state once (ids in order, so parents are usually cached). Needed only when the index
+    /// outgrows its hash prefix (2^26 slots with the default 30 bits).
+    fn rebuild_index(&mut self) -> Result<(), StoreError> {
+        let bits = self.index.hash_bits() + 8;
+        if bits > index::MAX_HASH_BITS {
+            return Err(grow_error(GrowError::TooLarge));
+        }
+        let mut ix = Index::new(self.index.slots() + self.index.slots() / 4, bits);
+        let mut s = Vec::new();
+        for id in 0..self.count {
+            if !self.get(id, &mut s) {
+                return Err(invalid(format!(
+                    "rebuilding the index: state {id} does not reconstitute"
+                )));
+            }
+            if !ix.has_room(1) {
+                ix.grow().map_err(grow_error)?;
+            }
+            ix.place(state_hash(&s), id).map_err(grow_error)?;
+        }
+        self.index = ix;
+        self.index_rebuilds += 1;
+        Ok(())
+    }
+
+    fn insert_hashed(&mut self, s: &[u8], h: u64, via: Option<Via>) -> Result<Insert, StoreError> {
+        let mut p = self.index.probe(h);
+        while let Step::Candidate(c) = self.index.next(&mut p) {
+            match self.same(c, s)? {
+                Some(bound) => {
+                    if let Some(v) = via {
+                        self.maybe_repoint(c, bound, v)?;
+                    }
+                    return Ok(Insert::Seen(c));
+                }
+                None => self.inner.get_mut().c.false_candidates += 1,
+            }
+        }
+        let id = self.count;
+        let (rec, dist) = match via {
+            None => (None, 0),
+            Some(v) => {
+                let pd = self.parent_dist(v.parent)?;
+                if v.depth % self.opts.k as u64 == 0 || pd + 1 >= self.opts.k {
+                    (None, 0)
+                } else {
+                    (
+                        Some(Rec::Delta {
+                            pred: v.parent,
+                            t: v.transition,
+                        }),
+                        pd + 1,
+                    )
+                }
+            }
+        };
+        let rec = match rec {
+            Some(r) => r,
+            None => Rec::Explicit(self.explicit.push(s)?),
+        };
+        while id >> self.p_bits != 0 {
+            self.widen_records()?;
+        }
+        self.records.push(self.encode(rec))?;
+        match self.index.insert_at(&p, id) {
+            Placement::Placed => {}
+            Placement::NeedsGrowth => match self.index.place(h, id) {
+                Ok(()) => {}
+                Err(GrowError::TooLarge) => {
+                    self.rebuild_index()?;
+                    self.index.place(h, id).map_err(grow_error)?;
+                }
+                Err(e) => return Err(grow_error(e)),
+            },
+        }
+        self.count += 1;
+        self.inner.get_mut().cache.put(id, s, dist);
+        Ok(Insert::New(id))
+    }
+
+    /// Bytes of the record array.
+    pub fn record_bytes(&self) -> u64 {
+        self.records.ram_bytes()
+    }
+}
+
+fn grow_error(e: GrowError) -> StoreError {
+    StoreError::CapacityExceeded {
+        store: STORE,
+        message: match e {
+            GrowError::TooLarge => format!(
+                "the hash index would need more than 2^{} slots",
+                index::MAX_HASH_BITS - 4
+            ),
+            GrowError::Clustered => format!(
+                "more than {} states share a hash prefix",
+                (1u32 << index::DISP_BITS) - 1
+            ),
+        },
+    }
+}
+
+impl StateStore for DeltaStore<'_> {
+    fn name(&self) -> &'static str {
+        STORE
+    }
+
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+        self.check(state)?;
+        self.reserve(1)?;
+        self.insert_hashed(state, state_hash(state), via)
+    }
+
+    fn insert_batch(
+        &mut self,
+        parent: StateId,
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        if n == 0 {
+            return Ok(());
+        }
+        for i in 0..n {
+            self.check(batch.get(i))?;
+        }
+        self.reserve(n as u64)?;
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut touch = 0u64;
+        for i in 0..n {
+            let h = state_hash(batch.get(i));
+            touch ^= self.index.touch(h);
+            hashes.push(h);
+        }
+        std::hint::black_box(touch);
+        for (i, &h) in hashes.iter().enumerate() {
+            let via = Via {
+                parent,
+                transition: batch.transition(i),
+                depth: parent_depth + 1,
+            };
+            match self.insert_hashed(batch.get(i), h, Some(via)) {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    self.hashes = hashes;
+                    return Err(e);
+                }
+            }
+        }
+        self.hashes = hashes;
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Reconstitutes state `id` (forward firing from its nearest explicit or cached
+    /// ancestor). Returns `false` only when `id` is out of range or the records are corrupt.
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool {
+        if id >= self.count {
+            return false;
+        }
+        let mut inner = self.inner.borrow_mut();
+        inner.c.gets += 1;
+        if let Some(slot) = inner.cache.find(id) {
+            out.clear();
+            out.extend_from_slice(inner.cache.state(slot));
+            return true;
+        }
+        match self.reconstitute(&mut inner, id) {
+            Ok(_) => {
+                out.clear();
+                out.extend_from_slice(&inner.a);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Exact
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.records.ram_bytes()
+            + self.index.ram_bytes()
+            + self.explicit.record_bytes()
+            + self.explicit.dict_bytes()
+            + self.inner.borrow().cache.ram_bytes()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.records.disk_bytes() + self.explicit.disk_bytes()
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::Value;
+        let inner = self.inner.borrow();
+        let c = &inner.c;
+        let n = self.count.max(1) as f64;
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        put("k_delta", self.opts.k.into());
+        put(
+            "pred_update",
+            (self.opts.pred_update == PredUpdate::On).into(),
+        );
+        put(
+            "firing",
+            match self.backward {
+                Firing::Backward => "backward",
+                Firing::Forward => "forward",
+            }
+            .into(),
+        );
+        put(
+            "collapse",
+            (self.explicit.collapse() == Collapse::PerComponent).into(),
+        );
+        put("explicit_states", self.explicit.len().into());
+        put("delta_states", (self.count - self.explicit.len()).into());
+        put("reconstitutions", c.reconstitutions.into());
+        put("backward_checks", c.backward_checks.into());
+        put("transitions_fired", c.fired.into());
+        put("transitions_unfired", c.unfired.into());
+        put("early_abandons", c.early_abandons.into());
+        put("false_candidates", c.false_candidates.into());
+        put("cache_hits", c.cache_hits.into());
+        put("pred_updates", c.pred_updates.into());
+        put("gets", c.gets.into());
+        put("record_bits", self.records.bits().into());
+        put("record_widenings", c.record_widenings.into());
+        put("explicit_record_bytes", self.explicit.record_width().into());
+        put("dictionary_widenings", self.explicit.widenings().into());
+        put("explicit_reencodings", self.explicit.reencodings().into());
+        put("index_slots", self.index.slots().into());
+        put("index_growths", self.index.growths().into());
+        put("index_slot_bits", self.index.slot_bits().into());
+        put("index_hash_bits", self.index.hash_bits().into());
+        put("index_rebuilds", self.index_rebuilds.into());
+        put(
+            "index_max_displacement",
+            self.index.max_displacement().into(),
+        );
+        let rec = self.records.ram_bytes();
+        let idx = self.index.ram_bytes();
+        let exp = self.explicit.record_bytes();
+        let dict = self.explicit.dict_bytes();
+        let cache = inner.cache.ram_bytes();
+        let disk = self.records.disk_bytes() + self.explicit.disk_bytes();
+        put("record_bytes", rec.into());
+        put("index_bytes", idx.into());
+        put("explicit_bytes", exp.into());
+        put("dictionary_bytes", dict.into());
+        put("cache_bytes", cache.into());
+        put("disk_bytes", disk.into());
+        put("record_bytes_per_state", (rec as f64 / n).into());
+        put("index_bytes_per_state", (idx as f64 / n).into());
+        put(
+            "total_bytes_per_state",
+            ((rec + idx + exp + dict + cache + disk) as f64 / n).into(),
+        );
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests;
