@@ -22,7 +22,6 @@ use crate::error::StorageError;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -876,12 +875,4 @@ impl Cold {
         }
         Ok(())
     }
-}
-
-/// Reads the raw bytes `[offset, offset + len)` of a file (tests and tools).
-pub fn read_at(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    let f = File::open(path)?;
-    let mut buf = vec![0; len];
-    f.read_exact_at(&mut buf, offset)?;
-    Ok(buf)
 }
