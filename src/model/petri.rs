@@ -326,6 +326,14 @@ impl<C: Counter> PetriModel<C> {
         Ok(())
     }
 
+    /// Reverts [`Self::apply`] of `t` on `dst`.
+    #[inline(always)]
+    fn undo(&self, dst: &mut [u8], t: usize) {
+        for &(p, d) in self.delta.row(t) {
+            C::set(dst, p as usize, (C::get(dst, p as usize) as i64 - d) as u64);
+        }
+    }
+
     fn check_len(&self, s: &[u8]) -> Result<(), ModelError> {
         if s.len() != self.places * C::BYTES {
             return Err(ModelError::Other(format!(
@@ -374,11 +382,15 @@ impl<C: Counter> Model for PetriModel<C> {
         let mut guard = self.scratch.borrow_mut();
         let Scratch { enabled, dst } = &mut *guard;
         self.collect_enabled(src, enabled);
+        // One copy of the source per state, not per transition: each firing is applied in
+        // place and undone after the sink has seen the successor (undoing only restores
+        // values the source had, so it cannot overflow).
+        dst.clear();
+        dst.extend_from_slice(src);
         for &t in enabled.iter() {
-            dst.clear();
-            dst.extend_from_slice(src);
             self.apply(dst, t as usize)?;
             sink(TransitionId(t), LabelId(self.label_of[t as usize]), dst);
+            self.undo(dst, t as usize);
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! loaded, so the cache misses of a batch overlap, then the states are probed and inserted in
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
+use super::slots::Slots;
 use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
 use crate::error::{StorageError, StoreError};
 use crate::storage::segment::HashId;
@@ -38,7 +39,7 @@ pub struct FullStore {
     arena: Arena,
     count: u64,
     /// Open-addressing slots, length a power of two, at most 3/4 full. Always in RAM.
-    slots: Vec<u64>,
+    slots: Slots,
     hashes: Vec<u64>,
     /// The index's account and the budget it claims from, when spilling.
     index_account: Option<(Account, Arc<Budget>)>,
@@ -97,6 +98,16 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
+fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
+    StoreError::CapacityExceeded {
+        store: "full",
+        message: format!(
+            "cannot allocate an index of {cap} slots ({} MiB): {e}",
+            cap >> 17
+        ),
+    }
+}
+
 impl FullStore {
     /// A store for states of `width` bytes, or of varying width when `None`, kept in RAM.
     pub fn new(width: Option<usize>) -> Self {
@@ -107,7 +118,7 @@ impl FullStore {
                 ends: Vec::new(),
             },
             count: 0,
-            slots: vec![0; 1 << 10],
+            slots: Slots::default(),
             hashes: Vec::new(),
             index_account: None,
         }
@@ -149,7 +160,7 @@ impl FullStore {
         if need * 4 <= self.slots.len() as u64 * 3 {
             return Ok(());
         }
-        let mut cap = self.slots.len();
+        let mut cap = self.slots.len().max(1 << 10);
         while need * 4 > cap as u64 * 3 {
             cap *= 2;
         }
@@ -167,10 +178,10 @@ impl FullStore {
             // The old table is rebuilt from the stored hashes (or states), not copied: free it
             // first so old and new never coexist, then let the state cache shrink to what is
             // left.
-            self.slots = Vec::new();
+            self.slots = Slots::default();
             account.set(bytes, 0, 0);
             states.trim_cache()?;
-            let mut slots = vec![0u64; cap];
+            let mut slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
             let mut put = |id: u64, h: u64| {
                 let mut i = h as usize & mask;
                 while slots[i] != 0 {
@@ -189,7 +200,7 @@ impl FullStore {
             states.update_account();
             return Ok(());
         }
-        let mut slots = vec![0u64; cap];
+        let mut slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
         for id in 0..self.count as usize {
             let h = state_hash(self.ram_state(id));
             let mut i = h as usize & mask;

@@ -3,6 +3,7 @@
 
 pub mod delta;
 pub mod full;
+pub mod slots;
 
 use crate::error::StoreError;
 use crate::model::TransitionId;
