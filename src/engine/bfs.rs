@@ -35,7 +35,7 @@ pub fn explore(
     let mut open = match store.insert(&state, None)? {
         Insert::New(0) | Insert::Seen(0) => {
             let mut probe = Vec::new();
-            if store.get(0, &mut probe) {
+            if store.get(0, &mut probe)? {
                 Open::ById { next: 0 }
             } else {
                 let mut q = OpenQueue::default();
@@ -53,7 +53,7 @@ pub fn explore(
     loop {
         let head = match &mut open {
             Open::ById { next } => {
-                if *next == store.len() || !store.get(*next, &mut state) {
+                if *next == store.len() || !store.get(*next, &mut state)? {
                     break;
                 }
                 *next += 1;

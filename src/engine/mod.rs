@@ -73,6 +73,11 @@ pub struct ExploreStats {
     pub labels: u64,
     pub output: Option<String>,
     pub output_bytes: Option<u64>,
+    /// Bytes the store keeps on disk.
+    pub store_disk_bytes: u64,
+    /// Store-specific counters (`StateStore::report`), flattened into the JSON object.
+    #[serde(flatten)]
+    pub store_details: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
@@ -236,6 +241,8 @@ impl<'a> Run<'a> {
             labels: self.labels_defined as u64,
             output: None,
             output_bytes: None,
+            store_disk_bytes: store.disk_bytes(),
+            store_details: store.report(),
         }
     }
 }

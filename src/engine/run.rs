@@ -13,7 +13,10 @@ use crate::error::{ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
+use crate::store::bitstate::BitstateStore;
+use crate::store::comback::{CombackOptions, CombackStore};
 use crate::store::full::FullStore;
+use crate::store::hashcompact::HashCompactStore;
 use crate::store::StateStore;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +25,33 @@ use std::path::{Path, PathBuf};
 pub enum StoreKind {
     /// Full state table (exact baseline).
     Full,
+    /// ComBack: hash → state numbers + backedge table, exact by reconstruction.
+    Comback,
+    /// Hash compaction: a b-bit hash per state (inexact baseline).
+    Hashcompact,
+    /// Bit-state hashing: k bits per state in a bit array (inexact baseline, no LTS output).
+    Bitstate,
+}
+
+/// Settings of the memory-reduced stores (ignored by the others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// ComBack settings; `comback.hash_bits` is also the hash-compaction width.
+    pub comback: CombackOptions,
+    /// Bit-state array size: `2^bitstate_log2_bits` bits.
+    pub bitstate_log2_bits: u32,
+    /// Bit-state hash functions per state.
+    pub bitstate_k: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            comback: CombackOptions::default(),
+            bitstate_log2_bits: 32,
+            bitstate_k: 3,
+        }
+    }
 }
 
 /// Everything `explore` needs besides the model path.
@@ -29,6 +59,7 @@ pub enum StoreKind {
 pub struct ExploreConfig {
     pub order: Order,
     pub store: StoreKind,
+    pub store_options: StoreOptions,
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
     pub engine: EngineOptions,
@@ -39,6 +70,7 @@ impl Default for ExploreConfig {
         ExploreConfig {
             order: Order::Bfs,
             store: StoreKind::Full,
+            store_options: StoreOptions::default(),
             token_width: TokenWidth::Auto,
             output: None,
             engine: EngineOptions::default(),
@@ -46,10 +78,21 @@ impl Default for ExploreConfig {
     }
 }
 
-fn make_store(kind: StoreKind, model: &dyn Model) -> Box<dyn StateStore> {
-    match kind {
+/// Builds the store `kind`; ComBack borrows the model to replay paths.
+pub fn make_store<'m>(
+    kind: StoreKind,
+    opts: &StoreOptions,
+    model: &'m dyn Model,
+) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    Ok(match kind {
         StoreKind::Full => Box::new(FullStore::new(model.state_len())),
-    }
+        StoreKind::Comback => Box::new(CombackStore::new(model, opts.comback)?),
+        StoreKind::Hashcompact => Box::new(HashCompactStore::new(opts.comback.hash_bits)?),
+        StoreKind::Bitstate => Box::new(BitstateStore::new(
+            opts.bitstate_log2_bits,
+            opts.bitstate_k,
+        )?),
+    })
 }
 
 /// The temporary name an output file has until it is complete.
@@ -61,7 +104,12 @@ pub fn partial_path(out: &Path) -> PathBuf {
 
 /// Explores one model with the given store and writes the output, if any.
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
-    let mut store = make_store(cfg.store, model);
+    if cfg.store == StoreKind::Bitstate && cfg.output.is_some() {
+        return Err(ExploreError::Config(
+            "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".into(),
+        ));
+    }
+    let mut store = make_store(cfg.store, &cfg.store_options, model)?;
     let mut stats = match &cfg.output {
         None => super::explore(model, store.as_mut(), &mut NullSink, cfg.order, &cfg.engine)?,
         Some(out) => {

@@ -206,13 +206,13 @@ impl StateStore for FullStore {
         self.count
     }
 
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool {
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
         if id >= self.count {
-            return false;
+            return Ok(false);
         }
         out.clear();
         out.extend_from_slice(self.state(id as usize));
-        true
+        Ok(true)
     }
 
     fn exactness(&self) -> Exactness {
@@ -250,7 +250,7 @@ mod tests {
                     }
                     Insert::Seen(id) => {
                         let mut out = Vec::new();
-                        assert!(s.get(id, &mut out));
+                        assert!(s.get(id, &mut out).unwrap());
                         assert_eq!(&out, st);
                     }
                 }
@@ -260,7 +260,7 @@ mod tests {
                     panic!("lost {st:?}")
                 };
                 let mut out = Vec::new();
-                s.get(id, &mut out);
+                s.get(id, &mut out).unwrap();
                 assert_eq!(&out, st);
             }
             assert_eq!(s.len(), expect_new);
