@@ -173,6 +173,10 @@ impl BackedgeTable {
         self.recs.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+
     pub fn ram_bytes(&self) -> u64 {
         self.recs.ram_bytes()
     }

@@ -41,14 +41,17 @@ pub mod cache;
 pub mod table;
 
 use super::full::eq_bytes;
-use super::{descriptor, Exactness, Insert, StateId, StateStore, Via};
+use super::{descriptor, Exactness, Insert, StateBatch, StateId, StateStore, Via};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use backedge::{Backedge, BackedgeTable, NO_PARENT};
-use cache::Cache;
+use cache::{Cache, SearchPath};
 use serde_json::json;
 use std::cell::RefCell;
 use table::{StateTable, MAX_STATES};
+
+/// Replays cache every ancestor whose depth is a multiple of this (and the target).
+const REPLAY_CHECKPOINT: u32 = 16;
 
 /// Variant 1: repoint backedges to shorter paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -117,6 +120,7 @@ struct Counters {
     backward_early_rejects: u64,
     backward_fallbacks: u64,
     cache_hits: u64,
+    stack_hits: u64,
     false_candidates: u64,
     descriptor_collisions: u64,
     max_collision_list: u64,
@@ -130,6 +134,7 @@ struct Counters {
 /// Mutable working state; behind a `RefCell` because `StateStore::get` takes `&self`.
 struct Inner {
     cache: Cache,
+    stack: SearchPath,
     counters: Counters,
     /// Path scratch: (state, transition, depth) from a target up to a cached ancestor.
     path: Vec<(StateId, TransitionId, u32)>,
@@ -157,6 +162,8 @@ pub struct CombackStore<'m> {
     back: BackedgeTable,
     initial: Vec<u8>,
     inner: RefCell<Inner>,
+    /// Scratch for `insert_batch`.
+    descriptors: Vec<u64>,
 }
 
 fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
@@ -194,8 +201,10 @@ impl<'m> CombackStore<'m> {
             table: StateTable::new(opts.hash_bits),
             back: BackedgeTable::default(),
             initial,
+            descriptors: Vec::new(),
             inner: RefCell::new(Inner {
                 cache: Cache::new(opts.cache, width),
+                stack: SearchPath::default(),
                 counters: Counters::default(),
                 path: Vec::new(),
                 a: Vec::new(),
@@ -268,6 +277,7 @@ impl<'m> CombackStore<'m> {
     ) -> Result<(), StoreError> {
         let Inner {
             cache,
+            stack,
             counters,
             path,
             a,
@@ -286,6 +296,10 @@ impl<'m> CombackStore<'m> {
                 break;
             }
             let e = back.get(cur)?;
+            if let Some(v) = stack.get(cur, e.depth) {
+                a.extend_from_slice(v);
+                break;
+            }
             path.push((cur, e.transition, e.depth));
             cur = e.parent;
         }
@@ -294,7 +308,11 @@ impl<'m> CombackStore<'m> {
             Self::fire(model, a, t, b, n)?;
             std::mem::swap(a, b);
             counters.reconstruction_fires += 1;
-            cache.put_replayed(n, depth, a);
+            // Cache the target and sampled ancestors: a long replay leaves checkpoints
+            // instead of flushing the region.
+            if n == id || depth % REPLAY_CHECKPOINT == 0 {
+                cache.put_replayed(n, depth, a);
+            }
         }
         Ok(())
     }
@@ -311,6 +329,7 @@ impl<'m> CombackStore<'m> {
     ) -> Result<Option<bool>, StoreError> {
         let Inner {
             cache,
+            stack,
             counters,
             a,
             b,
@@ -328,6 +347,9 @@ impl<'m> CombackStore<'m> {
                 return Ok(Some(eq_bytes(initial, a)));
             }
             let e = back.get(cur)?;
+            if let Some(v) = stack.get(cur, e.depth) {
+                return Ok(Some(eq_bytes(v, a)));
+            }
             match model.unfire(a, e.transition, b) {
                 Ok(Fired::Enabled(_)) => {
                     counters.backward_unfires += 1;
@@ -347,6 +369,7 @@ impl<'m> CombackStore<'m> {
     }
 
     /// Decides whether candidate `id` (fingerprint match) is `state`.
+    #[allow(clippy::too_many_arguments)]
     fn candidate(
         model: &dyn Model,
         back: &BackedgeTable,
@@ -370,6 +393,16 @@ impl<'m> CombackStore<'m> {
             inner.counters.false_candidates += 1;
             return Ok(Candidate::Mismatch {
                 same_descriptor: false,
+            });
+        }
+        if let Some(v) = inner.stack.get(id, e.depth) {
+            inner.counters.stack_hits += 1;
+            return Ok(if eq_bytes(v, state) {
+                Candidate::Match { depth: e.depth }
+            } else {
+                Candidate::Mismatch {
+                    same_descriptor: true,
+                }
             });
         }
         let equal = match opts.reconstruction {
@@ -483,24 +516,13 @@ impl<'m> CombackStore<'m> {
         Ok(())
     }
 
-    fn ram_without_backedges(&self) -> u64 {
-        self.table.ram_bytes()
-            + self.inner.borrow().cache.ram_bytes()
-            + self.initial.capacity() as u64
-    }
-}
-
-impl StateStore for CombackStore<'_> {
-    fn name(&self) -> &'static str {
-        "comback"
-    }
-
-    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
-        self.check(state)?;
-        if self.table.needs_growth() {
-            self.grow()?;
-        }
-        let d = descriptor(state, self.opts.hash_bits);
+    /// Looks `state` (descriptor `d`) up and inserts it if new; the table has room.
+    fn insert_descriptor(
+        &mut self,
+        state: &[u8],
+        via: Option<Via>,
+        d: u64,
+    ) -> Result<Insert, StoreError> {
         let model = self.model;
         let opts = self.opts;
         let back = &self.back;
@@ -553,9 +575,81 @@ impl StateStore for CombackStore<'_> {
                 })?;
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
+                inner.stack.push(depth, id, state);
                 Ok(Insert::New(id))
             }
         }
+    }
+
+    fn ram_without_backedges(&self) -> u64 {
+        let inner = self.inner.borrow();
+        self.table.ram_bytes()
+            + inner.cache.ram_bytes()
+            + inner.stack.ram_bytes()
+            + self.initial.capacity() as u64
+    }
+}
+
+impl StateStore for CombackStore<'_> {
+    fn name(&self) -> &'static str {
+        "comback"
+    }
+
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+        self.check(state)?;
+        if self.table.needs_growth(1) {
+            self.grow()?;
+        }
+        let d = descriptor(state, self.opts.hash_bits);
+        self.insert_descriptor(state, via, d)
+    }
+
+    fn insert_batch(
+        &mut self,
+        parent: StateId,
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i))?;
+        }
+        while self.table.needs_growth(n as u64) {
+            self.grow()?;
+        }
+        // Pass 1: descriptors, and touch every home slot so the cache misses overlap.
+        let mut ds = std::mem::take(&mut self.descriptors);
+        ds.clear();
+        let mut touch = 0u16;
+        for i in 0..n {
+            let d = descriptor(batch.get(i), self.opts.hash_bits);
+            touch ^= self.table.touch(d);
+            ds.push(d);
+        }
+        // Pass 2: touch the cache entry of each first candidate (a second wave of misses).
+        let mut touch2 = 0u32;
+        {
+            let inner = self.inner.get_mut();
+            for &d in &ds {
+                if let Some(id) = self.table.first_candidate(d) {
+                    touch2 ^= inner.cache.touch(id);
+                }
+            }
+        }
+        std::hint::black_box((touch, touch2));
+        // Pass 3: look up and insert in order.
+        for (i, &d) in ds.iter().enumerate() {
+            let via = Via {
+                parent,
+                transition: batch.transition(i),
+                depth: parent_depth + 1,
+            };
+            out.push(self.insert_descriptor(batch.get(i), Some(via), d)?);
+        }
+        self.descriptors = ds;
+        Ok(())
     }
 
     fn len(&self) -> u64 {
@@ -642,6 +736,7 @@ impl StateStore for CombackStore<'_> {
         put("backward_early_rejects", json!(c.backward_early_rejects));
         put("backward_fallbacks", json!(c.backward_fallbacks));
         put("cache_hits", json!(c.cache_hits));
+        put("search_path_hits", json!(c.stack_hits));
         put("false_candidates", json!(c.false_candidates));
         put("descriptor_collisions", json!(c.descriptor_collisions));
         put("longest_collision_list", json!(c.max_collision_list));

@@ -63,10 +63,10 @@ impl StateTable {
         (((descriptor >> 32) * self.slots.len() as u64) >> 32) as usize
     }
 
-    /// Whether inserting one more state needs a larger table first.
+    /// Whether inserting `extra` more states needs a larger table first.
     #[inline]
-    pub fn needs_growth(&self) -> bool {
-        (self.count + 1) * 20 > self.slots.len() as u64 * 17
+    pub fn needs_growth(&self, extra: u64) -> bool {
+        (self.count + extra) * 20 > self.slots.len() as u64 * 17
     }
 
     /// A new, empty table for at least the current count, 4/3 as large; the caller
@@ -116,6 +116,14 @@ impl StateTable {
         }
     }
 
+    /// The state in the home slot of `descriptor` if its fingerprint matches (for prefetching).
+    #[inline(always)]
+    pub fn first_candidate(&self, descriptor: u64) -> Option<u64> {
+        let s = self.slots[self.home(descriptor)];
+        let raw = s.raw_id();
+        (raw != 0 && s.fp == self.fingerprint(descriptor)).then(|| raw as u64 - 1)
+    }
+
     /// The first empty slot of the probe run of `descriptor`.
     pub fn probe_empty(&self, descriptor: u64) -> usize {
         let cap = self.slots.len();
@@ -152,6 +160,10 @@ impl StateTable {
         self.count
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     pub fn capacity(&self) -> usize {
         self.slots.len()
     }
@@ -178,7 +190,7 @@ mod tests {
             let mut t = StateTable::new(bits);
             let n = 20_000u64;
             for id in 0..n {
-                if t.needs_growth() {
+                if t.needs_growth(1) {
                     let mut g = t.grown();
                     for j in 0..id {
                         let p = g.probe_empty(desc(j));
