@@ -80,7 +80,7 @@ pub struct ExploreArgs {
     pub comback_waiting: WaitingSet,
 
     /// Bit-state hashing: the bit array has 2^N bits (10-40).
-    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(10..=40))]
+    #[arg(long, default_value_t = 30, value_name = "N", value_parser = clap::value_parser!(u32).range(10..=40))]
     pub bitstate_log2_bits: u32,
 
     /// Bit-state hashing: hash functions (bits set) per state (1-32).

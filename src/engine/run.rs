@@ -48,7 +48,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             comback: CombackOptions::default(),
-            bitstate_log2_bits: 32,
+            bitstate_log2_bits: 30,
             bitstate_k: 3,
         }
     }
