@@ -10,7 +10,7 @@
 # Prints a Markdown table: wall and CPU (user + system) time, both relative to the full store
 # (CPU time is the fairer figure on a shared machine), RAM bytes per state of
 # the store (ComBack: state table + cache + search path; the backedge table separately, as it
-# moves to disk), reconstructions and firings spent in them, peak RSS of the whole process.
+# moves to disk), reconstructions and the firings (forward) or unfirings (backward) spent in them, peak RSS of the whole process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${SPILLWAY:-target/release/spillway}
@@ -59,10 +59,12 @@ n = max(s["states"], 1)
 g = lambda k, d="": s.get(k, d)
 be = g("backedge_bytes")
 be = f'{be / n:.1f}' if be != "" else ""
+fires = g("reconstruction_fires", None)
+fires = "" if fires is None else fires + g("backward_unfires", 0)
 exact = "" if s["exact"] else f' (inexact, P(omission) ≤ {s["omission_probability"]:.1e})'
 print(f'| {name} | {label}{exact} | {s["states"]} | {s["wall_seconds"]:.2f} | {s["wall_seconds"] / full:.2f} | '
       f'{cpu:.2f} | {cpu / max(full_cpu, 1e-9):.2f} | '
-      f'{s["store_ram_bytes_per_state"]:.1f} | {be} | {g("reconstructions")} | {g("reconstruction_fires")} | '
+      f'{s["store_ram_bytes_per_state"]:.1f} | {be} | {g("reconstructions")} | {fires} | '
       f'{s["peak_rss_bytes"] / 2**20:.0f} |')
 PY
   done <<< "$CONFIGS"
