@@ -178,6 +178,14 @@ pub enum StoreError {
         store: &'static str,
         message: String,
     },
+    /// Replaying a stored path failed: the model broke its determinism contract (a transition
+    /// recorded as fired is not enabled on replay) or reported an error.
+    #[error("state store '{store}': cannot reconstruct state {id}: {message}")]
+    Reconstruction {
+        store: &'static str,
+        id: u64,
+        message: String,
+    },
 }
 
 /// Errors of an exploration run: any layer's error, tagged with the layer.

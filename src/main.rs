@@ -110,6 +110,25 @@ fn print_stats(s: &ExploreStats) {
         "time          {:.3} s ({:.0} states/s)",
         s.wall_seconds, s.states_per_second
     );
+    let d = &s.store_details;
+    let num = |k: &str| d.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    if d.contains_key("reconstructions") {
+        println!(
+            "comback       {} reconstructions ({} firings), longest collision list {}, {}-bit hashes, backedges {:.1} MiB ({:.1} bytes/state)",
+            num("reconstructions"),
+            num("reconstruction_fires"),
+            num("longest_collision_list"),
+            num("hash_bits"),
+            mib(num("backedge_bytes")),
+            num("backedge_bytes") as f64 / s.states.max(1) as f64
+        );
+    } else if d.contains_key("generated_states") && !s.exact {
+        println!(
+            "lossy         {} states found of {} generated",
+            s.states,
+            num("generated_states")
+        );
+    }
     println!("peak RSS      {:.1} MiB", mib(s.peak_rss_bytes));
     if let (Some(out), Some(bytes)) = (&s.output, s.output_bytes) {
         println!(

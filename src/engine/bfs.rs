@@ -56,7 +56,7 @@ pub fn explore(
     let mut open = match store.insert(&state, None)? {
         Insert::New(0) | Insert::Seen(0) => {
             let mut probe = Vec::new();
-            if store.load(0, &mut probe)? {
+            if store.get(0, &mut probe)? {
                 Open::ById { next: 0 }
             } else {
                 let mut q = match storage {
@@ -80,7 +80,7 @@ pub fn explore(
                 if *next == store.len() {
                     break;
                 }
-                if !store.load(*next, &mut state)? {
+                if !store.get(*next, &mut state)? {
                     return Err(StoreError::Invalid {
                         store: store.name(),
                         message: format!("could not return state {next} for expansion"),
@@ -161,8 +161,8 @@ mod tests {
         fn len(&self) -> u64 {
             self.0.len()
         }
-        fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> bool {
-            false
+        fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
+            Ok(false)
         }
         fn exactness(&self) -> Exactness {
             Exactness::Exact

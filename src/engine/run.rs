@@ -14,8 +14,11 @@ use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
 use crate::storage::{Storage, StorageConfig};
+use crate::store::bitstate::BitstateStore;
+use crate::store::comback::{CombackOptions, CombackStore};
 use crate::store::delta::{DeltaOptions, DeltaStore};
 use crate::store::full::FullStore;
+use crate::store::hashcompact::HashCompactStore;
 use crate::store::StateStore;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +29,33 @@ pub enum StoreKind {
     Full,
     /// Δ-markings: every kδ-th depth explicit, other states as (predecessor, transition).
     Delta,
+    /// ComBack: hash → state numbers + backedge table, exact by reconstruction.
+    Comback,
+    /// Hash compaction: a b-bit hash per state (inexact baseline).
+    Hashcompact,
+    /// Bit-state hashing: k bits per state in a bit array (inexact baseline, no LTS output).
+    Bitstate,
+}
+
+/// Settings of the memory-reduced stores (ignored by the others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// ComBack settings; `comback.hash_bits` is also the hash-compaction width.
+    pub comback: CombackOptions,
+    /// Bit-state array size: `2^bitstate_log2_bits` bits.
+    pub bitstate_log2_bits: u32,
+    /// Bit-state hash functions per state.
+    pub bitstate_k: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            comback: CombackOptions::default(),
+            bitstate_log2_bits: 30,
+            bitstate_k: 3,
+        }
+    }
 }
 
 /// Everything `explore` needs besides the model path.
@@ -33,6 +63,7 @@ pub enum StoreKind {
 pub struct ExploreConfig {
     pub order: Order,
     pub store: StoreKind,
+    pub store_options: StoreOptions,
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
     pub engine: EngineOptions,
@@ -47,6 +78,7 @@ impl Default for ExploreConfig {
         ExploreConfig {
             order: Order::Bfs,
             store: StoreKind::Full,
+            store_options: StoreOptions::default(),
             token_width: TokenWidth::Auto,
             output: None,
             engine: EngineOptions::default(),
@@ -56,17 +88,26 @@ impl Default for ExploreConfig {
     }
 }
 
-fn make_store<'m>(
+/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths. With
+/// `storage`, the full store keeps its state vectors in segment files.
+pub fn make_store<'m>(
     cfg: &ExploreConfig,
     model: &'m dyn Model,
     storage: Option<&Storage>,
 ) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    let opts = &cfg.store_options;
     Ok(match (cfg.store, storage) {
         (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
         (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
-        // The Δ store's records are bit-packed in RAM (`delta::bits::RecordVec`); they do not
-        // spill to segment files yet.
+        // The Δ and ComBack records are in RAM record vectors (`RecordVec`, with the segment
+        // vector's interface); they do not spill to segment files yet.
         (StoreKind::Delta, _) => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
+        (StoreKind::Comback, _) => Box::new(CombackStore::new(model, opts.comback)?),
+        (StoreKind::Hashcompact, _) => Box::new(HashCompactStore::new(opts.comback.hash_bits)?),
+        (StoreKind::Bitstate, _) => Box::new(BitstateStore::new(
+            opts.bitstate_log2_bits,
+            opts.bitstate_k,
+        )?),
     })
 }
 
@@ -79,6 +120,11 @@ pub fn partial_path(out: &Path) -> PathBuf {
 
 /// Explores one model with the given store and writes the output, if any.
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
+    if cfg.store == StoreKind::Bitstate && cfg.output.is_some() {
+        return Err(ExploreError::Config(
+            "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".into(),
+        ));
+    }
     // Declared before the store so that it is dropped after it: the work directory goes last.
     let storage = if cfg.storage.spills() {
         Some(Storage::new(&cfg.storage)?)

@@ -1,8 +1,11 @@
 //! Visited-state stores. Every store answers one question — was this state seen before? — and
 //! numbers states densely in insertion (discovery) order, the initial state first.
 
+pub mod bitstate;
+pub mod comback;
 pub mod delta;
 pub mod full;
+pub mod hashcompact;
 pub mod slots;
 
 use crate::error::StoreError;
@@ -10,6 +13,25 @@ use crate::model::TransitionId;
 
 /// A state number: dense, in discovery order, the initial state is 0.
 pub type StateId = u64;
+
+/// The number reported by stores that cannot number states already seen (bit-state hashing
+/// keeps no state numbers): `Insert::Seen(UNNUMBERED)`. Such a store cannot feed an LTS file.
+pub const UNNUMBERED: StateId = u64::MAX;
+
+/// The compressed state descriptor of `b` bits used by ComBack and hash compaction: the top
+/// `b` bits of the stable state hash (xxh3-64, seed 0), left-aligned (the low `64 - b` bits
+/// are zero). `b` is in `1..=64`.
+#[inline(always)]
+pub fn descriptor(state: &[u8], bits: u32) -> u64 {
+    full::state_hash(state) & top_mask(bits)
+}
+
+/// A mask of the top `bits` bits of a `u64` (`bits` in `1..=64`).
+#[inline(always)]
+pub fn top_mask(bits: u32) -> u64 {
+    debug_assert!((1..=64).contains(&bits));
+    u64::MAX << (64 - bits)
+}
 
 /// The result of inserting a state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,15 +94,10 @@ pub trait StateStore {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Copies state `id` into `out` if the store keeps full state vectors; `false` if it does
-    /// not (then the engine keeps its own open set).
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool;
-    /// Like [`StateStore::get`], but reports a storage error (a corrupted or unreadable
-    /// segment) instead of answering `false`. Engines use this; stores whose vectors can be on
-    /// disk override it (and their `get` answers `false` on an error).
-    fn load(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        Ok(self.get(id, out))
-    }
+    /// Copies state `id` into `out` if the store can give state vectors back (it keeps them,
+    /// or rebuilds them, as ComBack does); `Ok(false)` if it cannot (then the engine keeps its
+    /// own open set). Rebuilding can fail, hence the `Result`.
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError>;
     /// Exact or probabilistic.
     fn exactness(&self) -> Exactness;
     /// Bytes held in RAM by the store's structures.

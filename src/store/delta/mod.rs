@@ -576,7 +576,7 @@ impl<'m> DeltaStore<'m> {
         let mut ix = Index::new(self.index.slots() + self.index.slots() / 4, bits);
         let mut s = Vec::new();
         for id in 0..self.count {
-            if !self.get(id, &mut s) {
+            if !self.get(id, &mut s)? {
                 return Err(invalid(format!(
                     "rebuilding the index: state {id} does not reconstitute"
                 )));
@@ -727,26 +727,22 @@ impl StateStore for DeltaStore<'_> {
     }
 
     /// Reconstitutes state `id` (forward firing from its nearest explicit or cached
-    /// ancestor). Returns `false` only when `id` is out of range or the records are corrupt.
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> bool {
+    /// ancestor). `Ok(false)` when `id` is out of range; an error when the records are corrupt.
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
         if id >= self.count {
-            return false;
+            return Ok(false);
         }
         let mut inner = self.inner.borrow_mut();
         inner.c.gets += 1;
         if let Some(slot) = inner.cache.find(id) {
             out.clear();
             out.extend_from_slice(inner.cache.state(slot));
-            return true;
+            return Ok(true);
         }
-        match self.reconstitute(&mut inner, id) {
-            Ok(_) => {
-                out.clear();
-                out.extend_from_slice(&inner.a);
-                true
-            }
-            Err(_) => false,
-        }
+        self.reconstitute(&mut inner, id)?;
+        out.clear();
+        out.extend_from_slice(&inner.a);
+        Ok(true)
     }
 
     fn exactness(&self) -> Exactness {

@@ -53,8 +53,8 @@ fn conform(model: &dyn Model, opts: DeltaOptions, dfs: bool) -> Counters {
     } else {
         work.pop_front()
     } {
-        assert!(full.get(id, &mut s));
-        assert!(delta.get(id, &mut d), "get({id})");
+        assert!(full.get(id, &mut s).unwrap());
+        assert!(delta.get(id, &mut d).unwrap(), "get({id})");
         assert_eq!(s, d, "state {id} reconstitutes wrongly");
         let mut succ = Vec::new();
         model
@@ -86,8 +86,8 @@ fn conform(model: &dyn Model, opts: DeltaOptions, dfs: bool) -> Counters {
     };
     for id in 0..full.len() {
         assert!(delta.exact_dist(id).unwrap() < opts.k);
-        full.get(id, &mut s);
-        assert!(delta.get(id, &mut d));
+        full.get(id, &mut s).unwrap();
+        assert!(delta.get(id, &mut d).unwrap());
         assert_eq!(s, d);
     }
     assert_eq!(delta.len(), full.len());
@@ -256,7 +256,7 @@ fn repointing_shortens_descendants() {
     assert_eq!(st.insert(&b, via(1, 0, 2)).unwrap(), Insert::Seen(2));
     assert_eq!(st.exact_dist(2).unwrap(), 1);
     let mut out = Vec::new();
-    assert!(st.get(3, &mut out));
+    assert!(st.get(3, &mut out).unwrap());
     assert_eq!(out, c);
 }
 
@@ -331,7 +331,7 @@ fn corrupt_records_are_reported_not_looped() {
         c: Counters::default(),
     };
     let mut out = Vec::new();
-    assert!(!st.get(1, &mut out));
+    assert!(st.get(1, &mut out).is_err());
     assert!(st.exact_dist(1).is_err());
 }
 
@@ -367,7 +367,7 @@ fn index_rebuilds_with_more_hash_bits_when_it_outgrows_its_prefix() {
     let mut depth = vec![0u64];
     let mut next = 0u64;
     while next < full.len() {
-        full.get(next, &mut s);
+        full.get(next, &mut s).unwrap();
         batch.clear();
         m.successors(&s, &mut |t, _, x| batch.push(t, x)).unwrap();
         full.insert_batch(next, depth[next as usize], &batch, &mut a)

@@ -1,0 +1,803 @@
+//! ComBack: exact hash compaction with a backedge table (Westergaard, Kristensen, Brodal,
+//! Arge, "The ComBack Method – Extending Hash Compaction with Backtracking", 2007).
+//!
+//! Each new state gets the next number `N`. The [`table::StateTable`] maps the state's
+//! *descriptor* (the top `b` bits of its stable hash, `--hash-bits b`) to a collision list of
+//! state numbers, 6 bytes per slot in RAM. The [`backedge::BackedgeTable`] maps `N` to
+//! (parent number, transition, depth, descriptor): the search-tree edge that reached it. To
+//! decide whether a successor `s'` is new, every state `n` in the collision list of `H(s')`
+//! is *reconstructed* by replaying transitions from the initial state along the backedges
+//! and compared with `s'` as a full vector: the answer is exact whatever `b` is.
+//!
+//! The paper's variants, each selectable ([`CombackOptions`]):
+//! 1. **path optimisation** ([`PathOptimisation`]): when a state already seen is reached by
+//!    a shorter path, its backedge is repointed (depth is stored in the record), so later
+//!    replays are shorter. BFS always finds the shortest path first, so this matters in DFS.
+//! 2. **full-state cache** (`--comback-cache N`, [`cache::Cache`]): `N` state vectors in two
+//!    direct-mapped regions (newest states; states rebuilt by replays and their ancestors).
+//!    A candidate in the cache is compared without a replay; a replay starts from the nearest
+//!    cached ancestor. **Move-to-front** ([`MoveToFront`]): a matched state moves to the front
+//!    of its collision list.
+//! 3. **backward reconstruction** ([`Reconstruction::Backward`]): the candidate's backedge
+//!    path is *unfired* starting from `s'` itself; the walk stops at the first transition that
+//!    cannot be unfired (a negative token count: `s'` is not that state) and otherwise compares
+//!    with the nearest cached ancestor or the initial state. Needs `Model::unfire` (P/T nets);
+//!    other models fall back to forward replay.
+//! 4. **compact waiting set** ([`WaitingSet::StateNumbers`]): the store answers
+//!    `StateStore::get` by reconstruction, so the BFS engine keeps only the range of state
+//!    numbers to expand. A miss reconstructs the next `N/4` states together, walking the union
+//!    of their spanning-tree paths once (in BFS, siblings share parents: about one firing per
+//!    state) into the cache.
+//! 5. **non-deterministic transitions**: handled by the front end, not here. The `.aut` front
+//!    end numbers each state's out-edges, and uses the out-edge index as the transition id, so
+//!    `(state, id)` has one successor even when a label has several; a backedge therefore
+//!    names exactly one successor and no set of candidate states has to be carried through a
+//!    replay (the paper's alternative, pruned by stored hashes, would cost a hash per state on
+//!    the path and sets that can grow on each step). The price is that ids are local to a
+//!    state (`transition_count` is the largest out-degree), which the replay never minds.
+
+pub mod backedge;
+pub mod cache;
+pub mod table;
+
+use super::full::eq_bytes;
+use super::{descriptor, Exactness, Insert, StateBatch, StateId, StateStore, Via};
+use crate::error::{ModelError, StoreError};
+use crate::model::{Fired, Model, TransitionId};
+use backedge::{Backedge, BackedgeTable, NO_PARENT};
+use cache::{Cache, SearchPath};
+use serde_json::json;
+use std::cell::RefCell;
+use table::{StateTable, MAX_STATES};
+
+/// Replays cache every ancestor whose depth is a multiple of this (and the target). Measured
+/// (BFS, cache 2^17): 16 → 4 cut replay firings from 29 M to 16 M on SharedMemory-PT-000010
+/// and from 20 M to 11 M on Peterson-PT-3; 1 (every ancestor) flushes the region on the long
+/// replays of DFS.
+const REPLAY_CHECKPOINT: u32 = 4;
+
+/// Variant 1: repoint backedges to shorter paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathOptimisation {
+    On,
+    Off,
+}
+
+/// Variant 2 (part): move a matched state to the front of its collision list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MoveToFront {
+    On,
+    Off,
+}
+
+/// Variant 3: how a candidate is rebuilt for comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reconstruction {
+    /// Replay the path forward from the nearest cached ancestor (or the initial state).
+    Forward,
+    /// Unfire the path backward from the new state; stop at the first invalid state.
+    Backward,
+}
+
+/// Variant 4: what the BFS waiting set holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitingSet {
+    /// State numbers only; vectors are reconstructed on dequeue.
+    StateNumbers,
+    /// (number, vector) records kept by the engine.
+    Vectors,
+}
+
+/// ComBack settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CombackOptions {
+    /// Descriptor width `b` in bits (1..=64).
+    pub hash_bits: u32,
+    /// Full-state cache entries (0: no cache).
+    pub cache: usize,
+    pub path_optimisation: PathOptimisation,
+    pub move_to_front: MoveToFront,
+    pub reconstruction: Reconstruction,
+    pub waiting_set: WaitingSet,
+}
+
+impl Default for CombackOptions {
+    fn default() -> Self {
+        CombackOptions {
+            hash_bits: 64,
+            cache: 1 << 16,
+            path_optimisation: PathOptimisation::On,
+            move_to_front: MoveToFront::On,
+            reconstruction: Reconstruction::Forward,
+            waiting_set: WaitingSet::StateNumbers,
+        }
+    }
+}
+
+#[derive(Default, Clone, Copy, Debug)]
+struct Counters {
+    generated: u64,
+    reconstructions: u64,
+    reconstruction_fires: u64,
+    backward_unfires: u64,
+    backward_early_rejects: u64,
+    backward_fallbacks: u64,
+    cache_hits: u64,
+    stack_hits: u64,
+    false_candidates: u64,
+    descriptor_collisions: u64,
+    max_collision_list: u64,
+    path_repoints: u64,
+    move_to_front_swaps: u64,
+    waiting_batches: u64,
+    waiting_reconstructed: u64,
+    table_rebuilds: u64,
+}
+
+/// Mutable working state; behind a `RefCell` because `StateStore::get` takes `&self`.
+struct Inner {
+    cache: Cache,
+    /// Variant 4: the batch of waiting states rebuilt last, `first..first + ends.len()`.
+    waiting: WaitingBuffer,
+    stack: SearchPath,
+    counters: Counters,
+    /// Path scratch: (state, transition, depth) from a target up to a cached ancestor.
+    path: Vec<(StateId, TransitionId, u32)>,
+    a: Vec<u8>,
+    b: Vec<u8>,
+}
+
+#[derive(Default)]
+struct WaitingBuffer {
+    first: StateId,
+    ends: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl WaitingBuffer {
+    fn get(&self, id: StateId) -> Option<&[u8]> {
+        let k = id.checked_sub(self.first)? as usize;
+        let end = *self.ends.get(k)?;
+        let start = if k == 0 { 0 } else { self.ends[k - 1] };
+        Some(&self.data[start..end])
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        (self.ends.capacity() * 8 + self.data.capacity()) as u64
+    }
+}
+
+/// What one candidate of a collision list turned out to be.
+enum Candidate {
+    Match {
+        depth: u32,
+    },
+    /// Not the state; `same_descriptor` when its descriptor is equal (a real collision).
+    Mismatch {
+        same_descriptor: bool,
+    },
+}
+
+/// The ComBack store.
+pub struct CombackStore<'m> {
+    model: &'m dyn Model,
+    opts: CombackOptions,
+    width: Option<usize>,
+    table: StateTable,
+    back: BackedgeTable,
+    initial: Vec<u8>,
+    inner: RefCell<Inner>,
+    /// Scratch for `insert_batch`.
+    descriptors: Vec<u64>,
+}
+
+fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
+    StoreError::Reconstruction {
+        store: "comback",
+        id,
+        message: format!(
+            "replaying transition {}: {what} (the model breaks its determinism contract)",
+            t.0
+        ),
+    }
+}
+
+impl<'m> CombackStore<'m> {
+    pub fn new(model: &'m dyn Model, opts: CombackOptions) -> Result<Self, StoreError> {
+        if !(1..=64).contains(&opts.hash_bits) {
+            return Err(StoreError::Invalid {
+                store: "comback",
+                message: format!("hash width {} is not in 1..=64", opts.hash_bits),
+            });
+        }
+        let mut initial = Vec::new();
+        model
+            .initial_state(&mut initial)
+            .map_err(|e| StoreError::Reconstruction {
+                store: "comback",
+                id: 0,
+                message: e.to_string(),
+            })?;
+        let width = model.state_len();
+        Ok(CombackStore {
+            model,
+            opts,
+            width,
+            table: StateTable::new(opts.hash_bits),
+            back: BackedgeTable::default(),
+            initial,
+            descriptors: Vec::new(),
+            inner: RefCell::new(Inner {
+                cache: Cache::new(opts.cache, width),
+                stack: SearchPath::default(),
+                waiting: WaitingBuffer::default(),
+                counters: Counters::default(),
+                path: Vec::new(),
+                a: Vec::new(),
+                b: Vec::new(),
+            }),
+        })
+    }
+
+    pub fn options(&self) -> CombackOptions {
+        self.opts
+    }
+
+    /// Rebuilds the state table 4/3 larger from the descriptors in the backedge table.
+    fn grow(&mut self) -> Result<(), StoreError> {
+        let mut g = self.table.grown();
+        for id in 0..self.back.len() {
+            let d = self.back.get(id)?.descriptor;
+            let p = g.probe_empty(d);
+            g.insert_at(p, d, id);
+        }
+        self.table = g;
+        self.inner.get_mut().counters.table_rebuilds += 1;
+        Ok(())
+    }
+
+    fn check(&self, state: &[u8], extra: u64) -> Result<(), StoreError> {
+        if let Some(w) = self.width {
+            if state.len() != w {
+                return Err(StoreError::Invalid {
+                    store: "comback",
+                    message: format!(
+                        "state of {} bytes in a store of {w}-byte states",
+                        state.len()
+                    ),
+                });
+            }
+        }
+        if self.back.len() + extra > MAX_STATES {
+            return Err(StoreError::CapacityExceeded {
+                store: "comback",
+                message: format!("more than {MAX_STATES} states (32-bit state numbers)"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Fires `t` from `src` into `dst` during a replay of state `id`.
+    fn fire(
+        model: &dyn Model,
+        src: &[u8],
+        t: TransitionId,
+        dst: &mut Vec<u8>,
+        id: StateId,
+    ) -> Result<(), StoreError> {
+        match model.fire(src, t, dst) {
+            Ok(Fired::Enabled(_)) => Ok(()),
+            Ok(other) => Err(replay_error(id, t, format!("gave {other:?}"))),
+            Err(e) => Err(replay_error(id, t, e.to_string())),
+        }
+    }
+
+    /// Forward replay: writes state `id` into `inner.a`, from the nearest cached ancestor.
+    /// The rebuilt state and every ancestor replayed go to the cache's replayed region.
+    fn reconstruct_forward(
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        inner: &mut Inner,
+        id: StateId,
+    ) -> Result<(), StoreError> {
+        let Inner {
+            cache,
+            stack,
+            counters,
+            path,
+            a,
+            b,
+            ..
+        } = inner;
+        path.clear();
+        let mut cur = id;
+        a.clear();
+        loop {
+            if let Some((v, _, _)) = cache.get(cur) {
+                a.extend_from_slice(v);
+                break;
+            }
+            if cur == 0 {
+                a.extend_from_slice(initial);
+                break;
+            }
+            let e = back.get(cur)?;
+            if let Some(v) = stack.get(cur, e.depth) {
+                a.extend_from_slice(v);
+                break;
+            }
+            path.push((cur, e.transition, e.depth));
+            cur = e.parent;
+        }
+        counters.reconstructions += 1;
+        for &(n, t, depth) in path.iter().rev() {
+            Self::fire(model, a, t, b, n)?;
+            std::mem::swap(a, b);
+            counters.reconstruction_fires += 1;
+            // Cache the target and sampled ancestors: a long replay leaves checkpoints
+            // instead of flushing the region.
+            if n == id || depth % REPLAY_CHECKPOINT == 0 {
+                cache.put_replayed(n, depth, a);
+            }
+        }
+        Ok(())
+    }
+
+    /// Backward reconstruction: unfires `id`'s path from `state`. `Ok(None)` when the model
+    /// cannot fire backwards.
+    fn compare_backward(
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        inner: &mut Inner,
+        id: StateId,
+        state: &[u8],
+    ) -> Result<Option<bool>, StoreError> {
+        let Inner {
+            cache,
+            stack,
+            counters,
+            a,
+            b,
+            ..
+        } = inner;
+        a.clear();
+        a.extend_from_slice(state);
+        let mut cur = id;
+        counters.reconstructions += 1;
+        loop {
+            if let Some((v, _, _)) = cache.get(cur) {
+                return Ok(Some(eq_bytes(v, a)));
+            }
+            if cur == 0 {
+                return Ok(Some(eq_bytes(initial, a)));
+            }
+            let e = back.get(cur)?;
+            if let Some(v) = stack.get(cur, e.depth) {
+                return Ok(Some(eq_bytes(v, a)));
+            }
+            match model.unfire(a, e.transition, b) {
+                Ok(Fired::Enabled(_)) => {
+                    counters.backward_unfires += 1;
+                    std::mem::swap(a, b);
+                }
+                // No valid predecessor: `state` is not state `id` (early stop).
+                Ok(Fired::Disabled) | Err(ModelError::TokenOverflow { .. }) => {
+                    counters.backward_unfires += 1;
+                    counters.backward_early_rejects += 1;
+                    return Ok(Some(false));
+                }
+                Ok(Fired::Unsupported) => return Ok(None),
+                Err(e2) => return Err(replay_error(cur, e.transition, e2.to_string())),
+            }
+            cur = e.parent;
+        }
+    }
+
+    /// Decides whether candidate `id` (fingerprint match) is `state`.
+    #[allow(clippy::too_many_arguments)]
+    fn candidate(
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        opts: &CombackOptions,
+        inner: &mut Inner,
+        id: StateId,
+        state: &[u8],
+        d: u64,
+    ) -> Result<Candidate, StoreError> {
+        if let Some((v, depth, _)) = inner.cache.get(id) {
+            inner.counters.cache_hits += 1;
+            if eq_bytes(v, state) {
+                return Ok(Candidate::Match { depth });
+            }
+            let same_descriptor = back.get(id)?.descriptor == d;
+            return Ok(Candidate::Mismatch { same_descriptor });
+        }
+        let e = back.get(id)?;
+        if e.descriptor != d {
+            inner.counters.false_candidates += 1;
+            return Ok(Candidate::Mismatch {
+                same_descriptor: false,
+            });
+        }
+        if let Some(v) = inner.stack.get(id, e.depth) {
+            inner.counters.stack_hits += 1;
+            return Ok(if eq_bytes(v, state) {
+                Candidate::Match { depth: e.depth }
+            } else {
+                Candidate::Mismatch {
+                    same_descriptor: true,
+                }
+            });
+        }
+        let equal = match opts.reconstruction {
+            Reconstruction::Backward => {
+                match Self::compare_backward(model, back, initial, inner, id, state)? {
+                    Some(eq) => eq,
+                    None => {
+                        inner.counters.backward_fallbacks += 1;
+                        Self::reconstruct_forward(model, back, initial, inner, id)?;
+                        eq_bytes(&inner.a, state)
+                    }
+                }
+            }
+            Reconstruction::Forward => {
+                Self::reconstruct_forward(model, back, initial, inner, id)?;
+                eq_bytes(&inner.a, state)
+            }
+        };
+        if equal {
+            if opts.reconstruction == Reconstruction::Backward {
+                inner.cache.put_replayed(id, e.depth, state);
+            }
+            Ok(Candidate::Match { depth: e.depth })
+        } else {
+            Ok(Candidate::Mismatch {
+                same_descriptor: true,
+            })
+        }
+    }
+
+    /// Variant 1: repoints `id` (at stored `depth`) to `via` if that path is shorter.
+    fn maybe_repoint(&mut self, id: StateId, depth: u32, via: Via) -> Result<(), StoreError> {
+        if via.depth >= depth as u64 || id == 0 {
+            return Ok(());
+        }
+        // Use the parent's stored depth: it may be smaller than the engine's, and keeping
+        // depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
+        let parent_depth = match self.inner.get_mut().cache.get(via.parent) {
+            Some((_, d, _)) => d,
+            None => self.back.get(via.parent)?.depth,
+        };
+        let new_depth = parent_depth.saturating_add(1);
+        if new_depth >= depth {
+            return Ok(());
+        }
+        let mut e = self.back.get(id)?;
+        e.parent = via.parent;
+        e.transition = via.transition;
+        e.depth = new_depth;
+        self.back.set(id, &e)?;
+        let inner = self.inner.get_mut();
+        inner.cache.set_depth(id, new_depth);
+        inner.counters.path_repoints += 1;
+        Ok(())
+    }
+
+    /// Variant 4: reconstructs states `[first, end)` together into the waiting buffer, walking
+    /// the union of their paths once, parents before children. The buffer is separate from the
+    /// cache so that rebuilding the waiting set does not evict the newest states, which most
+    /// lookups need (measured on SharedMemory-PT-000010, cache 2^18: 3.4 M → 1.9 M replays).
+    fn reconstruct_range(
+        &self,
+        inner: &mut Inner,
+        first: StateId,
+        end: StateId,
+    ) -> Result<(), StoreError> {
+        let mut needed: hashbrown::HashMap<StateId, Backedge> = hashbrown::HashMap::new();
+        for n in first..end {
+            let mut cur = n;
+            while cur != 0 && !inner.cache.contains(cur) && !needed.contains_key(&cur) {
+                let e = self.back.get(cur)?;
+                needed.insert(cur, e);
+                cur = e.parent;
+            }
+        }
+        let mut order: Vec<(u32, StateId)> = needed.iter().map(|(&n, e)| (e.depth, n)).collect();
+        order.sort_unstable();
+        let mut arena: Vec<u8> = Vec::new();
+        let mut at: hashbrown::HashMap<StateId, (usize, usize)> =
+            hashbrown::HashMap::with_capacity(order.len());
+        let mut src: Vec<u8> = Vec::new();
+        let mut dst: Vec<u8> = Vec::new();
+        for &(_, n) in &order {
+            let e = needed[&n];
+            src.clear();
+            if let Some(&(s, t)) = at.get(&e.parent) {
+                src.extend_from_slice(&arena[s..t]);
+            } else if let Some((v, _, _)) = inner.cache.get(e.parent) {
+                src.extend_from_slice(v);
+            } else if e.parent == 0 {
+                src.extend_from_slice(&self.initial);
+            } else {
+                return Err(StoreError::Reconstruction {
+                    store: "comback",
+                    id: n,
+                    message: format!("parent {} neither rebuilt nor cached", e.parent),
+                });
+            }
+            Self::fire(self.model, &src, e.transition, &mut dst, n)?;
+            let s = arena.len();
+            arena.extend_from_slice(&dst);
+            at.insert(n, (s, arena.len()));
+        }
+        inner.counters.reconstruction_fires += order.len() as u64;
+        inner.counters.waiting_batches += 1;
+        let w = &mut inner.waiting;
+        w.first = first;
+        w.ends.clear();
+        w.data.clear();
+        for n in first..end {
+            if let Some(&(s, t)) = at.get(&n) {
+                w.data.extend_from_slice(&arena[s..t]);
+                inner.counters.waiting_reconstructed += 1;
+            } else if let Some((v, _, _)) = inner.cache.get(n) {
+                w.data.extend_from_slice(v);
+            } else {
+                return Err(StoreError::Reconstruction {
+                    store: "comback",
+                    id: n,
+                    message: "waiting-set state neither rebuilt nor cached".into(),
+                });
+            }
+            w.ends.push(w.data.len());
+        }
+        Ok(())
+    }
+
+    /// Looks `state` (descriptor `d`) up and inserts it if new; the table has room.
+    fn insert_descriptor(
+        &mut self,
+        state: &[u8],
+        via: Option<Via>,
+        d: u64,
+    ) -> Result<Insert, StoreError> {
+        let model = self.model;
+        let opts = self.opts;
+        let back = &self.back;
+        let initial = &self.initial[..];
+        let inner = self.inner.get_mut();
+        inner.counters.generated += 1;
+        // First slot of an equal-descriptor entry (move-to-front target) and list length.
+        let mut first_equal: Option<usize> = None;
+        let mut equal_seen: u64 = 0;
+        let found = self.table.find(d, |pos, id| {
+            match Self::candidate(model, back, initial, &opts, inner, id, state, d)? {
+                Candidate::Match { depth } => Ok(Some((pos, id, depth))),
+                Candidate::Mismatch { same_descriptor } => {
+                    if same_descriptor {
+                        inner.counters.descriptor_collisions += 1;
+                        equal_seen += 1;
+                        first_equal.get_or_insert(pos);
+                    }
+                    Ok::<_, StoreError>(None)
+                }
+            }
+        })?;
+        match found {
+            Ok((pos, id, depth)) => {
+                if opts.move_to_front == MoveToFront::On {
+                    if let Some(front) = first_equal {
+                        self.table.swap(front, pos);
+                        inner.counters.move_to_front_swaps += 1;
+                    }
+                }
+                if let (PathOptimisation::On, Some(via)) = (opts.path_optimisation, via) {
+                    self.maybe_repoint(id, depth, via)?;
+                }
+                Ok(Insert::Seen(id))
+            }
+            Err(probe) => {
+                let list = equal_seen + 1;
+                if list > inner.counters.max_collision_list {
+                    inner.counters.max_collision_list = list;
+                }
+                let (parent, transition, depth) = match via {
+                    Some(v) => (v.parent, v.transition, v.depth.min(u32::MAX as u64) as u32),
+                    None => (NO_PARENT, TransitionId(0), 0),
+                };
+                let id = self.back.push(&Backedge {
+                    parent,
+                    transition,
+                    depth,
+                    descriptor: d,
+                })?;
+                self.table.insert_at(probe.pos, d, id);
+                inner.cache.put_recent(id, depth, state);
+                inner.stack.push(depth, id, state);
+                Ok(Insert::New(id))
+            }
+        }
+    }
+
+    fn ram_without_backedges(&self) -> u64 {
+        let inner = self.inner.borrow();
+        self.table.ram_bytes()
+            + inner.cache.ram_bytes()
+            + inner.stack.ram_bytes()
+            + inner.waiting.ram_bytes()
+            + self.initial.capacity() as u64
+    }
+}
+
+impl StateStore for CombackStore<'_> {
+    fn name(&self) -> &'static str {
+        "comback"
+    }
+
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+        self.check(state, 1)?;
+        if self.table.needs_growth(1) {
+            self.grow()?;
+        }
+        let d = descriptor(state, self.opts.hash_bits);
+        self.insert_descriptor(state, via, d)
+    }
+
+    fn insert_batch(
+        &mut self,
+        parent: StateId,
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
+        }
+        while self.table.needs_growth(n as u64) {
+            self.grow()?;
+        }
+        // Pass 1: descriptors, and touch every home slot so the cache misses overlap.
+        let mut ds = std::mem::take(&mut self.descriptors);
+        ds.clear();
+        let mut touch = 0u16;
+        for i in 0..n {
+            let d = descriptor(batch.get(i), self.opts.hash_bits);
+            touch ^= self.table.touch(d);
+            ds.push(d);
+        }
+        // Pass 2: touch the cache entry of each first candidate (a second wave of misses).
+        let mut touch2 = 0u32;
+        {
+            let inner = self.inner.get_mut();
+            for &d in &ds {
+                if let Some(id) = self.table.first_candidate(d) {
+                    touch2 ^= inner.cache.touch(id);
+                }
+            }
+        }
+        std::hint::black_box((touch, touch2));
+        // Pass 3: look up and insert in order.
+        for (i, &d) in ds.iter().enumerate() {
+            let via = Via {
+                parent,
+                transition: batch.transition(i),
+                depth: parent_depth + 1,
+            };
+            out.push(self.insert_descriptor(batch.get(i), Some(via), d)?);
+        }
+        self.descriptors = ds;
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.back.len()
+    }
+
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if self.opts.waiting_set == WaitingSet::Vectors || id >= self.back.len() {
+            return Ok(false);
+        }
+        let mut guard = self.inner.borrow_mut();
+        let inner = &mut *guard;
+        if let Some((v, _, _)) = inner.cache.get(id) {
+            out.clear();
+            out.extend_from_slice(v);
+            return Ok(true);
+        }
+        if id == 0 {
+            out.clear();
+            out.extend_from_slice(&self.initial);
+            return Ok(true);
+        }
+        if let Some(v) = inner.waiting.get(id) {
+            out.clear();
+            out.extend_from_slice(v);
+            return Ok(true);
+        }
+        let batch = (inner.cache.recent_len() as u64 / 16).max(64);
+        let end = (id + batch).min(self.back.len());
+        self.reconstruct_range(inner, id, end)?;
+        let v = inner.waiting.get(id).expect("just rebuilt");
+        out.clear();
+        out.extend_from_slice(v);
+        Ok(true)
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Exact
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.ram_without_backedges()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.back.disk_bytes()
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let c = self.inner.borrow().counters;
+        let n = self.back.len().max(1) as f64;
+        let o = &self.opts;
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: serde_json::Value| {
+            m.insert(k.to_string(), v);
+        };
+        put("hash_bits", json!(o.hash_bits));
+        put("comback_cache_entries", json!(o.cache));
+        put(
+            "comback_path_optimisation",
+            json!(format!("{:?}", o.path_optimisation).to_lowercase()),
+        );
+        put(
+            "comback_move_to_front",
+            json!(format!("{:?}", o.move_to_front).to_lowercase()),
+        );
+        put(
+            "comback_reconstruction",
+            json!(format!("{:?}", o.reconstruction).to_lowercase()),
+        );
+        put(
+            "comback_waiting_set",
+            json!(match o.waiting_set {
+                WaitingSet::StateNumbers => "state-numbers",
+                WaitingSet::Vectors => "vectors",
+            }),
+        );
+        put("generated_states", json!(c.generated));
+        put("reconstructions", json!(c.reconstructions));
+        put("reconstruction_fires", json!(c.reconstruction_fires));
+        put("backward_unfires", json!(c.backward_unfires));
+        put("backward_early_rejects", json!(c.backward_early_rejects));
+        put("backward_fallbacks", json!(c.backward_fallbacks));
+        put("cache_hits", json!(c.cache_hits));
+        put("search_path_hits", json!(c.stack_hits));
+        put("false_candidates", json!(c.false_candidates));
+        put("descriptor_collisions", json!(c.descriptor_collisions));
+        put("longest_collision_list", json!(c.max_collision_list));
+        put("path_repoints", json!(c.path_repoints));
+        put("move_to_front_swaps", json!(c.move_to_front_swaps));
+        put("waiting_set_batches", json!(c.waiting_batches));
+        put("waiting_set_reconstructed", json!(c.waiting_reconstructed));
+        put("state_table_rebuilds", json!(c.table_rebuilds));
+        put("state_table_slots", json!(self.table.capacity()));
+        put("state_table_bytes", json!(self.table.ram_bytes()));
+        put(
+            "state_table_bytes_per_state",
+            json!(self.table.ram_bytes() as f64 / n),
+        );
+        put("cache_bytes", json!(self.inner.borrow().cache.ram_bytes()));
+        put("backedge_bytes", json!(self.back.ram_bytes()));
+        put(
+            "backedge_bytes_per_state",
+            json!(self.back.ram_bytes() as f64 / n),
+        );
+        put("backedge_disk_bytes", json!(self.back.disk_bytes()));
+        m
+    }
+}

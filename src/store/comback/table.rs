@@ -1,0 +1,213 @@
+//! The ComBack state table: descriptor → collision list of state numbers, 6 bytes per slot.
+//!
+//! An open-addressing table with linear probing. A slot holds a 32-bit state number and a
+//! 16-bit fingerprint (the low 16 bits of the descriptor's value); the home slot comes from
+//! the descriptor's high 32 bits by multiply-shift range reduction, so the capacity need not
+//! be a power of two. The descriptor itself is not kept in RAM: it is in the backedge record,
+//! and growing the table re-inserts every state by a sequential scan of the backedge table.
+//! Growth is by 4/3 at 85% load, so the load stays in about [0.64, 0.85]: 7–9.4 bytes per
+//! state.
+//!
+//! The *collision list* of a descriptor `H` is the set of slots of its probe run whose state
+//! has descriptor `H`; equal descriptors have equal home slots, so their entries can be
+//! swapped freely (move-to-front). The fingerprint only filters; correctness never depends
+//! on it (with `--hash-bits 8` every fingerprint is the whole 8-bit descriptor).
+
+/// One slot: state number + 1 in two halves (0 = empty), fingerprint.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Slot {
+    id_lo: u16,
+    id_hi: u16,
+    fp: u16,
+}
+
+impl Slot {
+    #[inline(always)]
+    fn raw_id(self) -> u32 {
+        self.id_lo as u32 | (self.id_hi as u32) << 16
+    }
+}
+
+/// Largest number of states (ids are stored as `id + 1` in 32 bits).
+pub const MAX_STATES: u64 = u32::MAX as u64 - 1;
+
+pub struct StateTable {
+    slots: Vec<Slot>,
+    count: u64,
+    /// Descriptor width in bits.
+    bits: u32,
+}
+
+/// Where a probe stopped.
+pub struct Probe {
+    pub pos: usize,
+}
+
+impl StateTable {
+    pub fn new(bits: u32) -> Self {
+        StateTable {
+            slots: vec![Slot::default(); 1024],
+            count: 0,
+            bits,
+        }
+    }
+
+    #[inline(always)]
+    pub fn fingerprint(&self, descriptor: u64) -> u16 {
+        (descriptor >> (64 - self.bits)) as u16
+    }
+
+    #[inline(always)]
+    pub fn home(&self, descriptor: u64) -> usize {
+        (((descriptor >> 32) * self.slots.len() as u64) >> 32) as usize
+    }
+
+    /// Whether inserting `extra` more states needs a larger table first.
+    #[inline]
+    pub fn needs_growth(&self, extra: u64) -> bool {
+        (self.count + extra) * 20 > self.slots.len() as u64 * 17
+    }
+
+    /// A new, empty table for at least the current count, 4/3 as large; the caller
+    /// re-inserts every state with [`StateTable::insert_at`] after [`StateTable::probe_empty`].
+    pub fn grown(&self) -> StateTable {
+        let cap = (self.slots.len() as u64 * 4 / 3).max(1024) as usize;
+        StateTable {
+            slots: vec![Slot::default(); cap],
+            count: 0,
+            bits: self.bits,
+        }
+    }
+
+    /// Touches the home slot of `descriptor` (to overlap cache misses of a batch).
+    #[inline(always)]
+    pub fn touch(&self, descriptor: u64) -> u16 {
+        self.slots[self.home(descriptor)].fp
+    }
+
+    /// Walks the probe run of `descriptor` from its home slot, calling `candidate(pos, id)` for
+    /// every slot whose fingerprint matches, in order, until it returns `Some`; returns that
+    /// value, or `Err(Probe)` naming the empty slot that ends the run (where a new state goes).
+    #[inline(always)]
+    pub fn find<T, E>(
+        &self,
+        descriptor: u64,
+        mut candidate: impl FnMut(usize, u64) -> Result<Option<T>, E>,
+    ) -> Result<Result<T, Probe>, E> {
+        let fp = self.fingerprint(descriptor);
+        let cap = self.slots.len();
+        let mut i = self.home(descriptor);
+        loop {
+            let s = self.slots[i];
+            let raw = s.raw_id();
+            if raw == 0 {
+                return Ok(Err(Probe { pos: i }));
+            }
+            if s.fp == fp {
+                if let Some(v) = candidate(i, raw as u64 - 1)? {
+                    return Ok(Ok(v));
+                }
+            }
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
+        }
+    }
+
+    /// The state in the home slot of `descriptor` if its fingerprint matches (for prefetching).
+    #[inline(always)]
+    pub fn first_candidate(&self, descriptor: u64) -> Option<u64> {
+        let s = self.slots[self.home(descriptor)];
+        let raw = s.raw_id();
+        (raw != 0 && s.fp == self.fingerprint(descriptor)).then(|| raw as u64 - 1)
+    }
+
+    /// The first empty slot of the probe run of `descriptor`.
+    pub fn probe_empty(&self, descriptor: u64) -> usize {
+        let cap = self.slots.len();
+        let mut i = self.home(descriptor);
+        while self.slots[i].raw_id() != 0 {
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
+        }
+        i
+    }
+
+    /// Stores state `id` with `descriptor` in the empty slot `pos` (from a probe).
+    #[inline]
+    pub fn insert_at(&mut self, pos: usize, descriptor: u64, id: u64) {
+        debug_assert!(id < MAX_STATES);
+        debug_assert_eq!(self.slots[pos].raw_id(), 0);
+        let raw = id as u32 + 1;
+        self.slots[pos] = Slot {
+            id_lo: raw as u16,
+            id_hi: (raw >> 16) as u16,
+            fp: self.fingerprint(descriptor),
+        };
+        self.count += 1;
+    }
+
+    /// Swaps two slots of the same collision list (move-to-front).
+    pub fn swap(&mut self, a: usize, b: usize) {
+        self.slots.swap(a, b);
+    }
+
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn ram_bytes(&self) -> u64 {
+        (self.slots.capacity() * std::mem::size_of::<Slot>()) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_six_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 6);
+    }
+
+    #[test]
+    fn finds_every_entry_with_its_descriptor_after_growth() {
+        for bits in [8u32, 16, 64] {
+            let mask = crate::store::top_mask(bits);
+            let desc = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask;
+            let mut t = StateTable::new(bits);
+            let n = 20_000u64;
+            for id in 0..n {
+                if t.needs_growth(1) {
+                    let mut g = t.grown();
+                    for j in 0..id {
+                        let p = g.probe_empty(desc(j));
+                        g.insert_at(p, desc(j), j);
+                    }
+                    t = g;
+                }
+                let p = t.probe_empty(desc(id));
+                t.insert_at(p, desc(id), id);
+            }
+            assert!(t.len() * 20 <= t.capacity() as u64 * 17);
+            for id in (0..n).step_by(7) {
+                let found = t
+                    .find::<u64, ()>(desc(id), |_, c| Ok((c == id).then_some(c)))
+                    .unwrap();
+                assert_eq!(found.ok(), Some(id), "bits {bits} id {id}");
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Hash compaction (Wolper & Leroy): only a `b`-bit descriptor of each state is kept
+//! (`--hash-bits b`), with its state number so the LTS can name states seen before. Two
+//! different states with equal descriptors are taken for one: the second is *omitted*
+//! (inexact), which the stats report with an estimate of the probability that it happened.
+//!
+//! Layout: open addressing with linear probing, power-of-two capacity, at most 3/4 full; a
+//! slot is the descriptor (8 bytes) and the state number + 1 (4 bytes, 0 = empty). Home slot:
+//! the descriptor multiplied by a fixed odd constant, top bits (works for any `b`).
+//!
+//! Omission estimate, as TLC reports it: with `n` distinct states stored out of `g` generated,
+//! each of the `g - n` revisits could have been a new state that collided with one of at most
+//! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
+
+use super::{descriptor, Exactness, Insert, StateId, StateStore, Via};
+use crate::error::StoreError;
+use serde_json::json;
+
+const MAX_STATES: u64 = u32::MAX as u64 - 1;
+
+pub struct HashCompactStore {
+    bits: u32,
+    keys: Vec<u64>,
+    ids: Vec<u32>,
+    count: u64,
+    generated: u64,
+    shift: u32,
+}
+
+#[inline(always)]
+fn home(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+}
+
+impl HashCompactStore {
+    pub fn new(bits: u32) -> Result<Self, StoreError> {
+        if !(1..=64).contains(&bits) {
+            return Err(StoreError::Invalid {
+                store: "hashcompact",
+                message: format!("hash width {bits} is not in 1..=64"),
+            });
+        }
+        Ok(HashCompactStore {
+            bits,
+            keys: vec![0; 1 << 10],
+            ids: vec![0; 1 << 10],
+            count: 0,
+            generated: 0,
+            shift: 64 - 10,
+        })
+    }
+
+    fn grow(&mut self) {
+        let cap = self.keys.len() * 2;
+        let shift = self.shift - 1;
+        let mut keys = vec![0u64; cap];
+        let mut ids = vec![0u32; cap];
+        for (i, &raw) in self.ids.iter().enumerate() {
+            if raw == 0 {
+                continue;
+            }
+            let k = self.keys[i];
+            let mut j = home(k, shift);
+            while ids[j] != 0 {
+                j = (j + 1) & (cap - 1);
+            }
+            keys[j] = k;
+            ids[j] = raw;
+        }
+        self.keys = keys;
+        self.ids = ids;
+        self.shift = shift;
+    }
+
+    /// The estimated probability that at least one state was omitted.
+    pub fn omission_probability(&self) -> f64 {
+        let n = self.count as f64;
+        let g = self.generated as f64;
+        (n * (g - n) / 2f64.powi(self.bits as i32)).min(1.0)
+    }
+}
+
+impl StateStore for HashCompactStore {
+    fn name(&self) -> &'static str {
+        "hashcompact"
+    }
+
+    fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
+        if self.count >= MAX_STATES {
+            return Err(StoreError::CapacityExceeded {
+                store: "hashcompact",
+                message: format!("more than {MAX_STATES} states"),
+            });
+        }
+        if (self.count + 1) * 4 > self.keys.len() as u64 * 3 {
+            self.grow();
+        }
+        self.generated += 1;
+        let k = descriptor(state, self.bits);
+        let mask = self.keys.len() - 1;
+        let mut i = home(k, self.shift);
+        loop {
+            let raw = self.ids[i];
+            if raw == 0 {
+                break;
+            }
+            if self.keys[i] == k {
+                return Ok(Insert::Seen(raw as u64 - 1));
+            }
+            i = (i + 1) & mask;
+        }
+        let id = self.count;
+        self.keys[i] = k;
+        self.ids[i] = id as u32 + 1;
+        self.count += 1;
+        Ok(Insert::New(id))
+    }
+
+    fn len(&self) -> u64 {
+        self.count
+    }
+
+    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Probabilistic {
+            omission_probability: self.omission_probability(),
+        }
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        (self.keys.capacity() * 8 + self.ids.capacity() * 4) as u64
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("hash_bits".into(), json!(self.bits));
+        m.insert("generated_states".into(), json!(self.generated));
+        m.insert(
+            "omission_estimate".into(),
+            json!("n*(g-n)/2^b with n distinct, g generated states, b hash bits"),
+        );
+        m
+    }
+}
