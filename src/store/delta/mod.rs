@@ -23,7 +23,7 @@
 //! count reaches `2^p_bits`. The index grows without states and, past its hash prefix,
 //! is rebuilt by reconstituting every state once (see [`index`]).
 //!
-//! Not implemented: stratified caching (replacing records); see docs/README-delta.md.
+//! Not implemented: stratified caching (replacing records); see docs/DELTA.md.
 //!
 //! Optimisations (each can be switched off):
 //! * **predecessor update** ([`PredUpdate`]): when a state is met again from a parent whose
