@@ -272,11 +272,7 @@ pub fn header_line(initial: u64, transitions: u64, states: u64) -> String {
 
 impl LtsSink for AutWriter {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
-        let i = id.0 as usize;
-        if self.labels.len() <= i {
-            self.labels.resize(i + 1, String::new());
-        }
-        self.labels[i] = name.to_string();
+        super::set_label(&mut self.labels, id, name.to_string());
         Ok(())
     }
 

@@ -62,11 +62,7 @@ impl DotWriter {
 
 impl LtsSink for DotWriter {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
-        let i = id.0 as usize;
-        if self.labels.len() <= i {
-            self.labels.resize(i + 1, String::new());
-        }
-        self.labels[i] = quote(name);
+        super::set_label(&mut self.labels, id, quote(name));
         Ok(())
     }
 
@@ -96,13 +92,7 @@ impl LtsSink for DotWriter {
             summary.initial
         ));
         self.write(tail.as_bytes())?;
-        let io = |source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
-        Ok(())
+        super::sync(&mut self.out, &self.path)
     }
 }
 

@@ -58,11 +58,7 @@ impl LtsSink for FsmWriter {
                 self.path.display()
             )));
         }
-        let i = id.0 as usize;
-        if self.labels.len() <= i {
-            self.labels.resize(i + 1, String::new());
-        }
-        self.labels[i] = name.to_string();
+        super::set_label(&mut self.labels, id, name.to_string());
         Ok(())
     }
 
@@ -85,13 +81,7 @@ impl LtsSink for FsmWriter {
             let tail = format!("---\n{}\n", summary.initial + 1);
             self.write(tail.as_bytes())?;
         }
-        let io = |source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
-        Ok(())
+        super::sync(&mut self.out, &self.path)
     }
 }
 

@@ -29,6 +29,30 @@ pub trait LtsSink {
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError>;
 }
 
+/// Stores `name` as label `id` in a writer's label table, growing it as needed (labels are
+/// defined in id order, but a table must not rely on that).
+pub(crate) fn set_label(labels: &mut Vec<String>, id: LabelId, name: String) {
+    let i = id.0 as usize;
+    if labels.len() <= i {
+        labels.resize(i + 1, String::new());
+    }
+    labels[i] = name;
+}
+
+/// Flushes a finished text writer and forces it to disk.
+pub(crate) fn sync(
+    out: &mut std::io::BufWriter<std::fs::File>,
+    path: &Path,
+) -> Result<(), LtsError> {
+    use std::io::Write;
+    let io = |source| LtsError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    out.flush().map_err(io)?;
+    out.get_ref().sync_all().map_err(io)
+}
+
 /// A sink that discards everything (exploration without output).
 pub struct NullSink;
 
