@@ -54,12 +54,22 @@ fn counts(path: &Path) -> Result<(u64, u64), PostError> {
 
 fn run_info(a: &InfoArgs) -> Result<i32, PostError> {
     let i = info::info(&a.file)?;
+    emit(a.json, &i, |out| info::print_text(&i, out))
+}
+
+/// Prints a report to stdout as pretty JSON or, without `--json`, with its text printer.
+fn emit<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    text: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>,
+) -> Result<i32, PostError> {
     let mut out = std::io::stdout().lock();
-    if a.json {
-        let json = serde_json::to_string_pretty(&i).map_err(|e| PostError::Usage(e.to_string()))?;
+    if json {
+        let json =
+            serde_json::to_string_pretty(report).map_err(|e| PostError::Usage(e.to_string()))?;
         writeln!(out, "{json}").map_err(stdout_err)?;
     } else {
-        info::print_text(&i, &mut out).map_err(stdout_err)?;
+        text(&mut out).map_err(stdout_err)?;
     }
     Ok(exit::OK)
 }
@@ -241,12 +251,5 @@ fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
     }
     let lts = Lts::load(&a.file)?;
     let r = deadlocks::deadlocks(&lts, a.limit)?;
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let json = serde_json::to_string_pretty(&r).map_err(|e| PostError::Usage(e.to_string()))?;
-        writeln!(out, "{json}").map_err(stdout_err)?;
-    } else {
-        deadlocks::print_text(&r, &mut out).map_err(stdout_err)?;
-    }
-    Ok(exit::OK)
+    emit(a.json, &r, |out| deadlocks::print_text(&r, out))
 }
