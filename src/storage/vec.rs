@@ -151,6 +151,14 @@ pub struct VecMark {
     pub segment_len: u64,
 }
 
+/// Where a record lives (see [`SegVec::locate`]).
+enum Place {
+    /// Byte offset in the hot window.
+    Hot(usize),
+    /// A sealed block and the record's byte offset inside it.
+    Sealed { block: u64, offset: usize },
+}
+
 /// A vector of fixed-width records backed by a segment file (see the module docs).
 pub struct SegVec {
     width: usize,
@@ -461,15 +469,10 @@ impl SegVec {
     /// Calls `f` with record `i` in place: a slice of the hot window or of a cached block.
     #[inline]
     pub fn with<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StorageError> {
-        if i >= self.len {
-            return Err(self.out_of_range(i));
-        }
-        let b = i >> self.shift;
-        if b >= self.sealed {
-            let at = self.hot_offset(i);
-            return Ok(f(&self.window.bytes()[at..at + self.width]));
-        }
-        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let (b, off) = match self.locate(i)? {
+            Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
+            Place::Sealed { block, offset } => (block, offset),
+        };
         let mut cold = self.cold.borrow_mut();
         let s = cold.load(b)?;
         Ok(f(&cold.cache.data(s)[off..off + self.width]))
@@ -483,15 +486,10 @@ impl SegVec {
         i: u64,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, StorageError> {
-        if i >= self.len {
-            return Err(self.out_of_range(i));
-        }
-        let b = i >> self.shift;
-        if b >= self.sealed {
-            let at = self.hot_offset(i);
-            return Ok(f(&self.window.bytes()[at..at + self.width]));
-        }
-        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let (b, off) = match self.locate(i)? {
+            Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
+            Place::Sealed { block, offset } => (block, offset),
+        };
         let mut cold = self.cold.borrow_mut();
         let cold = &mut *cold;
         if let Some(s) = cold.cache.get(b) {
@@ -511,16 +509,13 @@ impl SegVec {
     /// updated).
     pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StorageError> {
         self.check_width(rec)?;
-        if i >= self.len {
-            return Err(self.out_of_range(i));
-        }
-        let b = i >> self.shift;
-        if b >= self.sealed {
-            let at = self.hot_offset(i);
-            self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
-            return Ok(());
-        }
-        let off = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        let (b, off) = match self.locate(i)? {
+            Place::Hot(at) => {
+                self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
+                return Ok(());
+            }
+            Place::Sealed { block, offset } => (block, offset),
+        };
         let cold = self.cold.get_mut();
         if cold.stream.0 == b {
             cold.stream.0 = u64::MAX;
@@ -654,6 +649,20 @@ impl SegVec {
 
     pub fn account(&self) -> &Account {
         &self.account
+    }
+
+    /// Where record `i` lives: in the hot window (byte offset) or in a sealed block.
+    #[inline(always)]
+    fn locate(&self, i: u64) -> Result<Place, StorageError> {
+        if i >= self.len {
+            return Err(self.out_of_range(i));
+        }
+        let block = i >> self.shift;
+        if block >= self.sealed {
+            return Ok(Place::Hot(self.hot_offset(i)));
+        }
+        let offset = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        Ok(Place::Sealed { block, offset })
     }
 
     #[inline(always)]
