@@ -20,9 +20,9 @@ pub mod stack;
 pub mod vec;
 
 pub use budget::{Account, Budget, MemoryLimit, Usage};
-pub use queue::SegQueue;
-pub use stack::SegStack;
-pub use vec::{SegOptions, SegVec};
+pub use queue::{QueueMark, SegQueue};
+pub use stack::{SegStack, StackMark};
+pub use vec::{SegOptions, SegVec, VecMark};
 
 use crate::error::StorageError;
 use std::path::{Path, PathBuf};
@@ -65,11 +65,30 @@ impl StorageConfig {
     }
 }
 
-/// The storage of one run: a fresh work directory (removed when dropped) and the budget.
+/// Where a run's files live.
+enum RunDir {
+    /// A fresh temporary directory, removed when the storage is dropped; files are unlinked
+    /// at creation.
+    Scratch(tempfile::TempDir),
+    /// A checkpointed run's directory: files keep their names so that a checkpoint can
+    /// reopen them, and the directory outlives the process.
+    Kept(PathBuf),
+}
+
+/// The storage of one run: its work directory, the budget and the settings.
 pub struct Storage {
-    dir: tempfile::TempDir,
+    dir: RunDir,
     pub budget: Arc<Budget>,
     pub config: StorageConfig,
+}
+
+/// A file of a checkpointed run's directory (`name` relative to it) of which a checkpoint
+/// needs the first `len` bytes. Checkpoints record a CRC-32 of those bytes and refuse to
+/// resume when it does not match.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileMark {
+    pub name: String,
+    pub len: u64,
 }
 
 impl Storage {
@@ -81,23 +100,103 @@ impl Storage {
             .tempdir_in(&parent)
             .map_err(segment::io_err(&parent, "create a work directory in"))?;
         Ok(Storage {
-            dir,
+            dir: RunDir::Scratch(dir),
             budget: Budget::new(config.memory),
             config: config.clone(),
         })
     }
 
+    /// The storage of a checkpointed run: files are created in `dir` itself (which must
+    /// exist) under their own names and are not removed when the storage is dropped.
+    pub fn kept(dir: &Path, config: &StorageConfig) -> Storage {
+        Storage {
+            dir: RunDir::Kept(dir.to_path_buf()),
+            budget: Budget::new(config.memory),
+            config: config.clone(),
+        }
+    }
+
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        match &self.dir {
+            RunDir::Scratch(d) => d.path(),
+            RunDir::Kept(p) => p,
+        }
+    }
+
+    /// Whether files keep their names (a checkpointed run).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.dir, RunDir::Kept(_))
+    }
+
+    fn lifetime(&self) -> segment::FileLifetime {
+        if self.is_kept() {
+            segment::FileLifetime::Named
+        } else {
+            // Scratch files are unlinked at once so that even a killed run leaves no data.
+            segment::FileLifetime::Unlinked
+        }
+    }
+
+    /// The file mark of vector `name` flushed at `mark`.
+    pub fn vec_file(&self, name: &str, mark: &VecMark) -> FileMark {
+        FileMark {
+            name: format!("{name}.seg"),
+            len: mark.segment_len,
+        }
+    }
+
+    /// Reopens vector `name` at `mark` (see [`SegVec::open`]), with the options
+    /// [`Storage::vec`] would give it.
+    pub fn open_vec(&self, name: &str, mark: VecMark) -> Result<SegVec, StorageError> {
+        SegVec::open(
+            self.dir(),
+            name,
+            &self.options(),
+            Some(mark),
+            self.budget.account(name),
+            Some(self.budget.clone()),
+        )
+    }
+
+    /// Reopens a vector made by [`Storage::sequential_vec`] at `mark`.
+    pub fn open_sequential_vec(&self, name: &str, mark: VecMark) -> Result<SegVec, StorageError> {
+        SegVec::open(
+            self.dir(),
+            name,
+            &self.sequential_options(),
+            Some(mark),
+            self.budget.account(name),
+            None,
+        )
+    }
+
+    /// Reopens queue `name` at `mark`.
+    pub fn open_queue(&self, name: &str, mark: &QueueMark) -> Result<SegQueue, StorageError> {
+        SegQueue::open(
+            self.dir(),
+            name,
+            &self.options(),
+            mark,
+            self.budget.account(name),
+        )
+    }
+
+    /// Reopens stack `name` at `mark`.
+    pub fn open_stack(&self, name: &str, mark: StackMark) -> Result<SegStack, StorageError> {
+        SegStack::open(
+            self.dir(),
+            name,
+            &self.options(),
+            mark,
+            self.budget.account(name),
+        )
     }
 
     /// Segment options with the hot window scaled to the budget: at most 1/16 of it per
     /// structure (at least one block), so that small budgets are not eaten by windows.
     fn options(&self) -> SegOptions {
         let mut o = self.config.segments.clone();
-        // No checkpoints yet: a run's files are scratch, unlinked at once so that even a
-        // killed run leaves no data behind.
-        o.files = segment::FileLifetime::Unlinked;
+        o.files = self.lifetime();
         if let MemoryLimit::Bytes(limit) = self.config.memory {
             let blocks = (limit / 16 / o.block_bytes.max(1) as u64).max(1) as usize;
             let floor_pow2 = 1usize << (usize::BITS - 1 - blocks.leading_zeros());
@@ -127,21 +226,24 @@ impl Storage {
         width: usize,
         hash: segment::HashId,
     ) -> Result<SegVec, StorageError> {
-        let opts = SegOptions {
-            block_bytes: self.config.segments.block_bytes,
-            hot_blocks: 4,
-            cache_bytes: 0,
-            files: segment::FileLifetime::Unlinked,
-        };
         SegVec::create_hashes(
             self.dir(),
             name,
             width,
-            &opts,
+            &self.sequential_options(),
             self.budget.account(name),
             None,
             hash,
         )
+    }
+
+    fn sequential_options(&self) -> SegOptions {
+        SegOptions {
+            block_bytes: self.config.segments.block_bytes,
+            hot_blocks: 4,
+            cache_bytes: 0,
+            files: self.lifetime(),
+        }
     }
 
     /// A new queue named `name`, accounted to the budget.

@@ -32,7 +32,7 @@ struct QFile {
 }
 
 /// Where a flushed queue stands; a checkpoint records it to reopen the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueMark {
     pub records: u64,
     /// The block holding the next byte to read, and the offset of that byte in it.

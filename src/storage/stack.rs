@@ -14,7 +14,7 @@ use crate::error::StorageError;
 use std::path::Path;
 
 /// Where a flushed stack stands; a checkpoint records it to reopen the stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StackMark {
     pub records: u64,
     pub segment_len: u64,

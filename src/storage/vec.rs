@@ -145,7 +145,7 @@ struct Cold {
 }
 
 /// What a flushed vector's files look like; a checkpoint records it to reopen the vector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VecMark {
     pub records: u64,
     pub segment_len: u64,

@@ -10,6 +10,7 @@ pub mod slots;
 
 use crate::error::StoreError;
 use crate::model::TransitionId;
+use crate::storage::FileMark;
 
 /// A state number: dense, in discovery order, the initial state is 0.
 pub type StateId = u64;
@@ -109,6 +110,53 @@ pub trait StateStore {
     /// Store-specific counters for the stats (e.g. reconstructions), as JSON values.
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
+    }
+    /// Makes everything stored so far durable (flushes and syncs the store's segment files)
+    /// and says how to reopen the store exactly as it is now (see docs/CHECKPOINT.md). Costs
+    /// time in what changed since the last checkpoint, never a copy of the visited set: RAM
+    /// indexes are rebuilt from the files on resume. Only stores built on a kept
+    /// [`crate::storage::Storage`] can do it.
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        Err(StoreError::Invalid {
+            store: self.name(),
+            message: "this store cannot be checkpointed (it keeps no files)".into(),
+        })
+    }
+}
+
+/// How to reopen a store as it was at a checkpoint: the store's own small description
+/// (`blob`, serialised with [`encode_blob`]) and the files whose first bytes it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoreMark {
+    pub blob: Vec<u8>,
+    pub files: Vec<FileMark>,
+}
+
+/// Serialises a checkpoint description (bincode 2, standard configuration).
+pub fn encode_blob<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard())
+        .expect("serialising plain checkpoint data to a Vec cannot fail")
+}
+
+/// Reads back what [`encode_blob`] wrote; a blob that does not decode (or has bytes left
+/// over) is an error naming `store`.
+pub fn decode_blob<T: serde::de::DeserializeOwned>(
+    store: &'static str,
+    blob: &[u8],
+) -> Result<T, StoreError> {
+    match bincode::serde::decode_from_slice(blob, bincode::config::standard()) {
+        Ok((v, n)) if n == blob.len() => Ok(v),
+        Ok((_, n)) => Err(StoreError::Invalid {
+            store,
+            message: format!(
+                "checkpoint description has {} bytes after its end",
+                blob.len() - n
+            ),
+        }),
+        Err(e) => Err(StoreError::Invalid {
+            store,
+            message: format!("checkpoint description does not decode: {e}"),
+        }),
     }
 }
 
