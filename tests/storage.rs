@@ -5,9 +5,9 @@
 
 use proptest::prelude::*;
 use spillway::error::StorageError;
-use spillway::storage::queue::SegQueue;
-use spillway::storage::stack::SegStack;
-use spillway::storage::vec::{SegOptions, SegVec};
+use spillway::storage::queue::{QueueMark, SegQueue};
+use spillway::storage::stack::{SegStack, StackMark};
+use spillway::storage::vec::{SegOptions, SegVec, VecMark};
 use spillway::storage::{Account, Budget, MemoryLimit};
 use std::collections::VecDeque;
 
@@ -26,7 +26,14 @@ enum VecOp {
     Get(u64),
     Set(u64, u8),
     Reopen,
+    /// A checkpoint: flush and remember the mark and the contents.
+    Checkpoint,
+    /// A kill and a resume: reopen at the last checkpoint's mark, losing what came after.
+    Crash,
 }
+
+/// The proptest op of the queue and stack suites that stands for `kill -9` and a resume.
+const CRASH: usize = usize::MAX - 1;
 
 fn vec_ops() -> impl Strategy<Value = Vec<VecOp>> {
     prop::collection::vec(
@@ -35,6 +42,8 @@ fn vec_ops() -> impl Strategy<Value = Vec<VecOp>> {
             4 => any::<u64>().prop_map(VecOp::Get),
             3 => (any::<u64>(), any::<u8>()).prop_map(|(i, v)| VecOp::Set(i, v)),
             1 => Just(VecOp::Reopen),
+            1 => Just(VecOp::Checkpoint),
+            1 => Just(VecOp::Crash),
         ],
         0..400,
     )
@@ -62,6 +71,7 @@ proptest! {
         let opts = tiny(block, hot, cache);
         let mut v = SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap();
         let mut reference: Vec<Vec<u8>> = Vec::new();
+        let mut saved: Option<(VecMark, Vec<Vec<u8>>)> = None;
         let mut out = vec![0u8; width];
         for op in ops {
             match op {
@@ -91,6 +101,20 @@ proptest! {
                     drop(v);
                     v = SegVec::open(dir.path(), "v", &opts, Some(mark), Account::detached("v"), None).unwrap();
                 }
+                VecOp::Checkpoint => saved = Some((v.flush().unwrap(), reference.clone())),
+                VecOp::Crash => {
+                    drop(v);
+                    v = match &saved {
+                        Some((mark, r)) => {
+                            reference = r.clone();
+                            SegVec::open(dir.path(), "v", &opts, Some(*mark), Account::detached("v"), None).unwrap()
+                        }
+                        None => {
+                            reference.clear();
+                            SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap()
+                        }
+                    };
+                }
             }
             prop_assert_eq!(v.len(), reference.len() as u64);
         }
@@ -106,20 +130,37 @@ proptest! {
     fn queue_matches_reference(
         block in 16usize..128,
         hot in 1usize..3,
-        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX))], 0..600),
+        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX)), 1 => Just(Some(CRASH))], 0..600),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let opts = tiny(block, hot, 1);
         let mut q = SegQueue::create(dir.path(), "q", &opts, Account::detached("q")).unwrap();
         let mut reference: VecDeque<Vec<u8>> = VecDeque::new();
+        let mut saved: Option<(QueueMark, VecDeque<Vec<u8>>)> = None;
         let mut out = Vec::new();
         let mut n = 0u64;
         for op in ops {
             match op {
                 Some(usize::MAX) => {
+                    // A checkpoint: flush, then (the manifest committed) release old files.
                     let mark = q.flush().unwrap();
+                    q.release_retired().unwrap();
+                    saved = Some((mark, reference.clone()));
+                }
+                Some(CRASH) => {
+                    // A kill -9 and a resume from the last checkpoint: everything done since
+                    // is lost, everything before it must come back.
                     drop(q);
-                    q = SegQueue::open(dir.path(), "q", &opts, &mark, Account::detached("q")).unwrap();
+                    q = match &saved {
+                        Some((mark, r)) => {
+                            reference = r.clone();
+                            SegQueue::open(dir.path(), "q", &opts, mark, Account::detached("q")).unwrap()
+                        }
+                        None => {
+                            reference.clear();
+                            SegQueue::create(dir.path(), "q", &opts, Account::detached("q")).unwrap()
+                        }
+                    };
                 }
                 Some(len) => {
                     let r = record(len, n as u8, n);
@@ -148,20 +189,33 @@ proptest! {
     fn stack_matches_reference(
         block in 16usize..128,
         hot in 1usize..3,
-        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX))], 0..600),
+        ops in prop::collection::vec(prop_oneof![5 => (0usize..70).prop_map(Some), 4 => Just(None), 1 => Just(Some(usize::MAX)), 1 => Just(Some(CRASH))], 0..600),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let opts = tiny(block, hot, 1);
         let mut s = SegStack::create(dir.path(), "s", &opts, Account::detached("s")).unwrap();
         let mut reference: Vec<Vec<u8>> = Vec::new();
+        let mut saved: Option<(StackMark, Vec<Vec<u8>>)> = None;
         let mut out = Vec::new();
         let mut n = 0u64;
         for op in ops {
             match op {
                 Some(usize::MAX) => {
                     let mark = s.flush().unwrap();
+                    saved = Some((mark, reference.clone()));
+                }
+                Some(CRASH) => {
                     drop(s);
-                    s = SegStack::open(dir.path(), "s", &opts, mark, Account::detached("s")).unwrap();
+                    s = match &saved {
+                        Some((mark, r)) => {
+                            reference = r.clone();
+                            SegStack::open(dir.path(), "s", &opts, *mark, Account::detached("s")).unwrap()
+                        }
+                        None => {
+                            reference.clear();
+                            SegStack::create(dir.path(), "s", &opts, Account::detached("s")).unwrap()
+                        }
+                    };
                 }
                 Some(len) => {
                     let r = record(len, n as u8, n);

@@ -7,6 +7,8 @@
 //! the sealed blocks in order, then straight from the tail, so a queue that stays small never
 //! touches the disk. Segment files rotate every [`FILE_BYTES`]; a file is deleted as soon as
 //! its last block has been consumed, so disk use follows the queue's length, not its history.
+//! Named files (a checkpointed run) are only *retired* then, and deleted by
+//! [`SegQueue::release_retired`] once a newer checkpoint no longer needs them.
 //!
 //! Access is sequential at both ends, so the queue keeps its two buffers in RAM (counted in
 //! its account) rather than mapping them: a mapping would bring nothing but page faults.
@@ -70,6 +72,8 @@ pub struct SegQueue {
     /// Bytes ever sealed (uncompressed) and their compressed size, for the ratio.
     sealed_raw: u64,
     sealed_comp: u64,
+    /// Consumed named files waiting for the next checkpoint to commit before deletion.
+    retired: Vec<PathBuf>,
 }
 
 fn file_path(dir: &Path, name: &str, no: u64) -> PathBuf {
@@ -169,6 +173,7 @@ impl SegQueue {
             account,
             sealed_raw: 0,
             sealed_comp: 0,
+            retired: Vec::new(),
         })
     }
 
@@ -301,13 +306,8 @@ impl SegQueue {
             let f = &self.files[i];
             if f.consumed == f.blocks && i != last {
                 let f = self.files.remove(i).expect("index in range");
-                let path = f.seg.path().to_path_buf();
-                drop(f);
                 if self.files_lifetime == FileLifetime::Named {
-                    std::fs::remove_file(&path).map_err(super::segment::io_err(
-                        &path,
-                        "remove consumed segment file",
-                    ))?;
+                    self.retired.push(f.seg.path().to_path_buf());
                 }
             }
         }
@@ -352,6 +352,35 @@ impl SegQueue {
             read_offset,
             files: self.files.iter().map(|f| (f.no, f.seg.len())).collect(),
         })
+    }
+
+    /// Deletes the named files consumed so far. A checkpoint calls it once its manifest is
+    /// committed: until then the previous checkpoint may still need them.
+    pub fn release_retired(&mut self) -> Result<(), StorageError> {
+        for path in self.retired.drain(..) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(super::segment::io_err(
+                        &path,
+                        "remove consumed segment file",
+                    )(e))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The files a flush at `mark` needs, as file marks relative to the queue's directory.
+    pub fn files(&self, mark: &QueueMark) -> Vec<super::FileMark> {
+        mark.files
+            .iter()
+            .map(|&(no, len)| super::FileMark {
+                name: format!("{}.{no:06}.seg", self.name),
+                len,
+            })
+            .collect()
     }
 
     /// RAM held: the head and tail buffers.

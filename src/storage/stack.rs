@@ -4,8 +4,12 @@
 //! found from the end), back to back in one byte stream cut into blocks regardless of record
 //! boundaries. The top of the stream lives in a RAM buffer; when the buffer holds more than
 //! the hot size plus a block, its bottom block is sealed (compressed) onto the end of the
-//! file. Popping below the buffer reads the file's last block back and truncates the file, so
-//! the file always holds exactly the sealed bottom of the stack.
+//! file. Popping below the buffer reads the stack's last block back and truncates the file
+//! there — except below the *floor*, the file length at the last [`SegStack::flush`]: a
+//! checkpoint may still need those bytes, so popped blocks below the floor stay in the file
+//! as garbage and new blocks are appended after them. Block `n` is the stack's `n`-th block
+//! wherever it sits: a later block numbered `n` supersedes every earlier block numbered `n`
+//! or more, which is how [`SegStack::open`] finds the live blocks again.
 
 use super::budget::Account;
 use super::segment::{detach, BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
@@ -18,14 +22,19 @@ use std::path::Path;
 pub struct StackMark {
     pub records: u64,
     pub segment_len: u64,
+    /// Number of live (sealed) blocks.
+    pub blocks: u64,
 }
 
 /// A LIFO of byte records (see the module docs).
 pub struct SegStack {
     // Invariant: the stack's bytes, bottom to top, are the blocks of `blocks` in order (block
-    // `i` is `blocks[i]`, the file ends right after the last one), then `buf`. Together they
-    // hold exactly `records` whole records, the top one ending `buf` (or the last block).
+    // `i` is `blocks[i]`, numbered `i` in the file), then `buf`. Together they hold exactly
+    // `records` whole records, the top one ending `buf` (or the last block). The file ends
+    // right after the last block, or at `floor` if that is further (garbage below the floor).
     seg: SegmentFile,
+    /// File length at the last flush: never truncated below.
+    floor: u64,
     blocks: Vec<BlockMeta>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
@@ -60,6 +69,7 @@ impl SegStack {
         detach(&path, opts.files)?;
         Ok(SegStack {
             reader: BlockReader::new(&path)?,
+            floor: seg.len(),
             seg,
             blocks: Vec::new(),
             buf: Vec::new(),
@@ -81,23 +91,36 @@ impl SegStack {
         account: Account,
     ) -> Result<SegStack, StorageError> {
         let path = dir.join(format!("{name}.seg"));
-        let (seg, blocks) = SegmentFile::open(&path, Kind::Stack, Some(mark.segment_len))?;
-        for (i, (no, meta)) in blocks.iter().enumerate() {
-            if *no != i as u64 {
+        let (seg, found) = SegmentFile::open(&path, Kind::Stack, Some(mark.segment_len))?;
+        let mut blocks: Vec<BlockMeta> = Vec::new();
+        for (no, meta) in found {
+            if no > blocks.len() as u64 {
                 return Err(StorageError::Corrupt {
                     path,
                     offset: meta.offset + 8,
-                    expected: format!("block number {i}"),
+                    expected: format!("block number <= {}", blocks.len()),
                     found: no.to_string(),
                 });
             }
+            blocks.truncate(no as usize);
+            blocks.push(meta);
         }
+        if (blocks.len() as u64) < mark.blocks {
+            return Err(StorageError::Corrupt {
+                path,
+                offset: mark.segment_len,
+                expected: format!("{} stack blocks (the recorded mark)", mark.blocks),
+                found: format!("{} blocks", blocks.len()),
+            });
+        }
+        blocks.truncate(mark.blocks as usize);
         let block_bytes = seg.header().block_bytes as usize;
         let s = SegStack {
             reader: BlockReader::new(&path)?,
+            floor: seg.len(),
             seg,
-            sealed_raw: blocks.iter().map(|b| b.1.raw_len as u64).sum(),
-            blocks: blocks.into_iter().map(|b| b.1).collect(),
+            sealed_raw: blocks.iter().map(|b| b.raw_len as u64).sum(),
+            blocks,
             buf: Vec::new(),
             scratch: Vec::new(),
             records: mark.records,
@@ -173,7 +196,9 @@ impl SegStack {
                 .read(self.seg.path(), self.seg.file(), &meta, &mut self.scratch)?;
             self.scratch.extend_from_slice(&self.buf);
             std::mem::swap(&mut self.buf, &mut self.scratch);
-            self.seg.truncate(meta.offset)?;
+            if meta.offset >= self.floor {
+                self.seg.truncate(meta.offset)?;
+            }
             self.sealed_raw -= meta.raw_len as u64;
             self.update_account();
         }
@@ -190,10 +215,12 @@ impl SegStack {
             self.buf.clear();
         }
         self.seg.sync()?;
+        self.floor = self.seg.len();
         self.update_account();
         Ok(StackMark {
             records: self.records,
             segment_len: self.seg.len(),
+            blocks: self.blocks.len() as u64,
         })
     }
 
