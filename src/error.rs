@@ -188,6 +188,48 @@ pub enum StoreError {
     },
 }
 
+/// Errors of checkpoints and resuming.
+#[derive(Debug, Error)]
+pub enum CheckpointError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest or a file it names is damaged; nothing was changed.
+    #[error("{path}: {problem}; the checkpoint was left unchanged")]
+    Corrupt { path: PathBuf, problem: String },
+    /// The checkpoint cannot be used as asked (changed model, forbidden option, …).
+    #[error("{0}")]
+    Refused(String),
+    /// Not an error: SIGINT/SIGTERM stopped the run after a checkpoint was committed.
+    #[error("stopped by {signal} after writing checkpoint {generation} to {dir}; continue with: spillway resume {dir}")]
+    Stopped {
+        signal: &'static str,
+        generation: u64,
+        dir: String,
+    },
+}
+
+impl CheckpointError {
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> CheckpointError {
+        CheckpointError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CheckpointError::Io { .. } => exit::IO,
+            CheckpointError::Corrupt { .. } => exit::CORRUPT,
+            CheckpointError::Refused(_) => exit::USAGE,
+            CheckpointError::Stopped { .. } => exit::CHECKPOINTED,
+        }
+    }
+}
+
 /// Errors of an exploration run: any layer's error, tagged with the layer.
 #[derive(Debug, Error)]
 pub enum ExploreError {
@@ -201,6 +243,8 @@ pub enum ExploreError {
     Storage(#[from] StorageError),
     #[error("{0}")]
     Config(String),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
 }
 
 /// Process exit codes, documented in `--help` and the README.
@@ -219,7 +263,10 @@ pub mod exit {
     pub const CORRUPT: i32 = 5;
     /// A resource limit was hit (memory budget, state-id space, counter width).
     pub const LIMIT: i32 = 6;
-    /// The run was interrupted (SIGINT/SIGTERM).
+    /// SIGINT or SIGTERM stopped a checkpointed run after a checkpoint was written
+    /// (`spillway resume DIR` continues it).
+    pub const CHECKPOINTED: i32 = 7;
+    /// The run was interrupted (SIGINT/SIGTERM) without a checkpoint (shell convention).
     pub const INTERRUPTED: i32 = 130;
 }
 
@@ -235,6 +282,7 @@ impl ExploreError {
             ExploreError::Store(StoreError::Storage(e)) | ExploreError::Storage(e) => e.exit_code(),
             ExploreError::Store(_) => exit::INTERNAL,
             ExploreError::Config(_) => exit::USAGE,
+            ExploreError::Checkpoint(e) => e.exit_code(),
         }
     }
 }

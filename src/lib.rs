@@ -15,6 +15,7 @@
 //! assert_eq!((stats.states, stats.transitions), (243, 945));
 //! ```
 
+pub mod checkpoint;
 pub mod cli;
 pub mod engine;
 pub mod error;

@@ -7,11 +7,12 @@
 //! when every state of level `d` has been expanded.
 
 use super::open::OpenQueue;
-use super::{EngineOptions, ExploreStats, Order, Run};
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session, POLL_EVERY};
+use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
-use crate::storage::{SegQueue, Storage};
+use crate::storage::SegQueue;
 use crate::store::{Insert, StateBatch, StateStore};
 
 enum Open {
@@ -44,37 +45,98 @@ pub fn explore(
     store: &mut dyn StateStore,
     sink: &mut dyn LtsSink,
     opts: &EngineOptions,
-    storage: Option<&Storage>,
+    mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
+    let storage = session.storage;
     let mut run = Run::new(model, sink, opts)?;
     let mut state = Vec::new();
     let mut batch = StateBatch::default();
     let mut labels: Vec<LabelId> = Vec::new();
     let mut results: Vec<Insert> = Vec::new();
     let mut rec: Vec<u8> = Vec::new();
-    model.initial_state(&mut state)?;
-    let mut open = match store.insert(&state, None)? {
-        Insert::New(0) | Insert::Seen(0) => {
-            let mut probe = Vec::new();
-            if store.get(0, &mut probe)? {
-                Open::ById { next: 0 }
-            } else {
-                let mut q = match storage {
-                    Some(st) => Open::Spilled(Box::new(st.queue("bfs.open")?)),
-                    None => Open::Queue(OpenQueue::default()),
-                };
-                q.push(0, &state, &mut rec)?;
-                q
-            }
-        }
-        other => unreachable!("the initial state is numbered 0, got {other:?}"),
-    };
     // States left to expand in the current level, and states found for the next one.
     let mut level_left: u64 = 1;
     let mut next_level: u64 = 0;
     let mut depth: u64 = 0;
-    run.max_depth = 1;
+    let mut open = match session.resume.take() {
+        Some((mark, counters)) => {
+            let EngineMark::Bfs {
+                depth: d,
+                level_left: l,
+                next_level: n,
+                open,
+            } = mark
+            else {
+                return Err(ExploreError::Config(
+                    "the checkpoint is of a DFS run, not BFS".into(),
+                ));
+            };
+            run.restore(&counters);
+            (depth, level_left, next_level) = (d, l, n);
+            match (open, storage) {
+                (OpenMark::ById { next }, _) => Open::ById { next },
+                (OpenMark::Queue(m), Some(st)) => Open::Spilled(Box::new(st.open_queue(OPEN, &m)?)),
+                (OpenMark::Queue(_), None) => {
+                    return Err(ExploreError::Config(
+                        "resuming a BFS queue needs the run's storage".into(),
+                    ))
+                }
+            }
+        }
+        None => {
+            model.initial_state(&mut state)?;
+            let open = match store.insert(&state, None)? {
+                Insert::New(0) | Insert::Seen(0) => {
+                    let mut probe = Vec::new();
+                    if store.get(0, &mut probe)? {
+                        Open::ById { next: 0 }
+                    } else {
+                        let mut q = match storage {
+                            Some(st) => Open::Spilled(Box::new(st.queue(OPEN)?)),
+                            None => Open::Queue(OpenQueue::default()),
+                        };
+                        q.push(0, &state, &mut rec)?;
+                        q
+                    }
+                }
+                other => unreachable!("the initial state is numbered 0, got {other:?}"),
+            };
+            run.max_depth = 1;
+            open
+        }
+    };
+    let mut polls: u64 = 0;
     loop {
+        polls += 1;
+        if polls % POLL_EVERY == 0 {
+            if let Some(ck) = session.checkpoint.as_deref_mut() {
+                if let Some(due) = ck.due() {
+                    let (open_mark, files) = match &mut open {
+                        Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
+                        Open::Spilled(q) => {
+                            let m = q.flush()?;
+                            let files = q.files(&m);
+                            (OpenMark::Queue(m), files)
+                        }
+                        Open::Queue(_) => {
+                            return Err(ExploreError::Config(
+                                "a checkpointed run keeps its BFS queue in segment files".into(),
+                            ))
+                        }
+                    };
+                    let mark = EngineMark::Bfs {
+                        depth,
+                        level_left,
+                        next_level,
+                        open: open_mark,
+                    };
+                    commit_checkpoint(ck, due, &mut run, store, mark, files)?;
+                    if let Open::Spilled(q) = &mut open {
+                        q.release_retired()?;
+                    }
+                }
+            }
+        }
         let head = match &mut open {
             Open::ById { next } => {
                 if *next == store.len() {
@@ -139,6 +201,9 @@ pub fn explore(
     Ok(run.stats(store, Order::Bfs))
 }
 
+/// Name of the BFS open queue's files.
+const OPEN: &str = "bfs.open";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,12 +260,16 @@ mod tests {
         for st in [None, Some(&storage)] {
             let mut store = NoVectors(FullStore::new(model.state_len()));
             let opts = EngineOptions { progress: false };
+            let session = Session {
+                storage: st,
+                ..Session::default()
+            };
             let s = explore(
                 model.as_ref(),
                 &mut store,
                 &mut crate::lts::NullSink,
                 &opts,
-                st,
+                session,
             )
             .unwrap();
             assert_eq!((s.states, s.transitions), (243, 945));

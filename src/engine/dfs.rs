@@ -8,11 +8,12 @@
 //! state vector plus 4 bytes per enabled transition per level, wherever it lives.
 //! Depth is the largest number of frames (the stack plus the top).
 
-use super::{EngineOptions, ExploreStats, Order, Run};
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session, POLL_EVERY};
+use crate::checkpoint::EngineMark;
 use crate::error::{ExploreError, ModelError};
 use crate::lts::LtsSink;
 use crate::model::{Fired, Model, TransitionId};
-use crate::storage::{SegStack, Storage};
+use crate::storage::{FileMark, SegStack};
 use crate::store::{Insert, StateStore, Via};
 
 /// The decoded top frame.
@@ -88,30 +89,77 @@ pub fn explore(
     store: &mut dyn StateStore,
     sink: &mut dyn LtsSink,
     opts: &EngineOptions,
-    storage: Option<&Storage>,
+    mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
+    let storage = session.storage;
     let mut run = Run::new(model, sink, opts)?;
-    let mut frames = match storage {
-        Some(st) => Frames::Spilled(Box::new(st.stack("dfs.stack")?)),
-        None => Frames::Ram(Vec::new()),
-    };
     let mut depth: u64 = 1;
     let mut rec: Vec<u8> = Vec::new();
     let mut succ: Vec<u8> = Vec::new();
     let mut top = Top::default();
-
-    model.initial_state(&mut top.state)?;
-    let Insert::New(id) = store.insert(&top.state, None)? else {
-        unreachable!("the first insert into an empty store is new")
+    let mut frames = match session.resume.take() {
+        Some((mark, counters)) => {
+            let (
+                EngineMark::Dfs {
+                    depth: d,
+                    top: t,
+                    stack,
+                },
+                Some(st),
+            ) = (mark, storage)
+            else {
+                return Err(ExploreError::Config(
+                    "the checkpoint is not of a DFS run with segment storage".into(),
+                ));
+            };
+            run.restore(&counters);
+            depth = d;
+            decode(&t, &mut top);
+            Frames::Spilled(Box::new(st.open_stack(STACK, stack)?))
+        }
+        None => {
+            let frames = match storage {
+                Some(st) => Frames::Spilled(Box::new(st.stack(STACK)?)),
+                None => Frames::Ram(Vec::new()),
+            };
+            model.initial_state(&mut top.state)?;
+            let Insert::New(id) = store.insert(&top.state, None)? else {
+                unreachable!("the first insert into an empty store is new")
+            };
+            top.id = id;
+            model.enabled(&top.state, &mut top.enabled)?;
+            if top.enabled.is_empty() {
+                run.deadlocks += 1;
+            }
+            run.max_depth = 1;
+            frames
+        }
     };
-    top.id = id;
-    model.enabled(&top.state, &mut top.enabled)?;
-    if top.enabled.is_empty() {
-        run.deadlocks += 1;
-    }
-    run.max_depth = 1;
     let mut steps: u64 = 0;
     loop {
+        if steps % POLL_EVERY == 0 {
+            if let Some(ck) = session.checkpoint.as_deref_mut() {
+                if let Some(due) = ck.due() {
+                    let Frames::Spilled(stack) = &mut frames else {
+                        return Err(ExploreError::Config(
+                            "a checkpointed run keeps its DFS stack in segment files".into(),
+                        ));
+                    };
+                    let m = stack.flush()?;
+                    let files = vec![FileMark {
+                        name: format!("{STACK}.seg"),
+                        len: m.segment_len,
+                    }];
+                    encode(&top, &mut rec);
+                    let mark = EngineMark::Dfs {
+                        depth,
+                        top: rec.clone(),
+                        stack: m,
+                    };
+                    commit_checkpoint(ck, due, &mut run, store, mark, files)?;
+                }
+            }
+        }
         if top.cursor < top.enabled.len() {
             let t = top.enabled[top.cursor];
             top.cursor += 1;
@@ -161,3 +209,6 @@ pub fn explore(
     run.finish(store)?;
     Ok(run.stats(store, Order::Dfs))
 }
+
+/// Name of the DFS stack's file.
+const STACK: &str = "dfs.stack";

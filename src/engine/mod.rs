@@ -12,9 +12,11 @@ pub mod dfs;
 pub mod open;
 pub mod run;
 
-use crate::error::ExploreError;
+use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
+use crate::error::{CheckpointError, ExploreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
+use crate::storage::{FileMark, Storage};
 use crate::store::{Exactness, StateStore};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -83,6 +85,11 @@ pub struct ExploreStats {
     pub labels: u64,
     pub output: Option<String>,
     pub output_bytes: Option<u64>,
+    /// Checkpoints written by this process and the seconds they took in all.
+    pub checkpoints: u64,
+    pub checkpoint_seconds: f64,
+    /// The checkpoint generation this process resumed from (`spillway resume`).
+    pub resumed_from: Option<u64>,
 }
 
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
@@ -193,6 +200,23 @@ impl<'a> Run<'a> {
         p.shown = true;
     }
 
+    /// The counters a checkpoint records.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            transitions: self.transitions,
+            deadlocks: self.deadlocks,
+            max_depth: self.max_depth,
+            elapsed_seconds: 0.0,
+        }
+    }
+
+    /// Continues from a checkpoint's counters.
+    pub fn restore(&mut self, c: &Counters) {
+        self.transitions = c.transitions;
+        self.deadlocks = c.deadlocks;
+        self.max_depth = c.max_depth;
+    }
+
     /// Completes the output LTS.
     pub fn finish(&mut self, store: &dyn StateStore) -> Result<(), ExploreError> {
         self.sink.finish(&crate::lts::LtsSummary {
@@ -251,6 +275,9 @@ impl<'a> Run<'a> {
             labels: self.labels_defined as u64,
             output: None,
             output_bytes: None,
+            checkpoints: 0,
+            checkpoint_seconds: 0.0,
+            resumed_from: None,
         }
     }
 }
@@ -277,8 +304,66 @@ pub fn explore_in(
     opts: &EngineOptions,
     storage: Option<&crate::storage::Storage>,
 ) -> Result<ExploreStats, ExploreError> {
+    let session = Session {
+        storage,
+        ..Session::default()
+    };
+    explore_session(model, store, sink, order, opts, session)
+}
+
+/// What an engine needs besides the model, the store and the sink: the run's storage, the
+/// checkpointer of a checkpointed run, and the checkpoint to continue from.
+#[derive(Default)]
+pub struct Session<'a> {
+    pub storage: Option<&'a Storage>,
+    pub checkpoint: Option<&'a mut Checkpointer>,
+    /// Continue from this engine mark and these counters instead of the initial state (the
+    /// store and the sink must have been resumed from the same checkpoint).
+    pub resume: Option<(EngineMark, Counters)>,
+}
+
+/// [`explore`] within a session: checkpoints when they are due, and resuming.
+pub fn explore_session(
+    model: &dyn Model,
+    store: &mut dyn StateStore,
+    sink: &mut dyn LtsSink,
+    order: Order,
+    opts: &EngineOptions,
+    session: Session,
+) -> Result<ExploreStats, ExploreError> {
     match order {
-        Order::Bfs => bfs::explore(model, store, sink, opts, storage),
-        Order::Dfs => dfs::explore(model, store, sink, opts, storage),
+        Order::Bfs => bfs::explore(model, store, sink, opts, session),
+        Order::Dfs => dfs::explore(model, store, sink, opts, session),
+    }
+}
+
+/// How often (in expansions or steps) the engines ask whether a checkpoint is due.
+const POLL_EVERY: u64 = 256;
+
+/// Commits a checkpoint: the engine has made its own structures durable (`engine`,
+/// `engine_files`); then the store and the output writer do, and the manifest is written.
+/// Returns `Err(Stopped)` when the checkpoint was asked for by SIGINT/SIGTERM.
+pub(crate) fn commit_checkpoint(
+    ck: &mut Checkpointer,
+    due: Due,
+    run: &mut Run,
+    store: &mut dyn StateStore,
+    engine: EngineMark,
+    engine_files: Vec<FileMark>,
+) -> Result<(), ExploreError> {
+    let store_mark = store.checkpoint()?;
+    let output = match ck.output_partial {
+        Some(_) => Some(run.sink.checkpoint()?),
+        None => None,
+    };
+    ck.commit(engine, store_mark, output, run.counters(), engine_files)?;
+    match due {
+        Due::Stop(signal) => Err(CheckpointError::Stopped {
+            signal,
+            generation: ck.generation(),
+            dir: ck.dir().display().to_string(),
+        }
+        .into()),
+        Due::Periodic | Due::OnDemand => Ok(()),
     }
 }

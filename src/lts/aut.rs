@@ -8,7 +8,7 @@
 //! and parentheses, so a line is split at its *first* and *last* comma. Labels are stored without
 //! their quotes; the writer quotes every label.
 
-use super::{LtsSink, LtsSummary};
+use super::{LtsSink, LtsSummary, SinkMark};
 use crate::error::LtsError;
 use crate::model::LabelId;
 use std::collections::HashMap;
@@ -307,6 +307,47 @@ impl LtsSink for AutWriter {
         file.write_all(&header).map_err(io)?;
         file.sync_all().map_err(io)?;
         Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
+        let path = &self.path;
+        let io = |source| LtsError::Io {
+            path: path.clone(),
+            source,
+        };
+        self.out.flush().map_err(io)?;
+        self.out.get_ref().sync_all().map_err(io)?;
+        let len = self.out.stream_position().map_err(io)?;
+        let pending = (self.transitions, self.labels.clone());
+        Ok(SinkMark {
+            len,
+            pending: bincode::serde::encode_to_vec(&pending, bincode::config::standard())
+                .expect("encoding to a Vec cannot fail"),
+        })
+    }
+}
+
+impl AutWriter {
+    /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]).
+    pub fn resume(path: &Path, mark: &SinkMark) -> Result<Self, LtsError> {
+        let (transitions, labels): (u64, Vec<String>) =
+            match bincode::serde::decode_from_slice(&mark.pending, bincode::config::standard()) {
+                Ok((v, n)) if n == mark.pending.len() => v,
+                _ => {
+                    return Err(LtsError::Invalid(format!(
+                        "{}: the checkpoint's writer state does not decode",
+                        path.display()
+                    )))
+                }
+            };
+        let f = super::reopen_at(path, mark.len)?;
+        Ok(AutWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, f),
+            labels,
+            transitions,
+            line: Vec::with_capacity(128),
+        })
     }
 }
 

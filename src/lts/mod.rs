@@ -27,6 +27,48 @@ pub trait LtsSink {
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError>;
     /// Completes the file; a file whose writer never finished must not read as a valid LTS.
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError>;
+    /// Writes and syncs everything that can be written without changing the file a finished
+    /// run would produce, and returns what [`LtsFormat::resume`] needs to continue: the
+    /// file length to keep and the writer's pending state (e.g. a partial edge block, which
+    /// is *not* written, so that block boundaries do not depend on when checkpoints happen).
+    fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
+        Err(LtsError::Invalid(
+            "this output format cannot be checkpointed (use .slts or .aut)".into(),
+        ))
+    }
+}
+
+/// Where a checkpointed writer stands: `len` bytes of its file are final, `pending` is its
+/// own serialised state (see [`LtsSink::checkpoint`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SinkMark {
+    pub len: u64,
+    pub pending: Vec<u8>,
+}
+
+/// Opens `path` to continue writing after its first `len` bytes (cut there), checking that
+/// it is at least that long; the writer position is at `len`.
+pub(crate) fn reopen_at(path: &Path, len: u64) -> Result<std::fs::File, LtsError> {
+    use std::io::{Seek, SeekFrom};
+    let io = |source| LtsError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    let have = f.metadata().map_err(io)?.len();
+    if have < len {
+        return Err(LtsError::Invalid(format!(
+            "{}: the checkpoint needs its first {len} bytes but the file has only {have}",
+            path.display()
+        )));
+    }
+    f.set_len(len).map_err(io)?;
+    f.seek(SeekFrom::Start(len)).map_err(io)?;
+    Ok(f)
 }
 
 /// Stores `name` as label `id` in a writer's label table, growing it as needed (labels are
@@ -65,6 +107,9 @@ impl LtsSink for NullSink {
     }
     fn finish(&mut self, _: &LtsSummary) -> Result<(), LtsError> {
         Ok(())
+    }
+    fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
+        Ok(SinkMark::default())
     }
 }
 
@@ -109,6 +154,33 @@ impl LtsFormat {
             LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path)?),
             LtsFormat::Dot => Box::new(dot::DotWriter::create(path)?),
         })
+    }
+
+    /// Continues a file written up to a checkpoint: `mark.len` bytes of `path` are kept
+    /// (their CRC-32 is `crc`, already checked by the caller) and the writer's pending state
+    /// is restored.
+    pub fn resume(
+        self,
+        path: &Path,
+        mark: &SinkMark,
+        crc: u32,
+    ) -> Result<Box<dyn LtsSink>, LtsError> {
+        Ok(match self {
+            LtsFormat::Native => Box::new(native::NativeWriter::resume(path, mark, crc)?),
+            LtsFormat::Aut => Box::new(aut::AutWriter::resume(path, mark)?),
+            LtsFormat::Fsm | LtsFormat::Dot => {
+                return Err(LtsError::Invalid(format!(
+                    "{}: {} output cannot be checkpointed (use .slts or .aut)",
+                    path.display(),
+                    self.name()
+                )))
+            }
+        })
+    }
+
+    /// Whether a run writing this format can be checkpointed.
+    pub fn checkpointable(self) -> bool {
+        matches!(self, LtsFormat::Native | LtsFormat::Aut)
     }
 
     /// Whether spillway can read this format back (the post-processing tools' inputs).

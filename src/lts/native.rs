@@ -7,7 +7,7 @@
 //! a killed run — is rejected, never read as a shorter LTS. Block boundaries depend only on the
 //! edge count, never on timing, so equal explorations give byte-identical files.
 
-use super::{LtsSink, LtsSummary};
+use super::{LtsSink, LtsSummary, SinkMark};
 use crate::error::LtsError;
 use crate::model::LabelId;
 use std::fs::File;
@@ -133,6 +133,54 @@ impl NativeWriter {
         let crc = crc32fast::hash(&header);
         header.extend_from_slice(&crc.to_le_bytes());
         file.write(&header)?;
+        let mut w = NativeWriter {
+            path: path.to_path_buf(),
+            tx: None,
+            worker: None,
+            raw: Vec::with_capacity(1 << 20),
+            records: 0,
+            prev_src: 0,
+            blocks: 0,
+            transitions: 0,
+            labels: Vec::new(),
+        };
+        w.start(file)?;
+        Ok(w)
+    }
+
+    /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]); `crc` is the
+    /// CRC-32 of its first `mark.len` bytes, from which the whole-file checksum continues.
+    pub fn resume(path: &Path, mark: &SinkMark, crc: u32) -> Result<Self, LtsError> {
+        let io = |source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let pending: Pending = decode_pending(path, &mark.pending)?;
+        let f = super::reopen_at(path, mark.len)?;
+        let file = BlockFile {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, f),
+            body_crc: crc32fast::Hasher::new_with_initial_len(crc, mark.len),
+            offset: mark.len,
+            compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?,
+        };
+        let mut w = NativeWriter {
+            path: path.to_path_buf(),
+            tx: None,
+            worker: None,
+            raw: pending.raw,
+            records: pending.records,
+            prev_src: pending.prev_src,
+            blocks: pending.blocks,
+            transitions: pending.transitions,
+            labels: pending.labels,
+        };
+        w.start(file)?;
+        Ok(w)
+    }
+
+    /// Starts the background thread that compresses and writes edge blocks to `file`.
+    fn start(&mut self, mut file: BlockFile) -> Result<(), LtsError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u32, Vec<u8>)>(QUEUED_BLOCKS);
         let worker = std::thread::Builder::new()
             .name("lts-writer".into())
@@ -142,18 +190,13 @@ impl NativeWriter {
                 }
                 Ok(file)
             })
-            .map_err(io)?;
-        Ok(NativeWriter {
-            path: path.to_path_buf(),
-            tx: Some(tx),
-            worker: Some(worker),
-            raw: Vec::with_capacity(1 << 20),
-            records: 0,
-            prev_src: 0,
-            blocks: 0,
-            transitions: 0,
-            labels: Vec::new(),
-        })
+            .map_err(|source| LtsError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.tx = Some(tx);
+        self.worker = Some(worker);
+        Ok(())
     }
 
     /// Stops the background thread and takes the file back (or the thread's error).
@@ -251,6 +294,51 @@ impl LtsSink for NativeWriter {
         file.out.flush().map_err(|e| file.io(e))?;
         file.out.get_ref().sync_all().map_err(|e| file.io(e))?;
         Ok(())
+    }
+
+    fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
+        // Let the thread write every full block handed to it, sync, and start it again; the
+        // partial block stays pending (in the mark), so block boundaries stay where an
+        // uninterrupted run puts them.
+        let mut file = self.join()?;
+        file.out.flush().map_err(|e| file.io(e))?;
+        file.out.get_ref().sync_all().map_err(|e| file.io(e))?;
+        let len = file.offset;
+        self.start(file)?;
+        let pending = Pending {
+            raw: self.raw.clone(),
+            records: self.records,
+            prev_src: self.prev_src,
+            blocks: self.blocks,
+            transitions: self.transitions,
+            labels: self.labels.clone(),
+        };
+        Ok(SinkMark {
+            len,
+            pending: bincode::serde::encode_to_vec(&pending, bincode::config::standard())
+                .expect("encoding to a Vec cannot fail"),
+        })
+    }
+}
+
+/// The writer state a checkpoint keeps: the partial edge block and the counters.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Pending {
+    raw: Vec<u8>,
+    records: u32,
+    prev_src: u64,
+    blocks: u32,
+    transitions: u64,
+    labels: Vec<String>,
+}
+
+fn decode_pending<T: serde::de::DeserializeOwned>(path: &Path, blob: &[u8]) -> Result<T, LtsError> {
+    match bincode::serde::decode_from_slice(blob, bincode::config::standard()) {
+        Ok((v, n)) if n == blob.len() => Ok(v),
+        _ => Err(LtsError::Invalid(format!(
+            "{}: the checkpoint's writer state does not decode",
+            path.display()
+        ))),
     }
 }
 

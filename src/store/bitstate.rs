@@ -11,8 +11,12 @@
 //! report the union bound `min(1, Σ p_i)` over the states found, which is also the expected
 //! number of omitted states (`expected_omitted_states`).
 
-use super::{Exactness, Insert, StateId, StateStore, Via, UNNUMBERED};
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via, UNNUMBERED,
+};
 use crate::error::StoreError;
+use crate::storage::segment::HashId;
+use crate::storage::{FileMark, SegVec, Storage, VecMark};
 use serde_json::json;
 
 pub struct BitstateStore {
@@ -22,7 +26,23 @@ pub struct BitstateStore {
     count: u64,
     generated: u64,
     expected_omitted: f64,
+    /// Checkpointed runs: every new state's 128-bit hash in id order, so that a resume can
+    /// set the same bits again (a checkpoint never copies the bit array).
+    log: Option<SegVec>,
 }
+
+/// What a checkpoint records (see [`StateStore::checkpoint`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mark {
+    log2_bits: u32,
+    k: u32,
+    count: u64,
+    generated: u64,
+    expected_omitted: f64,
+    log: VecMark,
+}
+
+const LOG: &str = "bitstate.log";
 
 impl BitstateStore {
     /// A bit array of `2^log2_bits` bits (10..=40) and `k` (1..=32) hash functions.
@@ -42,18 +62,35 @@ impl BitstateStore {
             count: 0,
             generated: 0,
             expected_omitted: 0.0,
+            log: None,
         })
     }
-}
 
-impl StateStore for BitstateStore {
-    fn name(&self) -> &'static str {
-        "bitstate"
+    /// A store that logs its hashes in `storage` (a checkpointed run's directory).
+    pub fn logged(log2_bits: u32, k: u32, storage: &Storage) -> Result<Self, StoreError> {
+        let mut s = Self::new(log2_bits, k)?;
+        s.log = Some(storage.sequential_vec(LOG, 16, HashId::None)?);
+        Ok(s)
     }
 
-    fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
-        self.generated += 1;
-        let h = xxhash_rust::xxh3::xxh3_128(state);
+    /// Reopens a store checkpointed at `mark`: the bits are set again from the log.
+    pub fn resume(storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+        let m: Mark = decode_blob("bitstate", &mark.blob)?;
+        let log = storage.open_sequential_vec(LOG, m.log)?;
+        let mut s = Self::new(m.log2_bits, m.k)?;
+        log.scan(|_, h| {
+            s.set_bits(u128::from_le_bytes(h.try_into().expect("16-byte records")));
+        })?;
+        s.count = m.count;
+        s.generated = m.generated;
+        s.expected_omitted = m.expected_omitted;
+        s.log = Some(log);
+        Ok(s)
+    }
+
+    /// Sets the `k` bits of hash `h`; whether they were all set already.
+    #[inline]
+    fn set_bits(&mut self, h: u128) -> bool {
         let (h1, h2) = (h as u64, ((h >> 64) as u64) | 1);
         let mask = (1u64 << self.log2_bits) - 1;
         let mut all_set = true;
@@ -65,8 +102,23 @@ impl StateStore for BitstateStore {
                 self.words[w] |= 1 << b;
             }
         }
-        if all_set {
+        all_set
+    }
+}
+
+impl StateStore for BitstateStore {
+    fn name(&self) -> &'static str {
+        "bitstate"
+    }
+
+    fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
+        self.generated += 1;
+        let h = xxhash_rust::xxh3::xxh3_128(state);
+        if self.set_bits(h) {
             return Ok(Insert::Seen(UNNUMBERED));
+        }
+        if let Some(log) = &mut self.log {
+            log.push(&h.to_le_bytes())?;
         }
         let m = (1u64 << self.log2_bits) as f64;
         let k = self.k as f64;
@@ -92,6 +144,34 @@ impl StateStore for BitstateStore {
 
     fn ram_bytes(&self) -> u64 {
         self.words.capacity() as u64 * 8
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, |l| l.disk_bytes())
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let Some(log) = &mut self.log else {
+            return Err(StoreError::Invalid {
+                store: "bitstate",
+                message: "built without a hash log; cannot checkpoint".into(),
+            });
+        };
+        let lm = log.flush()?;
+        Ok(StoreMark {
+            blob: encode_blob(&Mark {
+                log2_bits: self.log2_bits,
+                k: self.k,
+                count: self.count,
+                generated: self.generated,
+                expected_omitted: self.expected_omitted,
+                log: lm,
+            }),
+            files: vec![FileMark {
+                name: format!("{LOG}.seg"),
+                len: lm.segment_len,
+            }],
+        })
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

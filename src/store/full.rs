@@ -13,10 +13,12 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::slots::Slots;
-use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark, Via,
+};
 use crate::error::{StorageError, StoreError};
 use crate::storage::segment::HashId;
-use crate::storage::{Account, Budget, SegVec, Storage};
+use crate::storage::{Account, Budget, FileMark, SegVec, Storage, VecMark};
 use std::sync::Arc;
 
 /// Stable state hash: xxh3-64, seed 0. Its identity is recorded wherever hashes are persisted.
@@ -30,6 +32,19 @@ const HASHES_ABOVE_WIDTH: usize = 32;
 
 /// Largest number of states: ids are stored as `id + 1` in 32 bits.
 const MAX_STATES: u64 = u32::MAX as u64 - 1;
+
+/// File names of the spilled state vectors and hashes.
+const STATES: &str = "full.states";
+const HASHES: &str = "full.hashes";
+
+/// What a checkpoint records (see [`StateStore::checkpoint`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mark {
+    width: usize,
+    count: u64,
+    states: VecMark,
+    hashes: Option<VecMark>,
+}
 
 /// The full state table.
 pub struct FullStore {
@@ -133,10 +148,10 @@ impl FullStore {
             )
             .into());
         };
-        let states = storage.vec("full.states", w)?;
+        let states = storage.vec(STATES, w)?;
         let hashes = if w > HASHES_ABOVE_WIDTH {
             Some(Box::new(storage.sequential_vec(
-                "full.hashes",
+                HASHES,
                 8,
                 HashId::Xxh3Seed0,
             )?))
@@ -151,6 +166,27 @@ impl FullStore {
         };
         account.set((s.slots.len() * 8) as u64, 0, 0);
         s.index_account = Some((account, storage.budget.clone()));
+        Ok(s)
+    }
+
+    /// Reopens a spilling store checkpointed at `mark`; the index is rebuilt from the stored
+    /// hashes (or states), as when it grows.
+    pub fn resume(storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+        let m: Mark = decode_blob("full", &mark.blob)?;
+        let states = storage.open_vec(STATES, m.states)?;
+        let hashes = match m.hashes {
+            Some(hm) => Some(Box::new(storage.open_sequential_vec(HASHES, hm)?)),
+            None => None,
+        };
+        let account = storage.budget.account("full.index");
+        let mut s = FullStore::new(Some(m.width));
+        s.arena = Arena::Seg {
+            states: Box::new(states),
+            hashes,
+        };
+        s.index_account = Some((account, storage.budget.clone()));
+        s.count = m.count;
+        s.reserve(0)?;
         Ok(s)
     }
 
@@ -382,6 +418,39 @@ impl StateStore for FullStore {
                 states.disk_bytes() + hashes.as_ref().map_or(0, |h| h.disk_bytes())
             }
         }
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let (Arena::Seg { states, hashes }, Some(w)) = (&mut self.arena, self.width) else {
+            return Err(StoreError::Invalid {
+                store: "full",
+                message: "a store in RAM cannot be checkpointed (it needs segment files)".into(),
+            });
+        };
+        let sm = states.flush()?;
+        let hm = match hashes {
+            Some(h) => Some(h.flush()?),
+            None => None,
+        };
+        let mut files = vec![FileMark {
+            name: format!("{STATES}.seg"),
+            len: sm.segment_len,
+        }];
+        if let Some(hm) = &hm {
+            files.push(FileMark {
+                name: format!("{HASHES}.seg"),
+                len: hm.segment_len,
+            });
+        }
+        Ok(StoreMark {
+            blob: encode_blob(&Mark {
+                width: w,
+                count: self.count,
+                states: sm,
+                hashes: hm,
+            }),
+            files,
+        })
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

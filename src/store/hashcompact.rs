@@ -11,8 +11,12 @@
 //! each of the `g - n` revisits could have been a new state that collided with one of at most
 //! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
 
-use super::{descriptor, Exactness, Insert, StateId, StateStore, Via};
+use super::{
+    decode_blob, descriptor, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via,
+};
 use crate::error::StoreError;
+use crate::storage::segment::HashId;
+use crate::storage::{FileMark, SegVec, Storage, VecMark};
 use serde_json::json;
 
 const MAX_STATES: u64 = u32::MAX as u64 - 1;
@@ -24,7 +28,21 @@ pub struct HashCompactStore {
     count: u64,
     generated: u64,
     shift: u32,
+    /// Checkpointed runs: every new state's descriptor in id order, so that a resume can
+    /// rebuild the table (a checkpoint never copies it).
+    log: Option<SegVec>,
 }
+
+/// What a checkpoint records (see [`StateStore::checkpoint`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mark {
+    bits: u32,
+    count: u64,
+    generated: u64,
+    log: VecMark,
+}
+
+const LOG: &str = "hashcompact.log";
 
 #[inline(always)]
 fn home(key: u64, shift: u32) -> usize {
@@ -46,7 +64,39 @@ impl HashCompactStore {
             count: 0,
             generated: 0,
             shift: 64 - 10,
+            log: None,
         })
+    }
+
+    /// A store that logs its descriptors in `storage` (a checkpointed run's directory).
+    pub fn logged(bits: u32, storage: &Storage) -> Result<Self, StoreError> {
+        let mut s = Self::new(bits)?;
+        s.log = Some(storage.sequential_vec(LOG, 8, HashId::None)?);
+        Ok(s)
+    }
+
+    /// Reopens a store checkpointed at `mark`: the table is rebuilt from the log.
+    pub fn resume(storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+        let m: Mark = decode_blob("hashcompact", &mark.blob)?;
+        let log = storage.open_sequential_vec(LOG, m.log)?;
+        let mut s = Self::new(m.bits)?;
+        log.scan(|id, k| {
+            if (id + 1) * 4 > s.keys.len() as u64 * 3 {
+                s.grow();
+            }
+            let k = u64::from_le_bytes(k.try_into().expect("8-byte records"));
+            let mask = s.keys.len() - 1;
+            let mut i = home(k, s.shift);
+            while s.ids[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            s.keys[i] = k;
+            s.ids[i] = id as u32 + 1;
+        })?;
+        s.count = m.count;
+        s.generated = m.generated;
+        s.log = Some(log);
+        Ok(s)
     }
 
     fn grow(&mut self) {
@@ -112,7 +162,36 @@ impl StateStore for HashCompactStore {
         self.keys[i] = k;
         self.ids[i] = id as u32 + 1;
         self.count += 1;
+        if let Some(log) = &mut self.log {
+            log.push(&k.to_le_bytes())?;
+        }
         Ok(Insert::New(id))
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let Some(log) = &mut self.log else {
+            return Err(StoreError::Invalid {
+                store: "hashcompact",
+                message: "built without a descriptor log; cannot checkpoint".into(),
+            });
+        };
+        let lm = log.flush()?;
+        Ok(StoreMark {
+            blob: encode_blob(&Mark {
+                bits: self.bits,
+                count: self.count,
+                generated: self.generated,
+                log: lm,
+            }),
+            files: vec![FileMark {
+                name: format!("{LOG}.seg"),
+                len: lm.segment_len,
+            }],
+        })
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.log.as_ref().map_or(0, |l| l.disk_bytes())
     }
 
     fn len(&self) -> u64 {

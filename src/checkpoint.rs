@@ -1,0 +1,500 @@
+//! Checkpoints of a running exploration, and resuming from them (docs/CHECKPOINT.md).
+//!
+//! A checkpoint is a consistent cut taken between two expansions: the engine's position
+//! (BFS level counters and open queue, or DFS top frame and stack), the store, the output
+//! writer and the counters. Every component first makes its own files durable and returns a
+//! small *mark* (lengths, counters, pending bytes); [`Checkpointer::commit`] then checksums
+//! the new bytes of every file, writes the manifest — marks, file lengths and CRC-32s —
+//! to `manifest.tmp`, fsyncs it and the directory, and renames it over `manifest`. The
+//! rename is the commit point: before it the previous checkpoint stands, after it the new
+//! one. Files are append-only (segments never rewrite a byte a checkpoint covers), so a
+//! checkpoint costs time in what changed since the last one, not in the size of the
+//! state space.
+//!
+//! On resume, [`load`] checks the manifest (magic, version, length, checksum) and the CRC-32
+//! of every file prefix it names *before* anything is opened for writing, so a damaged
+//! checkpoint is refused with nothing changed on disk.
+
+use crate::error::CheckpointError;
+use crate::lts::SinkMark;
+use crate::storage::{FileMark, QueueMark, StackMark};
+use crate::store::StoreMark;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// File name of the manifest in the run directory.
+pub const MANIFEST: &str = "manifest";
+const MANIFEST_TMP: &str = "manifest.tmp";
+pub const MAGIC: &[u8; 8] = b"SPILLCKP";
+/// Manifest format version; a manifest of another version is refused.
+pub const VERSION: u32 = 1;
+/// Magic + version + payload length.
+const PREFIX_LEN: usize = 8 + 4 + 8;
+
+/// Everything needed to continue a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// 1 for the first checkpoint of a run, then +1 per checkpoint.
+    pub generation: u64,
+    /// The spillway version that wrote it (informative).
+    pub spillway: String,
+    pub run: RunSpec,
+    pub engine: EngineMark,
+    pub store: StoreMark,
+    /// The output writer's mark, when the run writes an LTS.
+    pub output: Option<SinkMark>,
+    pub counters: Counters,
+    /// Every file the checkpoint needs, with the length and CRC-32 of the needed prefix.
+    pub files: Vec<FileEntry>,
+}
+
+/// How the run was started: enough to rebuild its configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// The `spillway explore` arguments, as given.
+    pub args: Vec<String>,
+    /// The working directory they were given in (relative paths are resolved against it).
+    pub cwd: PathBuf,
+    /// The model file (absolute) and the xxh3-64 of its bytes: a changed model is refused.
+    pub model: PathBuf,
+    pub model_digest: u64,
+    /// Place-counter bits in use (P/T nets; 0 for other models).
+    pub token_bits: u8,
+    /// The final output path (absolute), if any; the run writes `OUT.partial` until done.
+    pub output: Option<PathBuf>,
+}
+
+/// The engine's counters at the checkpoint.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Counters {
+    pub transitions: u64,
+    pub deadlocks: u64,
+    pub max_depth: u64,
+    /// Seconds spent exploring by earlier processes of this run.
+    pub elapsed_seconds: f64,
+}
+
+/// Where the search stood.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum EngineMark {
+    Bfs {
+        /// Depth of the level being expanded, states left in it, states found for the next.
+        depth: u64,
+        level_left: u64,
+        next_level: u64,
+        open: OpenMark,
+    },
+    Dfs {
+        /// Frames on the stack plus the top.
+        depth: u64,
+        /// The decoded top frame, encoded as a stack record.
+        top: Vec<u8>,
+        stack: StackMark,
+    },
+}
+
+/// The BFS open set.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum OpenMark {
+    /// The store keeps states: the open set is the id range `[next, store.len())`.
+    ById { next: u64 },
+    /// A segment queue of `(id, state)` records.
+    Queue(QueueMark),
+}
+
+/// A file a checkpoint needs: its first `len` bytes, whose CRC-32 is `crc`. `name` is
+/// relative to the run directory, or absolute (the output file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub len: u64,
+    pub crc: u32,
+}
+
+/// Why a checkpoint is taken now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// The interval elapsed.
+    Periodic,
+    /// SIGUSR1: write one and continue.
+    OnDemand,
+    /// SIGINT or SIGTERM: write one and stop.
+    Stop(&'static str),
+}
+
+static STOP_INT: AtomicBool = AtomicBool::new(false);
+static STOP_TERM: AtomicBool = AtomicBool::new(false);
+static ON_DEMAND: AtomicBool = AtomicBool::new(false);
+
+/// Installs the handlers of a checkpointed run: SIGINT and SIGTERM ask for a checkpoint and
+/// a clean stop (a second one exits at once, with the last checkpoint intact), SIGUSR1 for a
+/// checkpoint. Also ignores SIGXFSZ, so that a file-size limit is an I/O error (EFBIG), not
+/// a crash.
+pub fn install_signal_handlers() -> Result<(), CheckpointError> {
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGXFSZ};
+    let io = |e: std::io::Error| {
+        CheckpointError::Refused(format!("cannot install signal handlers: {e}"))
+    };
+    // The shutdown handlers go first: they fire only once the flag is already set.
+    signal_hook::flag::register_conditional_shutdown(SIGINT, 130, &STOP_INT).map_err(io)?;
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, &STOP_TERM).map_err(io)?;
+    signal_hook::flag::register(SIGINT, &STOP_INT).map_err(io)?;
+    signal_hook::flag::register(SIGTERM, &STOP_TERM).map_err(io)?;
+    signal_hook::flag::register(SIGUSR1, &ON_DEMAND).map_err(io)?;
+    static IGNORED: AtomicBool = AtomicBool::new(false);
+    signal_hook::flag::register(SIGXFSZ, &IGNORED).map_err(io)?;
+    Ok(())
+}
+
+/// Parses a checkpoint interval: `30s`, `10m`, `2h`, a number of seconds, or `off` (only
+/// on signals).
+pub fn parse_interval(s: &str) -> Result<Option<Duration>, String> {
+    let t = s.trim();
+    if t == "off" || t == "never" {
+        return Ok(None);
+    }
+    let (num, unit) = match t.chars().last() {
+        Some('s') => (&t[..t.len() - 1], 1.0),
+        Some('m') => (&t[..t.len() - 1], 60.0),
+        Some('h') => (&t[..t.len() - 1], 3600.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not an interval (examples: 30s, 10m, 2h, off)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("'{s}' is not a positive interval"));
+    }
+    Ok(Some(Duration::from_secs_f64(v * unit)))
+}
+
+/// Takes the checkpoints of one run.
+pub struct Checkpointer {
+    dir: PathBuf,
+    interval: Option<Duration>,
+    last: Instant,
+    pub spec: RunSpec,
+    generation: u64,
+    /// Length and CRC-32 of each file's prefix at the last checkpoint.
+    ledger: HashMap<String, (u64, u32)>,
+    /// Where the output is written until it is complete (absolute), when there is one.
+    pub output_partial: Option<PathBuf>,
+    /// Checkpoints written by this process and the seconds they took.
+    pub written: u64,
+    pub seconds: f64,
+    /// Exploration seconds of earlier processes of this run.
+    pub elapsed_before: f64,
+    started: Instant,
+}
+
+impl Checkpointer {
+    /// A checkpointer for a run in `dir`; `last` is the manifest resumed from, if any.
+    pub fn new(
+        dir: &Path,
+        interval: Option<Duration>,
+        spec: RunSpec,
+        output_partial: Option<PathBuf>,
+        last: Option<&Manifest>,
+    ) -> Checkpointer {
+        Checkpointer {
+            dir: dir.to_path_buf(),
+            interval,
+            last: Instant::now(),
+            spec,
+            generation: last.map_or(0, |m| m.generation),
+            ledger: last
+                .map(|m| {
+                    m.files
+                        .iter()
+                        .map(|f| (f.name.clone(), (f.len, f.crc)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            output_partial,
+            written: 0,
+            seconds: 0.0,
+            elapsed_before: last.map_or(0.0, |m| m.counters.elapsed_seconds),
+            started: Instant::now(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether a checkpoint is due: a signal arrived or the interval elapsed. Cheap enough to
+    /// call every few hundred expansions.
+    pub fn due(&mut self) -> Option<Due> {
+        if STOP_INT.load(Ordering::Relaxed) {
+            return Some(Due::Stop("SIGINT"));
+        }
+        if STOP_TERM.load(Ordering::Relaxed) {
+            return Some(Due::Stop("SIGTERM"));
+        }
+        if ON_DEMAND.swap(false, Ordering::Relaxed) {
+            return Some(Due::OnDemand);
+        }
+        match self.interval {
+            Some(iv) if self.last.elapsed() >= iv => Some(Due::Periodic),
+            _ => None,
+        }
+    }
+
+    /// Commits a checkpoint whose components have made their files durable and returned
+    /// their marks (see the module docs for the protocol). `files` lists the run-directory
+    /// files the engine and the store need; the output file is added from `output`.
+    pub fn commit(
+        &mut self,
+        engine: EngineMark,
+        store: StoreMark,
+        output: Option<SinkMark>,
+        mut counters: Counters,
+        engine_files: Vec<FileMark>,
+    ) -> Result<(), CheckpointError> {
+        let t0 = Instant::now();
+        let mut marks = engine_files;
+        marks.extend(store.files.iter().cloned());
+        if let (Some(out), Some(path)) = (&output, &self.output_partial) {
+            marks.push(FileMark {
+                name: path.display().to_string(),
+                len: out.len,
+            });
+        }
+        let mut files = Vec::with_capacity(marks.len());
+        for m in &marks {
+            let crc = self.prefix_crc(&m.name, m.len)?;
+            files.push(FileEntry {
+                name: m.name.clone(),
+                len: m.len,
+                crc,
+            });
+        }
+        counters.elapsed_seconds = self.elapsed_before + self.started.elapsed().as_secs_f64();
+        let manifest = Manifest {
+            generation: self.generation + 1,
+            spillway: env!("CARGO_PKG_VERSION").to_string(),
+            run: self.spec.clone(),
+            engine,
+            store,
+            output,
+            counters,
+            files,
+        };
+        // New segment files' directory entries must be durable before the manifest that
+        // names them; so must the output file's (it lives elsewhere).
+        sync_dir(&self.dir)?;
+        if let Some(parent) = self.output_partial.as_ref().and_then(|p| p.parent()) {
+            sync_dir(parent)?;
+        }
+        write_manifest(&self.dir, &manifest)?;
+        self.generation = manifest.generation;
+        self.ledger = manifest
+            .files
+            .iter()
+            .map(|f| (f.name.clone(), (f.len, f.crc)))
+            .collect();
+        self.written += 1;
+        self.seconds += t0.elapsed().as_secs_f64();
+        self.last = Instant::now();
+        Ok(())
+    }
+
+    /// CRC-32 of the first `len` bytes of file `name`: the ledger's value combined with the
+    /// bytes appended since, so only new bytes are read.
+    fn prefix_crc(&self, name: &str, len: u64) -> Result<u32, CheckpointError> {
+        let path = self.dir.join(name);
+        let (from, mut hasher) = match self.ledger.get(name) {
+            Some(&(l, c)) if l <= len => (l, crc32fast::Hasher::new_with_initial_len(c, l)),
+            _ => (0, crc32fast::Hasher::new()),
+        };
+        let f = File::open(&path).map_err(|e| CheckpointError::io(&path, e))?;
+        let mut tail = crc32fast::Hasher::new();
+        read_range(&f, &path, from, len, |b| tail.update(b))?;
+        hasher.combine(&tail);
+        Ok(hasher.finalize())
+    }
+}
+
+/// Calls `f` with the bytes `[from, to)` of `f`, in pieces.
+fn read_range(
+    f: &File,
+    path: &Path,
+    from: u64,
+    to: u64,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(), CheckpointError> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(buf.len());
+        let got = f
+            .read_at(&mut buf[..n], at)
+            .map_err(|e| CheckpointError::io(path, e))?;
+        if got == 0 {
+            return Err(CheckpointError::Corrupt {
+                path: path.to_path_buf(),
+                problem: format!("the file ends at byte {at}; the checkpoint needs {to} bytes"),
+            });
+        }
+        each(&buf[..got]);
+        at += got as u64;
+    }
+    Ok(())
+}
+
+/// Makes the directory's entries (new files, renames) durable.
+pub fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| CheckpointError::io(dir, e))
+}
+
+/// Writes `manifest` atomically: `manifest.tmp`, fsync, rename, fsync the directory.
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CheckpointError> {
+    let payload = bincode::serde::encode_to_vec(manifest, bincode::config::standard())
+        .expect("encoding to a Vec cannot fail");
+    let mut bytes = Vec::with_capacity(PREFIX_LEN + payload.len() + 4);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    let tmp = dir.join(MANIFEST_TMP);
+    let mut f = File::create(&tmp).map_err(|e| CheckpointError::io(&tmp, e))?;
+    f.write_all(&bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| CheckpointError::io(&tmp, e))?;
+    drop(f);
+    let path = dir.join(MANIFEST);
+    std::fs::rename(&tmp, &path).map_err(|e| CheckpointError::io(&path, e))?;
+    sync_dir(dir)
+}
+
+/// Reads and checks the manifest of `dir`, then checks every file prefix it names. Opens
+/// nothing for writing: a refused checkpoint is left exactly as it was.
+pub fn load(dir: &Path) -> Result<Manifest, CheckpointError> {
+    let path = dir.join(MANIFEST);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CheckpointError::Refused(format!(
+                "{}: no checkpoint here (no manifest); was the run started with --checkpoint-every and this --workdir?",
+                dir.display()
+            )))
+        }
+        Err(e) => return Err(CheckpointError::io(&path, e)),
+    };
+    let corrupt = |problem: String| CheckpointError::Corrupt {
+        path: path.clone(),
+        problem,
+    };
+    if bytes.len() < PREFIX_LEN + 4 {
+        return Err(corrupt(format!(
+            "truncated: {} bytes, a manifest has at least {}",
+            bytes.len(),
+            PREFIX_LEN + 4
+        )));
+    }
+    if &bytes[0..8] != MAGIC {
+        return Err(corrupt(format!(
+            "not a spillway manifest: magic {:02x?}, expected \"SPILLCKP\"",
+            &bytes[0..8]
+        )));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    if version != VERSION {
+        return Err(corrupt(format!(
+            "manifest format version {version}; this spillway reads version {VERSION}"
+        )));
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
+    let want = PREFIX_LEN as u64 + len + 4;
+    if bytes.len() as u64 != want {
+        return Err(corrupt(format!(
+            "truncated or extended: {} bytes, the header says {want}",
+            bytes.len()
+        )));
+    }
+    let body = &bytes[..bytes.len() - 4];
+    let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+    let computed = crc32fast::hash(body);
+    if stored != computed {
+        return Err(corrupt(format!(
+            "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+        )));
+    }
+    let manifest: Manifest =
+        match bincode::serde::decode_from_slice(&body[PREFIX_LEN..], bincode::config::standard()) {
+            Ok((m, n)) if n == body.len() - PREFIX_LEN => m,
+            Ok(_) => return Err(corrupt("trailing bytes after the manifest".into())),
+            Err(e) => return Err(corrupt(format!("does not decode: {e}"))),
+        };
+    for f in &manifest.files {
+        let p = dir.join(&f.name);
+        let file = File::open(&p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => CheckpointError::Corrupt {
+                path: p.clone(),
+                problem: "missing; the checkpoint needs it".into(),
+            },
+            _ => CheckpointError::io(&p, e),
+        })?;
+        let have = file
+            .metadata()
+            .map_err(|e| CheckpointError::io(&p, e))?
+            .len();
+        if have < f.len {
+            return Err(CheckpointError::Corrupt {
+                path: p,
+                problem: format!(
+                    "truncated: {have} bytes, the checkpoint needs the first {}",
+                    f.len
+                ),
+            });
+        }
+        let mut h = crc32fast::Hasher::new();
+        read_range(&file, &p, 0, f.len, |b| h.update(b))?;
+        let crc = h.finalize();
+        if crc != f.crc {
+            return Err(CheckpointError::Corrupt {
+                path: p,
+                problem: format!(
+                    "its first {} bytes changed since the checkpoint: CRC-32 {crc:#010x}, recorded {:#010x}",
+                    f.len, f.crc
+                ),
+            });
+        }
+    }
+    Ok(manifest)
+}
+
+/// The CRC-32 the manifest records for `name`.
+pub fn recorded_crc(manifest: &Manifest, name: &str) -> Option<u32> {
+    manifest
+        .files
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.crc)
+}
+
+/// Whether `dir` holds a checkpoint.
+pub fn exists(dir: &Path) -> bool {
+    dir.join(MANIFEST).exists()
+}
+
+/// xxh3-64 of a file's bytes (the model's identity).
+pub fn file_digest(path: &Path) -> Result<u64, CheckpointError> {
+    let bytes = std::fs::read(path).map_err(|e| CheckpointError::io(path, e))?;
+    Ok(xxhash_rust::xxh3::xxh3_64(&bytes))
+}
