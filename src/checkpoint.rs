@@ -217,7 +217,8 @@ impl Checkpointer {
                         .collect()
                 })
                 .unwrap_or_default(),
-            output_partial,
+            // Absolute: the ledger names files relative to the run directory otherwise.
+            output_partial: output_partial.map(|p| std::path::absolute(&p).unwrap_or(p)),
             written: 0,
             seconds: 0.0,
             elapsed_before: last.map_or(0.0, |m| m.counters.elapsed_seconds),

@@ -1,35 +1,96 @@
 //! The `spillway` command: parse the command line, run, map errors to exit codes.
 
 use clap::Parser;
-use spillway::cli::{Cli, Command, ExploreArgs, LtsArgs};
-use spillway::engine::run::explore_file;
+use spillway::checkpoint::RunSpec;
+use spillway::cli::{Cli, Command, ExploreArgs, Interval, LtsArgs, ResumeArgs};
+use spillway::engine::run::{explore_file, resume_dir, ExploreConfig, ResumeOverrides};
 use spillway::engine::ExploreStats;
-use spillway::error::{exit, ExploreError, LtsError, PostError};
+use spillway::error::{exit, CheckpointError, ExploreError, LtsError, PostError};
+use spillway::storage::MemoryLimit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Explore(args) => explore(&args),
+        Command::Resume(args) => resume(&args),
         Command::Lts(args) => lts(&args),
     };
     ExitCode::from(code as u8)
 }
 
 fn explore(args: &ExploreArgs) -> i32 {
-    let cfg = args.config();
+    let mut cfg = args.config();
     let quiet = args.quiet;
+    if let Some(ck) = &mut cfg.checkpoint {
+        // Recorded in the manifest: `resume` parses them again to rebuild the options.
+        ck.args = std::env::args()
+            .skip_while(|a| a != "explore")
+            .skip(1)
+            .collect();
+        if let Err(e) = spillway::checkpoint::install_signal_handlers() {
+            return report(&e.into());
+        }
+    }
     let result = explore_file(&args.model, &cfg, &mut |note| {
         if !quiet {
             eprintln!("spillway: note: {note}");
         }
     });
+    finish(result, quiet, args.stats_json.as_deref())
+}
+
+fn resume(args: &ResumeArgs) -> i32 {
+    if let Some(msg) = args.refusal() {
+        eprintln!("spillway: error: {msg}");
+        return exit::USAGE;
+    }
+    if let Err(e) = spillway::checkpoint::install_signal_handlers() {
+        return report(&e.into());
+    }
+    let overrides = ResumeOverrides {
+        memory: args.memory.map(MemoryLimit::Bytes),
+        interval: args.checkpoint_every.map(|Interval(i)| i),
+        progress: Some(!args.no_progress && !args.quiet),
+    };
+    let quiet = args.quiet;
+    let result = resume_dir(&args.dir, &overrides, &rebuild, &mut |note| {
+        if !quiet {
+            eprintln!("spillway: note: {note}");
+        }
+    });
+    finish(result, quiet, args.stats_json.as_deref())
+}
+
+/// The configuration of a checkpointed run, from the arguments it was started with.
+fn rebuild(spec: &RunSpec) -> Result<ExploreConfig, ExploreError> {
+    let argv = ["spillway", "explore"]
+        .into_iter()
+        .map(String::from)
+        .chain(spec.args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        ExploreError::Config(format!(
+            "the checkpoint's recorded options do not parse any more: {e}"
+        ))
+    })?;
+    let Command::Explore(mut args) = cli.command else {
+        unreachable!("parsed as explore")
+    };
+    args.resolve_paths(&spec.cwd);
+    Ok(args.config())
+}
+
+fn finish(
+    result: Result<ExploreStats, ExploreError>,
+    quiet: bool,
+    stats_json: Option<&std::path::Path>,
+) -> i32 {
     match result {
         Ok(stats) => {
             if !quiet {
                 print_stats(&stats);
             }
-            if let Some(path) = &args.stats_json {
+            if let Some(path) = stats_json {
                 let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
                 if let Err(e) = std::fs::write(path, json + "\n") {
                     eprintln!(
@@ -62,6 +123,10 @@ fn lts(args: &LtsArgs) -> i32 {
 }
 
 fn report(e: &ExploreError) -> i32 {
+    if let ExploreError::Checkpoint(CheckpointError::Stopped { .. }) = e {
+        eprintln!("spillway: {e}");
+        return e.exit_code();
+    }
     eprintln!("spillway: error: {e}");
     e.exit_code()
 }

@@ -1,6 +1,6 @@
 //! Command-line definitions (clap) and the step from raw arguments to a validated config.
 
-use crate::engine::run::{ExploreConfig, StoreKind, StoreOptions};
+use crate::engine::run::{CheckpointConfig, ExploreConfig, StoreKind, StoreOptions};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::storage::budget::{parse_size, MemoryLimit};
@@ -21,7 +21,8 @@ Exit codes:
   4    I/O error (missing file, unwritable output, disk full)
   5    corrupted or truncated data file
   6    resource limit hit (memory budget, state-id space, place counter width)
-  130  interrupted";
+  7    stopped by SIGINT/SIGTERM after writing a checkpoint (continue: spillway resume DIR)
+  130  interrupted without a checkpoint";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,6 +41,9 @@ pub enum Command {
     /// Explore every reachable state of a model and optionally write its LTS.
     #[command(after_help = EXIT_CODES)]
     Explore(ExploreArgs),
+    /// Continue a checkpointed run (started with --workdir DIR --checkpoint-every …).
+    #[command(after_help = RESUME_HELP)]
+    Resume(ResumeArgs),
     /// Work on finished LTS files: info, convert, reduce, compare, deadlocks.
     #[command(subcommand_required = true)]
     Lts(LtsArgs),
@@ -116,6 +120,13 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
 
+    /// Checkpoint the run every INTERVAL (e.g. 30s, 10m, 2h; `off`: only on signals) into
+    /// --workdir DIR, which then holds the run's files itself and must be new or empty.
+    /// SIGINT/SIGTERM write a checkpoint and stop (exit 7); SIGUSR1 writes one and goes on.
+    /// Continue with `spillway resume DIR`. Needs a .slts or .aut output, if any.
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_interval, requires = "workdir")]
+    pub checkpoint_every: Option<Interval>,
+
     /// When structures use segment files: auto (only under --memory) or always (forces the
     /// state vectors to disk even without a budget; for testing and benchmarks).
     #[arg(long, value_enum, default_value = "auto")]
@@ -158,6 +169,73 @@ pub struct ExploreArgs {
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// A checkpoint interval; `None` checkpoints only on signals.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interval(pub Option<std::time::Duration>);
+
+fn parse_interval(s: &str) -> Result<Interval, String> {
+    crate::checkpoint::parse_interval(s).map(Interval)
+}
+
+pub const RESUME_HELP: &str = "\
+Only --memory, --checkpoint-every, --stats-json, --no-progress and --quiet can change on
+resume: every other option shaped the files the checkpoint is made of.
+
+Exit codes: as for `spillway explore`; 5 when the checkpoint is damaged (nothing is changed).";
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run directory given as --workdir to `spillway explore … --checkpoint-every`.
+    pub dir: PathBuf,
+
+    /// A new RAM budget (see `spillway explore --memory`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    pub memory: Option<u64>,
+
+    /// A new checkpoint interval (see `spillway explore --checkpoint-every`).
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_interval)]
+    pub checkpoint_every: Option<Interval>,
+
+    /// Write the run's statistics as one JSON object to this file.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+
+    /// Do not show the live progress line.
+    #[arg(long)]
+    pub no_progress: bool,
+
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Other `explore` options are refused, with the reason.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub other: Vec<String>,
+}
+
+impl ResumeArgs {
+    /// Why the first option in `other` cannot change on resume, if there is one.
+    pub fn refusal(&self) -> Option<String> {
+        let first = self.other.first()?;
+        let flag = first.split('=').next().unwrap_or(first);
+        let why = match flag {
+            "-o" | "--output" => "the output file is part of the checkpoint",
+            "--workdir" => "the run directory is resume's argument",
+            "--order" | "--store" | "--hash-bits" | "--k-delta" | "--token-bits"
+            | "--bitstate-log2-bits" | "--bitstate-k" | "--spill" | "--block-size" => {
+                "the checkpoint's files were written with the recorded value, and the resumed run must finish the run that was started"
+            }
+            f if f.starts_with("--comback-") || f.starts_with("--no-") || f.starts_with("--delta-") => {
+                "the checkpoint's files were written with the recorded value, and the resumed run must finish the run that was started"
+            }
+            _ => "it is not an option of `spillway resume`",
+        };
+        Some(format!(
+            "cannot use '{first}' with resume: {why}. Only --memory, --checkpoint-every, --stats-json, --no-progress and --quiet may change"
+        ))
+    }
 }
 
 fn parse_memory(s: &str) -> Result<u64, String> {
@@ -233,6 +311,30 @@ impl ExploreArgs {
                 },
                 cache_states: self.delta_cache_states,
             },
+            checkpoint: match (self.checkpoint_every, &self.workdir) {
+                (Some(Interval(interval)), Some(dir)) => Some(CheckpointConfig {
+                    dir: dir.clone(),
+                    interval,
+                    args: Vec::new(),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// Makes the model, output and work directory paths absolute against `cwd`.
+    pub fn resolve_paths(&mut self, cwd: &std::path::Path) {
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = cwd.join(&*p);
+            }
+        };
+        abs(&mut self.model);
+        if let Some(o) = &mut self.output {
+            abs(o);
+        }
+        if let Some(w) = &mut self.workdir {
+            abs(w);
         }
     }
 }

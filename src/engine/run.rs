@@ -8,19 +8,21 @@
 //! overflows, the run restarts from scratch with wider counters (8 → 16 → 32 bits) and says so.
 //! Overflow at 32 bits is an error.
 
-use super::{EngineOptions, ExploreStats, Order};
-use crate::error::{ExploreError, LtsError, ModelError};
+use super::{EngineOptions, ExploreStats, Order, Session};
+use crate::checkpoint::{self, Checkpointer, Manifest, RunSpec};
+use crate::error::{CheckpointError, ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
-use crate::storage::{Storage, StorageConfig};
+use crate::storage::{MemoryLimit, Storage, StorageConfig};
 use crate::store::bitstate::BitstateStore;
 use crate::store::comback::{CombackOptions, CombackStore};
 use crate::store::delta::{DeltaOptions, DeltaStore};
 use crate::store::full::FullStore;
 use crate::store::hashcompact::HashCompactStore;
-use crate::store::StateStore;
+use crate::store::{StateStore, StoreMark};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The visited-state store to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -71,6 +73,20 @@ pub struct ExploreConfig {
     pub storage: StorageConfig,
     /// Options of the Δ store (used with `StoreKind::Delta`).
     pub delta: DeltaOptions,
+    /// Checkpointing (`--checkpoint-every`): the run directory, the interval, and how the
+    /// run was started.
+    pub checkpoint: Option<CheckpointConfig>,
+}
+
+/// Settings of a checkpointed run.
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    /// The run directory: holds the segment files and the manifest.
+    pub dir: PathBuf,
+    /// Time between periodic checkpoints (`None`: only on SIGUSR1, SIGINT, SIGTERM).
+    pub interval: Option<Duration>,
+    /// The `spillway explore` arguments, recorded so that `resume` rebuilds the options.
+    pub args: Vec<String>,
 }
 
 impl Default for ExploreConfig {
@@ -84,6 +100,7 @@ impl Default for ExploreConfig {
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
             delta: DeltaOptions::default(),
+            checkpoint: None,
         }
     }
 }
@@ -103,11 +120,42 @@ pub fn make_store<'m>(
         // vector's interface); they do not spill to segment files yet.
         (StoreKind::Delta, _) => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
         (StoreKind::Comback, _) => Box::new(CombackStore::new(model, opts.comback)?),
+        // A checkpointed run's lossy stores log their hashes so that a resume can rebuild
+        // them without the checkpoint copying them.
+        (StoreKind::Hashcompact, Some(st)) if st.is_kept() => {
+            Box::new(HashCompactStore::logged(opts.comback.hash_bits, st)?)
+        }
+        (StoreKind::Bitstate, Some(st)) if st.is_kept() => Box::new(BitstateStore::logged(
+            opts.bitstate_log2_bits,
+            opts.bitstate_k,
+            st,
+        )?),
         (StoreKind::Hashcompact, _) => Box::new(HashCompactStore::new(opts.comback.hash_bits)?),
         (StoreKind::Bitstate, _) => Box::new(BitstateStore::new(
             opts.bitstate_log2_bits,
             opts.bitstate_k,
         )?),
+    })
+}
+
+/// Reopens the store `cfg.store` as checkpointed at `mark`, in the run's kept storage.
+pub fn resume_store<'m>(
+    cfg: &ExploreConfig,
+    model: &'m dyn Model,
+    storage: &Storage,
+    mark: &StoreMark,
+) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    let _ = model;
+    Ok(match cfg.store {
+        StoreKind::Full => Box::new(FullStore::resume(storage, mark)?),
+        StoreKind::Hashcompact => Box::new(HashCompactStore::resume(storage, mark)?),
+        StoreKind::Bitstate => Box::new(BitstateStore::resume(storage, mark)?),
+        StoreKind::Comback | StoreKind::Delta => {
+            return Err(ExploreError::Config(format!(
+                "--store {:?} cannot be resumed yet",
+                cfg.store
+            )))
+        }
     })
 }
 
@@ -120,52 +168,85 @@ pub fn partial_path(out: &Path) -> PathBuf {
 
 /// Explores one model with the given store and writes the output, if any.
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
+    explore_model_from(model, cfg, None, None)
+}
+
+/// [`explore_model`] for a checkpointed run (`spec` says how it was started), continuing
+/// from `resume` when given (already checked by [`checkpoint::load`]).
+fn explore_model_from(
+    model: &dyn Model,
+    cfg: &ExploreConfig,
+    spec: Option<RunSpec>,
+    resume: Option<&Manifest>,
+) -> Result<ExploreStats, ExploreError> {
     if cfg.store == StoreKind::Bitstate && cfg.output.is_some() {
         return Err(ExploreError::Config(
             "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".into(),
         ));
     }
     // Declared before the store so that it is dropped after it: the work directory goes last.
-    let storage = if cfg.storage.spills() {
-        Some(Storage::new(&cfg.storage)?)
-    } else {
-        None
+    let storage = match &cfg.checkpoint {
+        Some(ck) => Some(Storage::kept(&ck.dir, &cfg.storage)),
+        None if cfg.storage.spills() => Some(Storage::new(&cfg.storage)?),
+        None => None,
     };
-    let mut store = make_store(cfg, model, storage.as_ref())?;
-    let mut stats = match &cfg.output {
-        None => super::explore_in(
-            model,
-            store.as_mut(),
-            &mut NullSink,
-            cfg.order,
-            &cfg.engine,
-            storage.as_ref(),
-        )?,
-        Some(out) => {
+    let mut store = match (resume, &storage) {
+        (Some(m), Some(st)) => resume_store(cfg, model, st, &m.store)?,
+        _ => make_store(cfg, model, storage.as_ref())?,
+    };
+    let partial = cfg.output.as_ref().map(|out| partial_path(out));
+    let mut checkpointer = match (&cfg.checkpoint, spec) {
+        (Some(ck), Some(spec)) => Some(Checkpointer::new(
+            &ck.dir,
+            ck.interval,
+            spec,
+            partial.clone(),
+            resume,
+        )),
+        _ => None,
+    };
+    let mut sink: Box<dyn LtsSink> = match (&cfg.output, &partial) {
+        (Some(out), Some(partial)) => {
             let format = LtsFormat::from_path(out)?;
-            let partial = partial_path(out);
-            let mut sink: Box<dyn LtsSink> = format.create(&partial)?;
-            let stats = super::explore_in(
-                model,
-                store.as_mut(),
-                sink.as_mut(),
-                cfg.order,
-                &cfg.engine,
-                storage.as_ref(),
-            )?;
-            drop(sink);
-            std::fs::rename(&partial, out).map_err(|source| LtsError::Io {
-                path: out.to_path_buf(),
-                source,
-            })?;
-            stats
+            match resume.and_then(|m| m.output.as_ref().map(|o| (m, o))) {
+                Some((m, mark)) => {
+                    let crc =
+                        checkpoint::recorded_crc(m, &partial.display().to_string()).unwrap_or(0);
+                    format.resume(partial, mark, crc)?
+                }
+                None => format.create(partial)?,
+            }
         }
+        _ => Box::new(NullSink),
     };
-    if let Some(out) = &cfg.output {
+    let session = Session {
+        storage: storage.as_ref(),
+        checkpoint: checkpointer.as_mut(),
+        resume: resume.map(|m| (m.engine.clone(), m.counters)),
+    };
+    let mut stats = super::explore_session(
+        model,
+        store.as_mut(),
+        sink.as_mut(),
+        cfg.order,
+        &cfg.engine,
+        session,
+    )?;
+    drop(sink);
+    if let (Some(out), Some(partial)) = (&cfg.output, &partial) {
+        std::fs::rename(partial, out).map_err(|source| LtsError::Io {
+            path: out.to_path_buf(),
+            source,
+        })?;
         stats.output = Some(out.display().to_string());
         stats.output_bytes = std::fs::metadata(out).ok().map(|m| m.len());
     }
     stats.model = model.describe();
+    if let Some(ck) = &checkpointer {
+        stats.checkpoints = ck.written;
+        stats.checkpoint_seconds = ck.seconds;
+    }
+    stats.resumed_from = resume.map(|m| m.generation);
     if let Some(st) = &storage {
         store.report();
         stats.structures = st.budget.usage();
@@ -185,31 +266,201 @@ pub fn explore_file(
     cfg: &ExploreConfig,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
-    match Source::read(path)? {
-        Source::Aut(m) => explore_model(&m, cfg),
+    let created = match &cfg.checkpoint {
+        Some(ck) => prepare_run_dir(&ck.dir)?,
+        None => false,
+    };
+    let result = match Source::read(path)? {
+        Source::Aut(m) => run_checkpointed(&m, cfg, path, 0, None),
         Source::Pnml(net) => {
-            let mut bits = petri::initial_bits(&net, cfg.token_width);
-            loop {
-                let model = petri::build(net.clone(), bits)?;
-                match explore_model(model.as_ref(), cfg) {
-                    Err(ExploreError::Model(ModelError::TokenOverflow { place, limit }))
-                        if cfg.token_width == TokenWidth::Auto =>
-                    {
-                        match TokenWidth::wider(bits) {
-                            Some(wider) => {
-                                note(&format!(
-                                    "place '{place}' exceeded {limit} tokens with {bits}-bit counters; restarting with {wider}-bit counters"
-                                ));
-                                bits = wider;
-                            }
-                            None => {
-                                return Err(ModelError::TokenOverflow { place, limit }.into());
-                            }
+            let bits = petri::initial_bits(&net, cfg.token_width);
+            explore_net(&net, bits, cfg, path, None, note)
+        }
+    };
+    finish_run_dir(cfg, created, &result);
+    result
+}
+
+/// Explores a P/T net from `bits`-bit counters, restarting with wider ones on overflow
+/// (with `TokenWidth::Auto`); `resume` continues a checkpoint made with `bits`.
+fn explore_net(
+    net: &petri::PetriNet,
+    mut bits: u8,
+    cfg: &ExploreConfig,
+    path: &Path,
+    mut resume: Option<&Manifest>,
+    note: &mut dyn FnMut(&str),
+) -> Result<ExploreStats, ExploreError> {
+    loop {
+        let model = petri::build(net.clone(), bits)?;
+        match run_checkpointed(model.as_ref(), cfg, path, bits, resume.take()) {
+            Err(ExploreError::Model(ModelError::TokenOverflow { place, limit }))
+                if cfg.token_width == TokenWidth::Auto =>
+            {
+                match TokenWidth::wider(bits) {
+                    Some(wider) => {
+                        note(&format!(
+                            "place '{place}' exceeded {limit} tokens with {bits}-bit counters; restarting with {wider}-bit counters"
+                        ));
+                        if let Some(ck) = &cfg.checkpoint {
+                            // The checkpoint's files are of the narrower run: start afresh.
+                            clear_dir(&ck.dir)?;
                         }
+                        bits = wider;
                     }
-                    other => return other,
+                    None => return Err(ModelError::TokenOverflow { place, limit }.into()),
                 }
             }
+            other => return other,
         }
     }
+}
+
+/// [`explore_model_from`] with the run spec of a checkpointed run.
+fn run_checkpointed(
+    model: &dyn Model,
+    cfg: &ExploreConfig,
+    path: &Path,
+    bits: u8,
+    resume: Option<&Manifest>,
+) -> Result<ExploreStats, ExploreError> {
+    let spec = match (&cfg.checkpoint, resume) {
+        (_, Some(m)) => Some(RunSpec {
+            token_bits: bits,
+            ..m.run.clone()
+        }),
+        (Some(ck), None) => Some(RunSpec {
+            args: ck.args.clone(),
+            cwd: std::env::current_dir().map_err(|e| CheckpointError::io(Path::new("."), e))?,
+            model: absolute(path)?,
+            model_digest: checkpoint::file_digest(path)?,
+            token_bits: bits,
+            output: cfg.output.as_deref().map(absolute).transpose()?,
+        }),
+        (None, None) => None,
+    };
+    explore_model_from(model, cfg, spec, resume)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, ExploreError> {
+    std::path::absolute(p).map_err(|e| CheckpointError::io(p, e).into())
+}
+
+/// Makes `dir` ready for a new checkpointed run: created if missing; refused if it holds a
+/// checkpoint or anything else. Returns whether it was created.
+fn prepare_run_dir(dir: &Path) -> Result<bool, ExploreError> {
+    if checkpoint::exists(dir) {
+        return Err(CheckpointError::Refused(format!(
+            "{} holds the checkpoint of an unfinished run: continue it with `spillway resume {}`, or delete the directory",
+            dir.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(CheckpointError::Refused(format!(
+                    "{}: a checkpointed run needs an empty or new --workdir (its files are deleted when the run completes)",
+                    dir.display()
+                ))
+                .into());
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
+            Ok(true)
+        }
+        Err(e) => Err(CheckpointError::io(dir, e).into()),
+    }
+}
+
+/// Deletes every file in `dir` (a run directory: spillway made them all).
+fn clear_dir(dir: &Path) -> Result<(), ExploreError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| CheckpointError::io(dir, e))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_file() {
+            std::fs::remove_file(&p).map_err(|e| CheckpointError::io(&p, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// After a checkpointed run: on success its files go (and the directory, if the run made
+/// it); otherwise they stay for `spillway resume`.
+fn finish_run_dir(cfg: &ExploreConfig, created: bool, result: &Result<ExploreStats, ExploreError>) {
+    let (Some(ck), Ok(_)) = (&cfg.checkpoint, result) else {
+        return;
+    };
+    if clear_dir(&ck.dir).is_ok() && created {
+        let _ = std::fs::remove_dir(&ck.dir);
+    }
+}
+
+/// What `spillway resume` may change.
+#[derive(Clone, Debug, Default)]
+pub struct ResumeOverrides {
+    pub memory: Option<MemoryLimit>,
+    /// `Some(None)`: checkpoint only on signals.
+    pub interval: Option<Option<Duration>>,
+    pub progress: Option<bool>,
+}
+
+/// Continues the checkpointed run in `dir`. `rebuild` turns the recorded arguments into a
+/// configuration (the CLI's parser), resolving relative paths against the recorded
+/// working directory.
+pub fn resume_dir(
+    dir: &Path,
+    overrides: &ResumeOverrides,
+    rebuild: &dyn Fn(&RunSpec) -> Result<ExploreConfig, ExploreError>,
+    note: &mut dyn FnMut(&str),
+) -> Result<ExploreStats, ExploreError> {
+    let manifest = checkpoint::load(dir)?;
+    let mut cfg = rebuild(&manifest.run)?;
+    let digest = checkpoint::file_digest(&manifest.run.model)?;
+    if digest != manifest.run.model_digest {
+        return Err(CheckpointError::Refused(format!(
+            "{}: the model changed since the run started (its digest differs); a checkpoint only continues the model it was made from",
+            manifest.run.model.display()
+        ))
+        .into());
+    }
+    if let Some(m) = overrides.memory {
+        cfg.storage.memory = m;
+    }
+    if let Some(p) = overrides.progress {
+        cfg.engine.progress = p;
+    }
+    let interval = overrides
+        .interval
+        .unwrap_or_else(|| cfg.checkpoint.as_ref().and_then(|c| c.interval));
+    cfg.checkpoint = Some(CheckpointConfig {
+        dir: dir.to_path_buf(),
+        interval,
+        args: manifest.run.args.clone(),
+    });
+    cfg.output = manifest.run.output.clone();
+    note(&format!(
+        "resuming checkpoint {} of {}: {} transitions so far",
+        manifest.generation,
+        manifest.run.model.display(),
+        manifest.counters.transitions
+    ));
+    let path = manifest.run.model.clone();
+    let result = match Source::read(&path)? {
+        Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest)),
+        Source::Pnml(net) => explore_net(
+            &net,
+            manifest.run.token_bits,
+            &cfg,
+            &path,
+            Some(&manifest),
+            note,
+        ),
+    };
+    // A resumed run's directory existed already: keep it, delete only its files.
+    finish_run_dir(&cfg, false, &result);
+    result
 }

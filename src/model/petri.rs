@@ -11,7 +11,7 @@
 //! marked, so a state only tests the transitions guarded by its marked places, skipping empty
 //! places eight bytes at a time. Transitions without input places are always tested.
 
-use super::pnml::PetriNet;
+pub use super::pnml::PetriNet;
 use super::{Fired, LabelId, Model, TransitionId};
 use crate::error::ModelError;
 use std::cell::RefCell;
