@@ -209,7 +209,7 @@ mod tests {
     use super::*;
     use crate::error::StoreError;
     use crate::model::{petri, Source};
-    use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
+    use crate::storage::{SegOptions, SpillPolicy, Storage, StorageConfig};
     use crate::store::full::FullStore;
     use crate::store::{Exactness, StateId, Via};
 

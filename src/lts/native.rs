@@ -155,7 +155,13 @@ impl NativeWriter {
             path: path.to_path_buf(),
             source,
         };
-        let pending: Pending = decode_pending(path, &mark.pending)?;
+        let raw = zstd::bulk::decompress(&mark.pending, MAX_PENDING).map_err(|_| {
+            LtsError::Invalid(format!(
+                "{}: the checkpoint's writer state does not decompress",
+                path.display()
+            ))
+        })?;
+        let pending: Pending = decode_pending(path, &raw)?;
         let f = super::reopen_at(path, mark.len)?;
         let file = BlockFile {
             path: path.to_path_buf(),
@@ -313,13 +319,20 @@ impl LtsSink for NativeWriter {
             transitions: self.transitions,
             labels: self.labels.clone(),
         };
-        Ok(SinkMark {
-            len,
-            pending: bincode::serde::encode_to_vec(&pending, bincode::config::standard())
-                .expect("encoding to a Vec cannot fail"),
-        })
+        // Compressed: the partial block is up to 65,536 edges and goes into the manifest.
+        let raw = bincode::serde::encode_to_vec(&pending, bincode::config::standard())
+            .expect("encoding to a Vec cannot fail");
+        let pending = zstd::bulk::compress(&raw, ZSTD_LEVEL).map_err(|e| LtsError::Io {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        Ok(SinkMark { len, pending })
     }
 }
+
+/// Largest decompressed writer state accepted on resume (a block of edges is at most
+/// 65,536 × 3 varints of 10 bytes, plus the labels).
+const MAX_PENDING: usize = 1 << 28;
 
 /// The writer state a checkpoint keeps: the partial edge block and the counters.
 #[derive(serde::Serialize, serde::Deserialize)]

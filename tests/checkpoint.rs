@@ -1,0 +1,626 @@
+//! Checkpoint and resume end to end: runs killed (SIGKILL) or stopped (SIGINT) at random
+//! moments and resumed until they finish must give the counts and the byte-identical LTS
+//! file of an uninterrupted run; damaged checkpoints are refused with nothing changed; an
+//! older manifest is either resumed correctly or refused; a full disk ends with a clear
+//! error and the last checkpoint still resumes.
+//!
+//! The default suite kills each store twice on PhilosophersDyn-PT-10 (199,051 states).
+//! `SPILLWAY_KILLS=20 cargo test --release --test checkpoint -- --ignored` runs the heavy
+//! variant: 20 kills per store on SharedMemory-PT-000010 (1,830,519 states).
+
+mod common;
+
+use common::{bin, reference_rows};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A small deterministic generator for the kill moments (the seed is printed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn model(rel: &str) -> Option<common::Reference> {
+    reference_rows(0, u64::MAX)
+        .into_iter()
+        .find(|r| r.rel.ends_with(rel))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sig {
+    Kill,
+    Int,
+}
+
+fn send(child: &mut Child, sig: Sig) {
+    match sig {
+        Sig::Kill => {
+            let _ = child.kill();
+        }
+        Sig::Int => {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+        }
+    }
+}
+
+/// The manifest's identity (modification time and length), to see a new checkpoint.
+fn manifest_stamp(dir: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(dir.join("manifest")).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Waits until `child` has committed a checkpoint newer than `since` (or has exited).
+fn wait_for_checkpoint(
+    child: &mut Child,
+    dir: &Path,
+    since: Option<(SystemTime, u64)>,
+) -> Option<ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        let now = manifest_stamp(dir);
+        if now.is_some() && now != since {
+            return None;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint within 120 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn counts(v: &serde_json::Value) -> (u64, u64) {
+    (
+        v["states"].as_u64().unwrap(),
+        v["transitions"].as_u64().unwrap(),
+    )
+}
+
+/// Runs `model` uninterrupted and then interrupted `interruptions` times by `sig` at random
+/// moments (each after a new checkpoint), resuming until done; checks the counts and that
+/// the LTS files (when `output`) are byte-identical. Returns the interruptions that
+/// happened.
+fn interrupt_and_resume(
+    model: &Path,
+    args: &[&str],
+    output: bool,
+    interruptions: usize,
+    sig: Sig,
+    seed: u64,
+) -> usize {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let out_ref = t.join("ref.slts");
+    let out = t.join("run.slts");
+    let dir = t.join("run");
+    let model = model.to_str().unwrap();
+
+    let mut cmd = Command::new(bin());
+    cmd.arg("explore")
+        .arg(model)
+        .args(args)
+        .args(["-q", "--no-progress", "--stats-json"]);
+    cmd.arg(t.join("ref.json"));
+    if output {
+        cmd.arg("-o").arg(&out_ref);
+    }
+    assert!(cmd.status().unwrap().success(), "uninterrupted run");
+    let reference = json(&t.join("ref.json"));
+
+    let mut cmd = Command::new(bin());
+    cmd.arg("explore").arg(model).args(args);
+    cmd.args([
+        "-q",
+        "--no-progress",
+        "--checkpoint-every",
+        "0.02s",
+        "--stats-json",
+    ]);
+    cmd.arg(t.join("final.json")).arg("--workdir").arg(&dir);
+    if output {
+        cmd.arg("-o").arg(&out);
+    }
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let mut rng = Lcg(seed);
+    let mut done = 0;
+    let mut since = None;
+    let status = loop {
+        if done < interruptions {
+            if let Some(st) = wait_for_checkpoint(&mut child, &dir, since) {
+                break st; // finished (or failed) before the next interruption
+            }
+            std::thread::sleep(Duration::from_millis(rng.next(25)));
+            send(&mut child, sig);
+        }
+        let st = child.wait().unwrap();
+        if st.success() {
+            break st;
+        }
+        let err = {
+            use std::io::Read;
+            let mut s = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut s).unwrap();
+            s
+        };
+        match sig {
+            Sig::Kill => assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&st),
+                Some(9),
+                "killed run: {st:?} {err}"
+            ),
+            Sig::Int => {
+                assert_eq!(
+                    st.code(),
+                    Some(7),
+                    "SIGINT exits 7 after a checkpoint: {err}"
+                );
+                assert!(
+                    err.contains("spillway resume"),
+                    "says how to continue: {err}"
+                );
+            }
+        }
+        done += 1;
+        since = manifest_stamp(&dir);
+        child = Command::new(bin())
+            .arg("resume")
+            .arg(&dir)
+            .args(["-q", "--no-progress", "--stats-json"])
+            .arg(t.join("final.json"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    };
+    assert!(status.success(), "the last run finished: {status:?}");
+    let fin = json(&t.join("final.json"));
+    assert_eq!(counts(&fin), counts(&reference), "{model} {args:?}: counts");
+    if output {
+        let a = std::fs::read(&out_ref).unwrap();
+        let b = std::fs::read(&out).unwrap();
+        assert!(
+            a == b,
+            "{model} {args:?}: LTS differs after {done} interruptions"
+        );
+        assert!(!t.join("run.slts.partial").exists());
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "a finished run removes its files: {left:?}"
+    );
+    done
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("SPILLWAY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("kill moments from seed {s} (SPILLWAY_SEED={s} repeats them)");
+    s
+}
+
+/// Every store and order combination the kill tests cover: (store arguments, output?).
+const STORES: &[(&[&str], bool)] = &[
+    (&["--store", "full"], true),
+    (&["--store", "full", "--order", "dfs"], true),
+    (&["--store", "hashcompact"], true),
+    (&["--store", "bitstate", "--order", "dfs"], false),
+];
+
+fn kill_suite(rel: &str, kills: usize, sig: Sig) {
+    let Some(m) = model(rel) else { return };
+    let seed = seed();
+    for (i, (args, output)) in STORES.iter().enumerate() {
+        let done = interrupt_and_resume(&m.path, args, *output, kills, sig, seed + i as u64);
+        assert_eq!(
+            done, kills,
+            "{args:?}: the run outlived only {done} of {kills} interruptions"
+        );
+    }
+}
+
+#[test]
+fn sigkill_twice_per_store_then_resume_gives_identical_lts() {
+    kill_suite("PhilosophersDyn-PT-10.pnml", 2, Sig::Kill);
+}
+
+#[test]
+fn sigint_twice_per_store_then_resume_gives_identical_lts() {
+    kill_suite("PhilosophersDyn-PT-10.pnml", 2, Sig::Int);
+}
+
+#[test]
+#[ignore = "heavy: 20 kills per store on 1.8M states; SPILLWAY_KILLS sets the count"]
+fn sigkill_many_times_on_a_large_model() {
+    let kills = std::env::var("SPILLWAY_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    kill_suite("SharedMemory-PT-000010.pnml", kills, Sig::Kill);
+}
+
+/// Stops a checkpointed run with SIGINT after its first checkpoint; returns (tmp, run dir,
+/// output path, reference file).
+fn stopped_run(args: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, PathBuf)> {
+    let m = model("PhilosophersDyn-PT-10.pnml")?;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().to_path_buf();
+    let reference = t.join("ref.slts");
+    let st = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args(args)
+        .args(["-q", "-o"])
+        .arg(&reference)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let dir = t.join("run");
+    let out = t.join("run.slts");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args(args)
+        .args([
+            "-q",
+            "--no-progress",
+            "--checkpoint-every",
+            "0.02s",
+            "--workdir",
+        ])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_checkpoint(&mut child, &dir, None).is_none(),
+        "finished too early"
+    );
+    send(&mut child, Sig::Int);
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    Some((tmp, dir, out, reference))
+}
+
+/// Every file of the run directory and the partial output, with its bytes.
+fn snapshot(dir: &Path, out: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.push(PathBuf::from(format!("{}.partial", out.display())));
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let b = std::fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect()
+}
+
+fn resume(dir: &Path) -> std::process::Output {
+    Command::new(bin())
+        .arg("resume")
+        .arg(dir)
+        .args(["-q", "--no-progress"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn damaged_checkpoints_are_refused_and_left_unchanged() {
+    let Some((_tmp, dir, out, reference)) = stopped_run(&["--order", "dfs"]) else {
+        return;
+    };
+    let before = snapshot(&dir, &out);
+    let segs: Vec<PathBuf> = before
+        .iter()
+        .map(|(p, _)| p.clone())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    assert!(!segs.is_empty());
+    // (file, damage, what the message must say)
+    type Damage = fn(&mut Vec<u8>);
+    let cases: Vec<(PathBuf, Damage, &str)> = vec![
+        (
+            dir.join("manifest"),
+            |b| b.truncate(b.len() / 2),
+            "truncated",
+        ),
+        (
+            dir.join("manifest"),
+            |b| {
+                let i = b.len() / 3;
+                b[i] ^= 0x10;
+            },
+            "checksum",
+        ),
+        (
+            dir.join("manifest"),
+            |b| b[0] = b'X',
+            "not a spillway manifest",
+        ),
+        (
+            segs[0].clone(),
+            |b| {
+                let i = b.len() / 2;
+                b[i] ^= 0x01;
+            },
+            "changed since the checkpoint",
+        ),
+        (segs[0].clone(), |b| b.truncate(b.len() / 2), "truncated"),
+        (
+            PathBuf::from(format!("{}.partial", out.display())),
+            |b| {
+                let i = b.len() - 1;
+                b[i] ^= 0x80;
+            },
+            "changed since the checkpoint",
+        ),
+    ];
+    for (file, damage, says) in cases {
+        let good = std::fs::read(&file).unwrap();
+        let mut bad = good.clone();
+        damage(&mut bad);
+        std::fs::write(&file, &bad).unwrap();
+        let after_damage = snapshot(&dir, &out);
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{}: {err}", file.display());
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(
+            err.contains(name) && err.contains(says),
+            "message names {name} and says '{says}': {err}"
+        );
+        assert!(err.lines().count() == 1, "one line: {err}");
+        assert!(
+            snapshot(&dir, &out) == after_damage,
+            "refusing changed nothing on disk"
+        );
+        std::fs::write(&file, &good).unwrap();
+    }
+    assert!(snapshot(&dir, &out) == before);
+    // Repaired, the checkpoint resumes to the uninterrupted result.
+    let o = resume(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap());
+}
+
+#[test]
+fn an_older_manifest_resumes_correctly_or_is_refused() {
+    // BFS with the full store only appends to its files, so an older checkpoint's prefixes
+    // stay intact and it resumes to the same result; a DFS stack truncates popped blocks
+    // above the newest checkpoint, so an older checkpoint is usually refused (its CRC no
+    // longer matches) — never resumed to a wrong result.
+    for args in [
+        &["--store", "full"][..],
+        &["--store", "full", "--order", "dfs"][..],
+    ] {
+        let Some((_tmp, dir, out, reference)) = stopped_run(args) else {
+            return;
+        };
+        let old = std::fs::read(dir.join("manifest")).unwrap();
+        // Let it run on and stop it again at a later checkpoint.
+        let mut child = Command::new(bin())
+            .arg("resume")
+            .arg(&dir)
+            .args(["-q", "--no-progress"])
+            .spawn()
+            .unwrap();
+        let stamp = manifest_stamp(&dir);
+        if wait_for_checkpoint(&mut child, &dir, stamp).is_some() {
+            continue; // finished already: nothing older to test
+        }
+        send(&mut child, Sig::Int);
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+        std::fs::write(dir.join("manifest"), &old).unwrap();
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        match o.status.code() {
+            Some(0) => assert!(
+                std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+                "{args:?}: an older checkpoint resumed to a different LTS"
+            ),
+            Some(5) => assert!(err.contains("changed since the checkpoint"), "{err}"),
+            other => panic!("{args:?}: older manifest: exit {other:?}: {err}"),
+        }
+        if args.len() == 2 {
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "append-only BFS files keep older checkpoints valid: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn resume_refuses_other_options_and_changed_models() {
+    let Some((_tmp, dir, _out, _reference)) = stopped_run(&[]) else {
+        return;
+    };
+    let o = Command::new(bin())
+        .args(["resume", dir.to_str().unwrap(), "--store", "comback"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--store") && err.contains("recorded value"),
+        "{err}"
+    );
+    // A run directory with a checkpoint is not reused by a new run.
+    let m = model("PhilosophersDyn-PT-10.pnml").unwrap();
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args(["--checkpoint-every", "1m", "--workdir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("spillway resume"), "{err}");
+    // --checkpoint-every needs --workdir.
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args(["--checkpoint-every", "1m"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // Resuming a directory without a checkpoint.
+    let empty = tempfile::tempdir().unwrap();
+    let o = resume(empty.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no checkpoint"));
+}
+
+#[test]
+fn resume_refuses_a_changed_model() {
+    let Some(m) = model("PhilosophersDyn-PT-10.pnml") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("model.pnml");
+    std::fs::copy(&m.path, &copy).unwrap();
+    let dir = tmp.path().join("run");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&copy)
+        .args([
+            "-q",
+            "--no-progress",
+            "--checkpoint-every",
+            "0.02s",
+            "--workdir",
+        ])
+        .arg(&dir)
+        .spawn()
+        .unwrap();
+    assert!(wait_for_checkpoint(&mut child, &dir, None).is_none());
+    send(&mut child, Sig::Int);
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    let mut text = std::fs::read_to_string(&copy).unwrap();
+    text.push_str("\n<!-- edited -->\n");
+    std::fs::write(&copy, text).unwrap();
+    let o = resume(&dir);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("model changed"), "{err}");
+}
+
+/// Whether this machine lets an unprivileged user mount a tmpfs in a user namespace.
+fn can_mount_tmpfs() -> bool {
+    Command::new("unshare")
+        .args(["-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d; r=$?; rmdir $d; exit $r"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn full_disk_is_a_clear_error_and_the_last_checkpoint_resumes() {
+    let Some(m) = model("SharedMemory-PT-000010.pnml") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let small = t.join("small");
+    std::fs::create_dir(&small).unwrap();
+    let run = small.join("run");
+    let out = t.join("out.slts");
+    let script = format!(
+        "{bin} explore {model} --checkpoint-every 0.05s --workdir {run} -o {out} -q --no-progress 2> {t}/err1; echo $? > {t}/rc1",
+        bin = bin(),
+        model = m.path.display(),
+        run = run.display(),
+        out = out.display(),
+        t = t.display()
+    );
+    // A 12 MiB disk fills up while the state vectors (27 MiB on disk) are written: the
+    // first run fails; then the disk grows (space was freed) and the checkpoint resumes.
+    let (first, resume_cmd) = if can_mount_tmpfs() {
+        let s = format!(
+            "mount -t tmpfs -o size=12m tmpfs {small} && {script}; mount -o remount,size=1g {small} && {bin} resume {run} -q --no-progress 2> {t}/err2; echo $? > {t}/rc2",
+            small = small.display(),
+            bin = bin(),
+            run = run.display(),
+            t = t.display()
+        );
+        (
+            Command::new("unshare")
+                .args(["-rm", "sh", "-c", &s])
+                .status(),
+            None,
+        )
+    } else {
+        // No user namespaces: a 12 MiB file-size limit stands in for the full disk (the
+        // write fails with EFBIG instead of ENOSPC).
+        eprintln!("no tmpfs mounts here: simulating the full disk with a file-size limit");
+        let s = format!("ulimit -f 24576; {script}");
+        (Command::new("bash").args(["-c", &s]).status(), Some(()))
+    };
+    assert!(first.unwrap().success());
+    let rc1: i32 = std::fs::read_to_string(t.join("rc1"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let err1 = std::fs::read_to_string(t.join("err1")).unwrap();
+    assert_eq!(rc1, 4, "disk full is an I/O error: {err1}");
+    assert!(
+        err1.contains("No space left on device") || err1.contains("File too large"),
+        "{err1}"
+    );
+    assert!(
+        err1.contains(&t.display().to_string()),
+        "names the file: {err1}"
+    );
+    if resume_cmd.is_some() {
+        let o = Command::new(bin())
+            .arg("resume")
+            .arg(&run)
+            .args(["-q", "--no-progress"])
+            .output()
+            .unwrap();
+        std::fs::write(t.join("rc2"), format!("{}\n", o.status.code().unwrap())).unwrap();
+        std::fs::write(t.join("err2"), &o.stderr).unwrap();
+    }
+    let rc2: i32 = std::fs::read_to_string(t.join("rc2"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let err2 = std::fs::read_to_string(t.join("err2")).unwrap();
+    assert_eq!(rc2, 0, "the last checkpoint resumes: {err2}");
+    let r = spillway::lts::native::NativeReader::open(&out).unwrap();
+    assert_eq!(
+        (r.footer().states, r.footer().transitions),
+        (m.states, m.transitions)
+    );
+}
