@@ -499,3 +499,32 @@ pub fn file_digest(path: &Path) -> Result<u64, CheckpointError> {
     let bytes = std::fs::read(path).map_err(|e| CheckpointError::io(path, e))?;
     Ok(xxhash_rust::xxh3::xxh3_64(&bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_with_units_and_off() {
+        assert_eq!(
+            parse_interval("30s").unwrap(),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_interval("10m").unwrap(),
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            parse_interval("2h").unwrap(),
+            Some(Duration::from_secs(7200))
+        );
+        assert_eq!(
+            parse_interval("0.5").unwrap(),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_interval("off").unwrap(), None);
+        for bad in ["", "m", "-1s", "0", "ten minutes", "inf"] {
+            assert!(parse_interval(bad).is_err(), "{bad}");
+        }
+    }
+}
