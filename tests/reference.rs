@@ -321,6 +321,21 @@ fn small_models_dfs_comback_every_variant() {
     check_comback(0, SMALL, Order::Dfs, 20_000);
 }
 
+/// The rest of the DFS matrix: the no-cache variant on 20,001–200,000 states (each candidate
+/// is replayed from the initial state, so it takes long: opt-in).
+#[test]
+#[ignore = "slow: ComBack without cache in DFS up to 200,000 states; run with --ignored"]
+fn small_models_dfs_comback_no_cache_above_20k() {
+    let opts = CombackOptions {
+        cache: 0,
+        ..CombackOptions::default()
+    };
+    check_case(
+        &reference_rows(20_000, SMALL),
+        &comback_case(Order::Dfs, opts, "no-cache"),
+    );
+}
+
 #[test]
 fn weak_16_bit_hashes_are_resolved_by_reconstruction() {
     for order in [Order::Bfs, Order::Dfs] {
