@@ -97,15 +97,17 @@ fn counts(v: &serde_json::Value) -> (u64, u64) {
 fn interrupt_and_resume(
     model: &Path,
     args: &[&str],
-    output: bool,
+    output: Option<&str>,
     interruptions: usize,
     sig: Sig,
     seed: u64,
 ) -> usize {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
-    let out_ref = t.join("ref.slts");
-    let out = t.join("run.slts");
+    let ext = output.unwrap_or("slts");
+    let out_ref = t.join(format!("ref.{ext}"));
+    let out = t.join(format!("run.{ext}"));
+    let output = output.is_some();
     let dir = t.join("run");
     let model = model.to_str().unwrap();
 
@@ -195,7 +197,7 @@ fn interrupt_and_resume(
             a == b,
             "{model} {args:?}: LTS differs after {done} interruptions"
         );
-        assert!(!t.join("run.slts.partial").exists());
+        assert!(!t.join(format!("run.{ext}.partial")).exists());
     }
     let left: Vec<_> = std::fs::read_dir(&dir)
         .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -221,12 +223,13 @@ fn seed() -> u64 {
     s
 }
 
-/// Every store and order combination the kill tests cover: (store arguments, output?).
-const STORES: &[(&[&str], bool)] = &[
-    (&["--store", "full"], true),
-    (&["--store", "full", "--order", "dfs"], true),
-    (&["--store", "hashcompact"], true),
-    (&["--store", "bitstate", "--order", "dfs"], false),
+/// Every store and order combination the kill tests cover: (store arguments, output
+/// format).
+const STORES: &[(&[&str], Option<&str>)] = &[
+    (&["--store", "full"], Some("slts")),
+    (&["--store", "full", "--order", "dfs"], Some("aut")),
+    (&["--store", "hashcompact"], Some("slts")),
+    (&["--store", "bitstate", "--order", "dfs"], None),
 ];
 
 fn kill_suite(rel: &str, kills: usize, sig: Sig) {
