@@ -19,7 +19,7 @@ use crate::store::comback::{CombackOptions, CombackStore};
 use crate::store::delta::{DeltaOptions, DeltaStore};
 use crate::store::full::FullStore;
 use crate::store::hashcompact::HashCompactStore;
-use crate::store::StateStore;
+use crate::store::{StateStore, StoreMark};
 use std::path::{Path, PathBuf};
 
 /// The visited-state store to use.
@@ -88,7 +88,21 @@ impl Default for ExploreConfig {
     }
 }
 
-/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths. With
+/// Whether the store keeps its records in segment vectors whatever the spill policy (ComBack
+/// and Δ: their backedges and records are meant for disk), so that it needs a [`Storage`].
+pub fn needs_storage(kind: StoreKind) -> bool {
+    matches!(kind, StoreKind::Comback | StoreKind::Delta)
+}
+
+fn storage_needed(kind: StoreKind) -> ExploreError {
+    ExploreError::Config(format!(
+        "--store {} keeps its records in segment files and needs a storage",
+        format!("{kind:?}").to_lowercase()
+    ))
+}
+
+/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths and keep their
+/// records in segment vectors of `storage`, which they need ([`needs_storage`]). With
 /// `storage`, the full store keeps its state vectors in segment files.
 pub fn make_store<'m>(
     cfg: &ExploreConfig,
@@ -99,15 +113,35 @@ pub fn make_store<'m>(
     Ok(match (cfg.store, storage) {
         (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
         (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
-        // The Δ and ComBack records are in RAM record vectors (`RecordVec`, with the segment
-        // vector's interface); they do not spill to segment files yet.
-        (StoreKind::Delta, _) => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
-        (StoreKind::Comback, _) => Box::new(CombackStore::new(model, opts.comback)?),
+        (StoreKind::Delta, Some(st)) => Box::new(DeltaStore::new(model, cfg.delta.clone(), st)?),
+        (StoreKind::Comback, Some(st)) => Box::new(CombackStore::new(model, opts.comback, st)?),
+        (kind @ (StoreKind::Delta | StoreKind::Comback), None) => return Err(storage_needed(kind)),
         (StoreKind::Hashcompact, _) => Box::new(HashCompactStore::new(opts.comback.hash_bits)?),
         (StoreKind::Bitstate, _) => Box::new(BitstateStore::new(
             opts.bitstate_log2_bits,
             opts.bitstate_k,
         )?),
+    })
+}
+
+/// Reopens the store `cfg.store` of a checkpoint from its `mark` (see
+/// [`StateStore::checkpoint`]); `storage` is the checkpointed run's kept storage.
+pub fn resume_store<'m>(
+    cfg: &ExploreConfig,
+    model: &'m dyn Model,
+    storage: &Storage,
+    mark: &StoreMark,
+) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
+    let opts = &cfg.store_options;
+    Ok(match cfg.store {
+        StoreKind::Delta => Box::new(DeltaStore::resume(model, cfg.delta.clone(), storage, mark)?),
+        StoreKind::Comback => Box::new(CombackStore::resume(model, opts.comback, storage, mark)?),
+        kind @ (StoreKind::Full | StoreKind::Hashcompact | StoreKind::Bitstate) => {
+            return Err(ExploreError::Config(format!(
+                "--store {} cannot be resumed yet",
+                format!("{kind:?}").to_lowercase()
+            )))
+        }
     })
 }
 
@@ -126,11 +160,14 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
         ));
     }
     // Declared before the store so that it is dropped after it: the work directory goes last.
-    let storage = if cfg.storage.spills() {
+    // ComBack and Δ always keep their records in segment files (a scratch storage when the
+    // run does not spill); the engine's own structures spill only when the run does.
+    let storage = if cfg.storage.spills() || needs_storage(cfg.store) {
         Some(Storage::new(&cfg.storage)?)
     } else {
         None
     };
+    let engine_storage = storage.as_ref().filter(|_| cfg.storage.spills());
     let mut store = make_store(cfg, model, storage.as_ref())?;
     let mut stats = match &cfg.output {
         None => super::explore_in(
@@ -139,7 +176,7 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
             &mut NullSink,
             cfg.order,
             &cfg.engine,
-            storage.as_ref(),
+            engine_storage,
         )?,
         Some(out) => {
             let format = LtsFormat::from_path(out)?;
@@ -151,7 +188,7 @@ pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreSt
                 sink.as_mut(),
                 cfg.order,
                 &cfg.engine,
-                storage.as_ref(),
+                engine_storage,
             )?;
             drop(sink);
             std::fs::rename(&partial, out).map_err(|source| LtsError::Io {
