@@ -14,7 +14,10 @@
 
 use crate::error::StoreError;
 use crate::storage::segment::FileLifetime;
-use crate::storage::{Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark};
+use crate::storage::{
+    Account, Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark,
+};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +41,22 @@ struct DiskInner {
     /// deleted once a checkpoint that does not list it has been taken after the one that did
     /// (see [`Disk::checkpointed`]).
     retired: Mutex<(Vec<String>, Vec<String>)>,
+    /// Budget accounts of given-up arrays, by family, for reuse: the budget keeps every
+    /// account it ever registered, so a store that replaces arrays (Δ widenings and epochs,
+    /// compactions) would otherwise list hundreds of dead structures in the stats.
+    free_accounts: Mutex<HashMap<String, Vec<Account>>>,
+    /// Accounts registered per family (to name the next one).
+    registered: Mutex<HashMap<String, usize>>,
+}
+
+/// Which budget account an array's vector reports to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accounting {
+    /// Its own account in the run's budget (reused across generations of the family).
+    Own,
+    /// A private account that the owner sums into a shared one ([`Disk::shared_account`]),
+    /// for families with many arrays alive at once (Δ epochs).
+    Private,
 }
 
 /// A store's handle on its run's storage.
@@ -51,7 +70,49 @@ impl Disk {
             budget: storage.budget.clone(),
             kept: storage.is_kept(),
             retired: Mutex::new((Vec::new(), Vec::new())),
+            free_accounts: Mutex::new(HashMap::new()),
+            registered: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// An account for an array of `family`: a given-up one if there is one, else a new one
+    /// named `family` (`family#2`, `#3`… for arrays of the family alive at the same time).
+    fn account(&self, family: &str) -> Account {
+        if let Some(a) = self
+            .0
+            .free_accounts
+            .lock()
+            .unwrap()
+            .get_mut(family)
+            .and_then(|v| v.pop())
+        {
+            return a;
+        }
+        let mut reg = self.0.registered.lock().unwrap();
+        let n = reg.entry(family.to_string()).or_insert(0);
+        *n += 1;
+        let name = match *n {
+            1 => family.to_string(),
+            k => format!("{family}#{k}"),
+        };
+        self.0.budget.account(&name)
+    }
+
+    /// A budget account for a group of [`Accounting::Private`] arrays, which their owner
+    /// keeps up to date with [`Records::figures`].
+    pub fn shared_account(&self, family: &str) -> Account {
+        self.account(family)
+    }
+
+    fn free_account(&self, family: &str, a: Account) {
+        a.set(0, 0, 0);
+        self.0
+            .free_accounts
+            .lock()
+            .unwrap()
+            .entry(family.to_string())
+            .or_default()
+            .push(a);
     }
 
     /// Whether files keep their names (a checkpointed run).
@@ -114,21 +175,34 @@ impl RecordsMark {
     }
 }
 
-/// Compaction starts when superseded bytes exceed live bytes and this much.
-const COMPACT_MIN_GARBAGE: u64 = 4 << 20;
+/// Compaction starts when superseded bytes exceed a quarter of the live bytes and this much:
+/// the file stays within 1.25× its live size (plus this), and each byte of garbage costs at
+/// most four bytes of rewriting.
+const COMPACT_MIN_GARBAGE: u64 = 1 << 20;
 
 /// A fixed-width record array in a segment vector (see the module docs).
 pub struct Records {
     disk: Disk,
+    /// Budget account family: the base name without its numbers (`delta.explicit`).
+    family: String,
     base: String,
     generation: u32,
     layout: Layout,
+    accounting: Accounting,
     vec: SegVec,
     compactions: u64,
 }
 
 fn vec_name(base: &str, generation: u32) -> String {
     format!("{base}.{generation}")
+}
+
+/// `delta.explicit.12` → `delta.explicit`, `delta.records.w31` → `delta.records`.
+fn family(base: &str) -> String {
+    base.split('.')
+        .filter(|p| !p.chars().any(|c| c.is_ascii_digit()))
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 impl Records {
@@ -138,8 +212,16 @@ impl Records {
         base: &str,
         width: usize,
         layout: Layout,
+        accounting: Accounting,
     ) -> Result<Records, StoreError> {
-        Self::create_gen(disk, base, 0, width, layout)
+        Self::create_gen(disk, base, 0, width, layout, accounting)
+    }
+
+    fn account_for(disk: &Disk, family: &str, name: &str, accounting: Accounting) -> Account {
+        match accounting {
+            Accounting::Own => disk.account(family),
+            Accounting::Private => Account::detached(name),
+        }
     }
 
     fn create_gen(
@@ -148,44 +230,56 @@ impl Records {
         generation: u32,
         width: usize,
         layout: Layout,
+        accounting: Accounting,
     ) -> Result<Records, StoreError> {
         let name = vec_name(base, generation);
         let d = &disk.0;
+        let family = family(base);
         let vec = SegVec::create(
             &d.dir,
             &name,
             width,
             &disk.options(&layout),
-            d.budget.account(&name),
+            Self::account_for(disk, &family, &name, accounting),
             Some(d.budget.clone()),
         )?;
         Ok(Records {
             disk: disk.clone(),
+            family,
             base: base.to_string(),
             generation,
             layout,
+            accounting,
             vec,
             compactions: 0,
         })
     }
 
     /// Reopens an array at a checkpoint's mark (records written after it are cut off).
-    pub fn open(disk: &Disk, mark: &RecordsMark, layout: Layout) -> Result<Records, StoreError> {
+    pub fn open(
+        disk: &Disk,
+        mark: &RecordsMark,
+        layout: Layout,
+        accounting: Accounting,
+    ) -> Result<Records, StoreError> {
         let name = vec_name(&mark.base, mark.generation);
         let d = &disk.0;
+        let family = family(&mark.base);
         let vec = SegVec::open(
             &d.dir,
             &name,
             &disk.options(&layout),
             Some(mark.vec),
-            d.budget.account(&name),
+            Self::account_for(disk, &family, &name, accounting),
             Some(d.budget.clone()),
         )?;
         Ok(Records {
             disk: disk.clone(),
+            family,
             base: mark.base.clone(),
             generation: mark.generation,
             layout,
+            accounting,
             vec,
             compactions: 0,
         })
@@ -222,7 +316,7 @@ impl Records {
     pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StoreError> {
         self.vec.set(i, rec)?;
         let garbage = self.vec.garbage_bytes();
-        if garbage > COMPACT_MIN_GARBAGE && garbage * 2 > self.vec.disk_bytes() {
+        if garbage > COMPACT_MIN_GARBAGE && garbage * 5 > self.vec.disk_bytes() {
             self.compact()?;
         }
         Ok(())
@@ -241,6 +335,7 @@ impl Records {
             self.generation + 1,
             self.vec.width(),
             self.layout,
+            self.accounting,
         )?;
         let mut err = None;
         self.vec.scan(|_, r| {
@@ -262,8 +357,20 @@ impl Records {
     /// Drops the array for good: its figures leave the budget and its file is deleted once
     /// no checkpoint can need it.
     pub fn give_up(self) {
-        self.vec.account().set(0, 0, 0);
         self.disk.retire(&vec_name(&self.base, self.generation));
+        let account = self.vec.account().clone();
+        let (disk, family, accounting) = (self.disk.clone(), self.family.clone(), self.accounting);
+        drop(self);
+        match accounting {
+            Accounting::Own => disk.free_account(&family, account),
+            Accounting::Private => account.set(0, 0, 0),
+        }
+    }
+
+    /// The vector's last published (RAM, disk, raw) figures.
+    pub fn figures(&self) -> (u64, u64, u64) {
+        let a = self.vec.account();
+        (a.ram(), a.disk(), a.raw())
     }
 
     /// Makes the records durable and says how to reopen them.
@@ -310,7 +417,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage = Storage::kept(dir.path(), &StorageConfig::default());
         let disk = Disk::new(&storage);
-        let mut r = Records::create(&disk, "t", 8, SMALL).unwrap();
+        let mut r = Records::create(&disk, "t", 8, SMALL, Accounting::Own).unwrap();
         let n = 200_000u64;
         for i in 0..n {
             r.push(&i.to_le_bytes()).unwrap();
@@ -349,7 +456,7 @@ mod tests {
         r.set(3, &[9; 8]).unwrap();
         r.checkpoint().unwrap();
         drop(r);
-        let r = Records::open(&disk, &mark, SMALL).unwrap();
+        let r = Records::open(&disk, &mark, SMALL, Accounting::Own).unwrap();
         assert_eq!(r.len(), n);
         for (i, &w) in want.iter().enumerate() {
             let mut b = [0u8; 8];

@@ -235,12 +235,8 @@ impl<'m> CombackStore<'m> {
         storage: &Storage,
     ) -> Result<Self, StoreError> {
         let disk = Disk::new(storage);
-        let back = BackedgeTable::new(&disk, Self::backedge_cache(model, &opts))?;
+        let back = BackedgeTable::new(&disk)?;
         Self::assemble(model, opts, disk, back, StateTable::new(opts.hash_bits))
-    }
-
-    fn backedge_cache(model: &dyn Model, opts: &CombackOptions) -> u64 {
-        backedge::cache_bytes_for(opts.cache, model.state_len().unwrap_or(64))
     }
 
     /// Reopens the store of a checkpoint (`mark` from [`StateStore::checkpoint`]) made with
@@ -266,7 +262,7 @@ impl<'m> CombackStore<'m> {
             });
         }
         let disk = Disk::new(storage);
-        let back = BackedgeTable::open(&disk, &c.backedges, Self::backedge_cache(model, &opts))?;
+        let back = BackedgeTable::open(&disk, &c.backedges)?;
         let mut table = StateTable::with_slots(opts.hash_bits, c.table_slots as usize);
         if table.needs_growth(back.len()) {
             return Err(StoreError::Invalid {

@@ -2,7 +2,7 @@
 //! stored eight to a record of a segment vector ([`Records`]).
 
 use crate::error::StoreError;
-use crate::store::records::{Disk, Layout, Records, RecordsMark};
+use crate::store::records::{Accounting, Disk, Layout, Records, RecordsMark};
 
 /// Reads the `width`-bit field (`width <= 64`) starting at bit `off` of `words`.
 #[inline(always)]
@@ -81,7 +81,7 @@ impl PackedArray {
         assert!((1..=64).contains(&bits));
         Ok(PackedArray {
             bits,
-            groups: Records::create(disk, name, bits as usize, layout)?,
+            groups: Records::create(disk, name, bits as usize, layout, Accounting::Own)?,
             tail: [0; 9],
             tail_len: 0,
             buf: vec![0; bits as usize],
@@ -90,7 +90,7 @@ impl PackedArray {
 
     /// Reopens an array at a checkpoint's mark.
     pub fn open(disk: &Disk, m: &PackedMark, layout: Layout) -> Result<Self, StoreError> {
-        let groups = Records::open(disk, &m.groups, layout)?;
+        let groups = Records::open(disk, &m.groups, layout, Accounting::Own)?;
         if !(1..=64).contains(&m.bits) || groups.width() != m.bits as usize || m.tail_len >= 8 {
             return Err(StoreError::Invalid {
                 store: "delta",
@@ -127,6 +127,10 @@ impl PackedArray {
 
     pub fn cache_counts(&self) -> (u64, u64) {
         self.groups.cache_counts()
+    }
+
+    pub fn compactions(&self) -> u64 {
+        self.groups.compactions()
     }
 
     pub fn bits(&self) -> u32 {
@@ -176,19 +180,28 @@ impl PackedArray {
         if g == self.groups.len() && ((i % 8) as usize) < self.tail_len {
             return Ok(get_bits(&self.tail, k, self.bits));
         }
-        // The group is at most 64 bytes; the field starts in byte k/8 and spans at most 9.
-        let mut buf = [0u8; 80];
-        self.groups.with(g, |r| buf[..r.len()].copy_from_slice(r))?;
+        // The field starts in byte k/8 of the group and spans at most 9 bytes; read them in
+        // place (fixed 8-byte loads, no copy of the group).
         let (byte, shift) = ((k / 8) as usize, (k % 8) as u32);
-        let lo = u64::from_le_bytes(buf[byte..byte + 8].try_into().expect("8 bytes"));
-        let mut v = lo >> shift;
-        if shift > 0 {
-            v |= (buf[byte + 8] as u64) << (64 - shift);
-        }
-        Ok(if self.bits == 64 {
-            v
-        } else {
-            v & ((1u64 << self.bits) - 1)
+        let bits = self.bits;
+        self.groups.with(g, |r| {
+            let lo = match r.get(byte..byte + 8) {
+                Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+                None => {
+                    let mut w = [0u8; 8];
+                    w[..r.len() - byte].copy_from_slice(&r[byte..]);
+                    u64::from_le_bytes(w)
+                }
+            };
+            let mut v = lo >> shift;
+            if shift > 0 {
+                v |= (r.get(byte + 8).copied().unwrap_or(0) as u64) << (64 - shift);
+            }
+            if bits == 64 {
+                v
+            } else {
+                v & ((1u64 << bits) - 1)
+            }
         })
     }
 

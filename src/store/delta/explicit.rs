@@ -15,7 +15,8 @@
 
 use super::bits::bits_for;
 use crate::error::StoreError;
-use crate::store::records::{Disk, Layout, Records, RecordsMark};
+use crate::storage::Account;
+use crate::store::records::{Accounting, Disk, Layout, Records, RecordsMark};
 
 /// Whether explicit states are collapsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -216,6 +217,8 @@ const MAX_EPOCHS: usize = 16;
 /// the current layout into one epoch. Without collapsing there is one epoch of raw vectors.
 pub struct ExplicitStates {
     disk: Disk,
+    /// The budget account of all epochs together (each epoch's vector has a private one).
+    account: Account,
     dict: Option<Dictionaries>,
     epochs: Vec<Epoch>,
     /// Number of the next epoch's vector (`delta.explicit.N`).
@@ -239,6 +242,7 @@ impl ExplicitStates {
         };
         let mut ex = ExplicitStates {
             disk: disk.clone(),
+            account: disk.shared_account("delta.explicit"),
             dict,
             epochs: Vec::new(),
             next_epoch: 0,
@@ -260,7 +264,19 @@ impl ExplicitStates {
     fn new_records(&mut self, width: usize) -> Result<Records, StoreError> {
         let name = format!("delta.explicit.{}", self.next_epoch);
         self.next_epoch += 1;
-        Records::create(&self.disk, &name, width, LAYOUT)
+        Records::create(&self.disk, &name, width, LAYOUT, Accounting::Private)
+    }
+
+    /// Sums the epochs' figures into the shared account.
+    fn publish(&self) {
+        let (mut ram, mut disk, mut raw) = (0, 0, 0);
+        for e in &self.epochs {
+            let (a, b, c) = e.recs.figures();
+            ram += a;
+            disk += b;
+            raw += c;
+        }
+        self.account.set(ram, disk, raw);
     }
 
     /// Makes the explicit states durable and says how to reopen them.
@@ -269,6 +285,7 @@ impl ExplicitStates {
         for e in &mut self.epochs {
             epochs.push((e.first, e.widths.clone(), e.recs.checkpoint()?));
         }
+        self.publish();
         let (values, widths) = match &self.dict {
             Some(d) => (d.values.clone(), d.widths.clone()),
             None => (Vec::new(), Vec::new()),
@@ -306,7 +323,7 @@ impl ExplicitStates {
             epochs.push(Epoch {
                 first: *first,
                 widths: widths.clone(),
-                recs: Records::open(disk, mark, LAYOUT)?,
+                recs: Records::open(disk, mark, LAYOUT, Accounting::Private)?,
             });
         }
         if epochs.is_empty() {
@@ -315,8 +332,9 @@ impl ExplicitStates {
                 message: "a checkpoint of explicit states without epochs".into(),
             });
         }
-        Ok(ExplicitStates {
+        let ex = ExplicitStates {
             disk: disk.clone(),
+            account: disk.shared_account("delta.explicit"),
             dict,
             epochs,
             next_epoch: m.next_epoch,
@@ -325,7 +343,9 @@ impl ExplicitStates {
             cmp: Default::default(),
             widenings: m.widenings,
             reencodings: m.reencodings,
-        })
+        };
+        ex.publish();
+        Ok(ex)
     }
 
     /// Files of the epochs at their marks.
@@ -384,6 +404,9 @@ impl ExplicitStates {
         dict.encode(state, &mut enc);
         let r = self.epochs.last_mut().expect("one epoch").recs.push(&enc);
         self.buf = enc;
+        if id % 1024 == 0 {
+            self.publish();
+        }
         r.map(|_| id)
     }
 
@@ -413,6 +436,7 @@ impl ExplicitStates {
         for e in old {
             e.recs.give_up();
         }
+        self.publish();
         self.reencodings += 1;
         Ok(())
     }

@@ -959,6 +959,10 @@ impl StateStore for DeltaStore<'_> {
         put("pred_updates", c.pred_updates.into());
         put("gets", c.gets.into());
         put("record_bits", self.records.bits().into());
+        let (hits, misses) = self.records.cache_counts();
+        put("record_cache_hits", hits.into());
+        put("record_cache_misses", misses.into());
+        put("record_compactions", self.records.compactions().into());
         put("record_widenings", c.record_widenings.into());
         put("explicit_record_bytes", self.explicit.record_width().into());
         put("dictionary_widenings", self.explicit.widenings().into());
