@@ -383,6 +383,13 @@ impl Records {
         })
     }
 
+    /// Changes the block cache size (when the run has no budget; the budget decides
+    /// otherwise).
+    pub fn set_cache_bytes(&mut self, bytes: u64) -> Result<(), StoreError> {
+        self.layout.cache_bytes = bytes;
+        Ok(self.vec.set_cache_bytes(bytes)?)
+    }
+
     pub fn compactions(&self) -> u64 {
         self.compactions
     }

@@ -60,16 +60,27 @@ pub const NAME: &str = "comback.backedges";
 /// Sizes of the backedge vector. Blocks of 256 records (6 KiB) keep a miss cheap: replays and
 /// candidate checks read single records of old states, and a miss reads and decompresses one
 /// block. The hot window (16 blocks, the 4,096 newest states) is small because the full-state
-/// cache already holds the newest states. The block cache is 512 KiB whatever the run: the
-/// blocks missed are old ones read once or twice each, so a larger cache barely helps
-/// (Kanban-PT-00005, BFS, 240,000-entry state cache: 107,000 misses with 512 KiB, 102,000
-/// with 1 MiB, 93,000 with 8 MiB, for 8.4 million reads).
+/// cache already holds the newest states. The block cache is sized by [`cache_bytes_for`].
 pub fn layout() -> Layout {
     Layout {
         block_bytes: 256 * RECORD_LEN,
         hot_blocks: 16,
-        cache_bytes: 512 << 10,
+        cache_bytes: MIN_CACHE,
     }
+}
+
+const MIN_CACHE: u64 = 512 << 10;
+const MAX_CACHE: u64 = 2 << 20;
+
+/// The block cache for a table of `states` records: the whole table up to 2 MiB, at least
+/// 512 KiB. On large runs the blocks missed are old ones read once or twice each, so a larger
+/// cache barely helps (Kanban-PT-00005, BFS, 240,000-entry state cache: 107,000 misses with
+/// 512 KiB, 100,000 with 2 MiB, 93,000 with 8 MiB, for 8.4 million reads); on small runs
+/// with weak hashes and no state cache, where every lookup replays many candidates from the
+/// initial state, a table that does not fit thrashes (TokenRing-PT-010, 58,905 states, 8-bit
+/// hashes, no cache: 40 million misses, 50× slower, with 512 KiB).
+pub fn cache_bytes_for(states: u64) -> u64 {
+    (states * RECORD_LEN as u64).clamp(MIN_CACHE, MAX_CACHE)
 }
 
 /// The backedge table of a ComBack store.
@@ -122,6 +133,11 @@ impl BackedgeTable {
 
     pub fn checkpoint(&mut self) -> Result<RecordsMark, StoreError> {
         self.recs.checkpoint()
+    }
+
+    /// Resizes the block cache for up to `states` states ([`cache_bytes_for`]).
+    pub fn fit_cache(&mut self, states: u64) -> Result<(), StoreError> {
+        self.recs.set_cache_bytes(cache_bytes_for(states))
     }
 
     pub fn len(&self) -> u64 {

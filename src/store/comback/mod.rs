@@ -278,6 +278,8 @@ impl<'m> CombackStore<'m> {
             let p = table.probe_empty(e.descriptor);
             table.insert_at(p, e.descriptor, id);
         })?;
+        let mut back = back;
+        back.fit_cache(table.capacity() as u64)?;
         let mut s = Self::assemble(model, opts, disk, back, table)?;
         s.inner.get_mut().counters = c.counters;
         Ok(s)
@@ -338,6 +340,8 @@ impl<'m> CombackStore<'m> {
             g.insert_at(p, e.descriptor, id);
         })?;
         self.table = g;
+        // Sized for the states the table holds before it grows again.
+        self.back.fit_cache(self.table.capacity() as u64)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         Ok(())
     }
