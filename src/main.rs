@@ -92,7 +92,14 @@ fn finish(
             }
             if let Some(path) = stats_json {
                 let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
-                if let Err(e) = std::fs::write(path, json + "\n") {
+                // `-` is standard output, as for most command-line tools.
+                let written = if path == std::path::Path::new("-") {
+                    use std::io::Write;
+                    writeln!(std::io::stdout().lock(), "{json}")
+                } else {
+                    std::fs::write(path, json + "\n")
+                };
+                if let Err(e) = written {
                     eprintln!(
                         "spillway: error: {}: cannot write stats: {e}",
                         path.display()

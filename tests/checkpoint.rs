@@ -230,6 +230,23 @@ const STORES: &[(&[&str], Option<&str>)] = &[
     (&["--store", "full", "--order", "dfs"], Some("aut")),
     (&["--store", "hashcompact"], Some("slts")),
     (&["--store", "bitstate", "--order", "dfs"], None),
+    (&["--store", "comback"], Some("slts")),
+    (
+        &[
+            "--store",
+            "comback",
+            "--order",
+            "dfs",
+            "--comback-cache",
+            "0",
+        ],
+        Some("slts"),
+    ),
+    (&["--store", "delta"], Some("slts")),
+    (
+        &["--store", "delta", "--order", "dfs", "--k-delta", "5"],
+        Some("aut"),
+    ),
 ];
 
 fn kill_suite(rel: &str, kills: usize, sig: Sig) {

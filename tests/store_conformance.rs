@@ -6,8 +6,9 @@
 
 mod common;
 
-use spillway::engine::run::{make_store, ExploreConfig, StoreKind, StoreOptions};
+use spillway::engine::run::{make_store, needs_storage, ExploreConfig, StoreKind, StoreOptions};
 use spillway::model::{aut::AutModel, petri, pnml, Model, TransitionId};
+use spillway::storage::{Storage, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
@@ -172,9 +173,16 @@ fn exact_stores() -> Vec<(String, StoreKind, StoreOptions)> {
     v
 }
 
-/// The store a configuration names, built the way the driver builds it (no spilling).
-fn store_for<'m>(cfg: &ExploreConfig, model: &'m dyn Model) -> Box<dyn StateStore + 'm> {
-    make_store(cfg, model, None).unwrap()
+/// The store a configuration names, built the way the driver builds it: no spilling, and a
+/// scratch storage for the stores that keep their records in segment vectors (returned so
+/// that it outlives the store).
+fn store_for<'m>(
+    cfg: &ExploreConfig,
+    model: &'m dyn Model,
+) -> (Box<dyn StateStore + 'm>, Option<Storage>) {
+    let storage =
+        needs_storage(cfg.store).then(|| Storage::new(&StorageConfig::default()).unwrap());
+    (make_store(cfg, model, storage.as_ref()).unwrap(), storage)
 }
 
 fn config(kind: StoreKind, opts: StoreOptions) -> ExploreConfig {
@@ -241,7 +249,7 @@ fn every_exact_store_conforms() {
     for (mname, model) in models() {
         for (sname, cfg) in &stores {
             for walk in [Walk::Bfs, Walk::Dfs] {
-                let mut store = store_for(cfg, model.as_ref());
+                let (mut store, _storage) = store_for(cfg, model.as_ref());
                 let label = format!("{mname} / {sname} / {walk:?}");
                 let n = conform(model.as_ref(), store.as_mut(), walk, &label);
                 assert!(n > 100, "{label}");
@@ -262,7 +270,7 @@ fn weak_hashes_really_collide_and_repoints_happen() {
         },
         ..StoreOptions::default()
     };
-    let mut store = store_for(&config(StoreKind::Comback, opts), model.as_ref());
+    let (mut store, _storage) = store_for(&config(StoreKind::Comback, opts), model.as_ref());
     conform(
         model.as_ref(),
         store.as_mut(),

@@ -101,7 +101,7 @@ pub struct ExploreArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
 
-    /// Write the run's statistics as one JSON object to this file.
+    /// Write the run's statistics as one JSON object to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
 
@@ -198,7 +198,7 @@ pub struct ResumeArgs {
     #[arg(long, value_name = "INTERVAL", value_parser = parse_interval)]
     pub checkpoint_every: Option<Interval>,
 
-    /// Write the run's statistics as one JSON object to this file.
+    /// Write the run's statistics as one JSON object to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
 

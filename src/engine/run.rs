@@ -105,7 +105,21 @@ impl Default for ExploreConfig {
     }
 }
 
-/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths. With
+/// Whether the store keeps its records in segment vectors whatever the spill policy (ComBack
+/// and Δ: their backedges and records are meant for disk), so that it needs a [`Storage`].
+pub fn needs_storage(kind: StoreKind) -> bool {
+    matches!(kind, StoreKind::Comback | StoreKind::Delta)
+}
+
+fn storage_needed(kind: StoreKind) -> ExploreError {
+    ExploreError::Config(format!(
+        "--store {} keeps its records in segment files and needs a storage",
+        format!("{kind:?}").to_lowercase()
+    ))
+}
+
+/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths and keep their
+/// records in segment vectors of `storage`, which they need ([`needs_storage`]). With
 /// `storage`, the full store keeps its state vectors in segment files.
 pub fn make_store<'m>(
     cfg: &ExploreConfig,
@@ -116,10 +130,9 @@ pub fn make_store<'m>(
     Ok(match (cfg.store, storage) {
         (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
         (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
-        // The Δ and ComBack records are in RAM record vectors (`RecordVec`, with the segment
-        // vector's interface); they do not spill to segment files yet.
-        (StoreKind::Delta, _) => Box::new(DeltaStore::new(model, cfg.delta.clone())?),
-        (StoreKind::Comback, _) => Box::new(CombackStore::new(model, opts.comback)?),
+        (StoreKind::Delta, Some(st)) => Box::new(DeltaStore::new(model, cfg.delta.clone(), st)?),
+        (StoreKind::Comback, Some(st)) => Box::new(CombackStore::new(model, opts.comback, st)?),
+        (kind @ (StoreKind::Delta | StoreKind::Comback), None) => return Err(storage_needed(kind)),
         // A checkpointed run's lossy stores log their hashes so that a resume can rebuild
         // them without the checkpoint copying them.
         (StoreKind::Hashcompact, Some(st)) if st.is_kept() => {
@@ -138,24 +151,21 @@ pub fn make_store<'m>(
     })
 }
 
-/// Reopens the store `cfg.store` as checkpointed at `mark`, in the run's kept storage.
+/// Reopens the store `cfg.store` of a checkpoint from its `mark` (see
+/// [`StateStore::checkpoint`]); `storage` is the checkpointed run's kept storage.
 pub fn resume_store<'m>(
     cfg: &ExploreConfig,
     model: &'m dyn Model,
     storage: &Storage,
     mark: &StoreMark,
 ) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
-    let _ = model;
+    let opts = &cfg.store_options;
     Ok(match cfg.store {
         StoreKind::Full => Box::new(FullStore::resume(storage, mark)?),
         StoreKind::Hashcompact => Box::new(HashCompactStore::resume(storage, mark)?),
         StoreKind::Bitstate => Box::new(BitstateStore::resume(storage, mark)?),
-        StoreKind::Comback | StoreKind::Delta => {
-            return Err(ExploreError::Config(format!(
-                "--store {:?} cannot be resumed yet",
-                cfg.store
-            )))
-        }
+        StoreKind::Delta => Box::new(DeltaStore::resume(model, cfg.delta.clone(), storage, mark)?),
+        StoreKind::Comback => Box::new(CombackStore::resume(model, opts.comback, storage, mark)?),
     })
 }
 
@@ -185,11 +195,19 @@ fn explore_model_from(
         ));
     }
     // Declared before the store so that it is dropped after it: the work directory goes last.
+    // ComBack and Δ always keep their records in segment files (a scratch storage when the
+    // run does not spill); the engine's own structures spill only when the run does (or is
+    // checkpointed).
     let storage = match &cfg.checkpoint {
         Some(ck) => Some(Storage::kept(&ck.dir, &cfg.storage)),
-        None if cfg.storage.spills() => Some(Storage::new(&cfg.storage)?),
+        None if cfg.storage.spills() || needs_storage(cfg.store) => {
+            Some(Storage::new(&cfg.storage)?)
+        }
         None => None,
     };
+    let engine_storage = storage
+        .as_ref()
+        .filter(|_| cfg.storage.spills() || cfg.checkpoint.is_some());
     let mut store = match (resume, &storage) {
         (Some(m), Some(st)) => resume_store(cfg, model, st, &m.store)?,
         _ => make_store(cfg, model, storage.as_ref())?,
@@ -220,7 +238,7 @@ fn explore_model_from(
         _ => Box::new(NullSink),
     };
     let session = Session {
-        storage: storage.as_ref(),
+        storage: engine_storage,
         checkpoint: checkpointer.as_mut(),
         resume: resume.map(|m| (m.engine.clone(), m.counters)),
     };

@@ -6,6 +6,7 @@ pub mod comback;
 pub mod delta;
 pub mod full;
 pub mod hashcompact;
+pub mod records;
 pub mod slots;
 
 use crate::error::StoreError;

@@ -41,9 +41,14 @@ pub mod cache;
 pub mod table;
 
 use super::full::eq_bytes;
-use super::{descriptor, Exactness, Insert, StateBatch, StateId, StateStore, Via};
+use super::records::{Disk, RecordsMark};
+use super::{
+    decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
+    StoreMark, Via,
+};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
+use crate::storage::Storage;
 use backedge::{Backedge, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath};
 use serde_json::json;
@@ -57,21 +62,27 @@ use table::{StateTable, MAX_STATES};
 const REPLAY_CHECKPOINT: u32 = 4;
 
 /// Variant 1: repoint backedges to shorter paths.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum PathOptimisation {
     On,
     Off,
 }
 
 /// Variant 2 (part): move a matched state to the front of its collision list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum MoveToFront {
     On,
     Off,
 }
 
 /// Variant 3: how a candidate is rebuilt for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Reconstruction {
     /// Replay the path forward from the nearest cached ancestor (or the initial state).
     Forward,
@@ -80,7 +91,9 @@ pub enum Reconstruction {
 }
 
 /// Variant 4: what the BFS waiting set holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum WaitingSet {
     /// State numbers only; vectors are reconstructed on dequeue.
     StateNumbers,
@@ -89,7 +102,7 @@ pub enum WaitingSet {
 }
 
 /// ComBack settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CombackOptions {
     /// Descriptor width `b` in bits (1..=64).
     pub hash_bits: u32,
@@ -114,7 +127,7 @@ impl Default for CombackOptions {
     }
 }
 
-#[derive(Default, Clone, Copy, Debug)]
+#[derive(Default, Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Counters {
     generated: u64,
     reconstructions: u64,
@@ -178,9 +191,21 @@ enum Candidate {
     },
 }
 
+/// What a checkpoint of a ComBack store records (`StoreMark::blob`): the backedge file's
+/// mark, the options, the state table's size and the counters. The state table itself is
+/// rebuilt on resume from the descriptors in the backedge records.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CombackCheckpoint {
+    opts: CombackOptions,
+    table_slots: u64,
+    counters: Counters,
+    backedges: RecordsMark,
+}
+
 /// The ComBack store.
 pub struct CombackStore<'m> {
     model: &'m dyn Model,
+    disk: Disk,
     opts: CombackOptions,
     width: Option<usize>,
     table: StateTable,
@@ -203,7 +228,70 @@ fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
 }
 
 impl<'m> CombackStore<'m> {
-    pub fn new(model: &'m dyn Model, opts: CombackOptions) -> Result<Self, StoreError> {
+    /// A new store whose backedge table is a segment vector of `storage`.
+    pub fn new(
+        model: &'m dyn Model,
+        opts: CombackOptions,
+        storage: &Storage,
+    ) -> Result<Self, StoreError> {
+        let disk = Disk::new(storage);
+        let back = BackedgeTable::new(&disk)?;
+        Self::assemble(model, opts, disk, back, StateTable::new(opts.hash_bits))
+    }
+
+    /// Reopens the store of a checkpoint (`mark` from [`StateStore::checkpoint`]) made with
+    /// the same model: the backedge file is cut back to the mark and the state table is
+    /// rebuilt by one sequential read of it (the full-state cache starts empty). `opts` may
+    /// differ from the checkpointed run's only in the cache size and the variants; the
+    /// descriptor width must be the same. From then on the store answers exactly as the
+    /// interrupted one would have.
+    pub fn resume(
+        model: &'m dyn Model,
+        opts: CombackOptions,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Self, StoreError> {
+        let c: CombackCheckpoint = decode_blob("comback", &mark.blob)?;
+        if c.opts.hash_bits != opts.hash_bits {
+            return Err(StoreError::Invalid {
+                store: "comback",
+                message: format!(
+                    "the checkpoint has {}-bit descriptors, not {}",
+                    c.opts.hash_bits, opts.hash_bits
+                ),
+            });
+        }
+        let disk = Disk::new(storage);
+        let back = BackedgeTable::open(&disk, &c.backedges)?;
+        let mut table = StateTable::with_slots(opts.hash_bits, c.table_slots as usize);
+        if table.needs_growth(back.len()) {
+            return Err(StoreError::Invalid {
+                store: "comback",
+                message: format!(
+                    "{} states do not fit the checkpointed table of {} slots",
+                    back.len(),
+                    c.table_slots
+                ),
+            });
+        }
+        back.scan(|id, e| {
+            let p = table.probe_empty(e.descriptor);
+            table.insert_at(p, e.descriptor, id);
+        })?;
+        let mut back = back;
+        back.fit_cache(table.capacity() as u64)?;
+        let mut s = Self::assemble(model, opts, disk, back, table)?;
+        s.inner.get_mut().counters = c.counters;
+        Ok(s)
+    }
+
+    fn assemble(
+        model: &'m dyn Model,
+        opts: CombackOptions,
+        disk: Disk,
+        back: BackedgeTable,
+        table: StateTable,
+    ) -> Result<Self, StoreError> {
         if !(1..=64).contains(&opts.hash_bits) {
             return Err(StoreError::Invalid {
                 store: "comback",
@@ -221,10 +309,11 @@ impl<'m> CombackStore<'m> {
         let width = model.state_len();
         Ok(CombackStore {
             model,
+            disk,
             opts,
             width,
-            table: StateTable::new(opts.hash_bits),
-            back: BackedgeTable::default(),
+            table,
+            back,
             initial,
             descriptors: Vec::new(),
             inner: RefCell::new(Inner {
@@ -246,12 +335,13 @@ impl<'m> CombackStore<'m> {
     /// Rebuilds the state table 4/3 larger from the descriptors in the backedge table.
     fn grow(&mut self) -> Result<(), StoreError> {
         let mut g = self.table.grown();
-        for id in 0..self.back.len() {
-            let d = self.back.get(id)?.descriptor;
-            let p = g.probe_empty(d);
-            g.insert_at(p, d, id);
-        }
+        self.back.scan(|id, e| {
+            let p = g.probe_empty(e.descriptor);
+            g.insert_at(p, e.descriptor, id);
+        })?;
         self.table = g;
+        // Sized for the states the table holds before it grows again.
+        self.back.fit_cache(self.table.capacity() as u64)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         Ok(())
     }
@@ -732,12 +822,36 @@ impl StateStore for CombackStore<'_> {
         Exactness::Exact
     }
 
+    /// The state table, the full-state cache, the search path, the waiting-set buffer, and
+    /// the backedge vector's hot window, block cache and block index.
     fn ram_bytes(&self) -> u64 {
-        self.ram_without_backedges()
+        self.ram_without_backedges() + self.back.ram_bytes()
     }
 
     fn disk_bytes(&self) -> u64 {
         self.back.disk_bytes()
+    }
+
+    /// Flushes the backedge vector (the dirty blocks and the hot window: what changed since
+    /// the last checkpoint) and records its mark, the options, the table size and the
+    /// counters; the state table and the cache are not saved.
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        if !self.disk.is_kept() {
+            return Err(StoreError::Invalid {
+                store: "comback",
+                message: "checkpoints need a kept run directory (the storage is scratch)".into(),
+            });
+        }
+        let backedges = self.back.checkpoint()?;
+        let files = vec![backedges.file()];
+        let blob = encode_blob(&CombackCheckpoint {
+            opts: self.opts,
+            table_slots: self.table.capacity() as u64,
+            counters: self.inner.get_mut().counters,
+            backedges,
+        });
+        self.disk.checkpointed();
+        Ok(StoreMark { blob, files })
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
@@ -792,12 +906,24 @@ impl StateStore for CombackStore<'_> {
             json!(self.table.ram_bytes() as f64 / n),
         );
         put("cache_bytes", json!(self.inner.borrow().cache.ram_bytes()));
-        put("backedge_bytes", json!(self.back.ram_bytes()));
+        // The whole backedge table (RAM part + segment file): what `backedge_bytes` always
+        // meant; the split follows.
+        let back_total = self.back.ram_bytes() + self.back.disk_bytes();
+        put("backedge_bytes", json!(back_total));
+        put("backedge_bytes_per_state", json!(back_total as f64 / n));
+        put("backedge_ram_bytes", json!(self.back.ram_bytes()));
         put(
-            "backedge_bytes_per_state",
+            "backedge_ram_bytes_per_state",
             json!(self.back.ram_bytes() as f64 / n),
         );
         put("backedge_disk_bytes", json!(self.back.disk_bytes()));
+        put(
+            "backedge_disk_bytes_per_state",
+            json!(self.back.disk_bytes() as f64 / n),
+        );
+        let (hits, misses) = self.back.cache_counts();
+        put("backedge_cache_hits", json!(hits));
+        put("backedge_cache_misses", json!(misses));
         m
     }
 }

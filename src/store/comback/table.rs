@@ -63,6 +63,15 @@ impl StateTable {
         (((descriptor >> 32) * self.slots.len() as u64) >> 32) as usize
     }
 
+    /// An empty table of `slots` slots (at least 1024), e.g. the size a checkpointed table had.
+    pub fn with_slots(bits: u32, slots: usize) -> Self {
+        StateTable {
+            slots: vec![Slot::default(); slots.max(1024)],
+            count: 0,
+            bits,
+        }
+    }
+
     /// Whether inserting `extra` more states needs a larger table first.
     #[inline]
     pub fn needs_growth(&self, extra: u64) -> bool {

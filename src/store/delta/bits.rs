@@ -1,7 +1,8 @@
-//! Bit-level building blocks: packed fields in `u64` words, the fixed-width record vector the
-//! segment vector will replace, and arrays of bit-packed records stored eight to a record.
+//! Bit-level building blocks: packed fields in `u64` words, and arrays of bit-packed values
+//! stored eight to a record of a segment vector ([`Records`]).
 
 use crate::error::StoreError;
+use crate::store::records::{Accounting, Disk, Layout, Records, RecordsMark};
 
 /// Reads the `width`-bit field (`width <= 64`) starting at bit `off` of `words`.
 #[inline(always)]
@@ -54,119 +55,82 @@ pub fn bits_for(max: u64) -> u32 {
     64 - max.leading_zeros()
 }
 
-/// Fixed-width byte records, numbered densely from 0.
-///
-/// This is the exact interface of the segment vector (branch `storage`): `push`, `get`, `set`,
-/// `len`, `ram_bytes`, `disk_bytes`. It is backed by a `Vec<u8>` here, so the segment vector
-/// (memory-mapped, spilling to disk) can replace it without touching the Δ store.
-pub struct RecordVec {
-    width: usize,
-    bytes: Vec<u8>,
-}
-
-impl RecordVec {
-    pub fn new(width: usize) -> Self {
-        assert!(width > 0, "records have at least one byte");
-        RecordVec {
-            width,
-            bytes: Vec::new(),
-        }
-    }
-
-    /// Appends a record, returning its index.
-    pub fn push(&mut self, rec: &[u8]) -> Result<u64, StoreError> {
-        self.check(rec.len())?;
-        if self.bytes.len() + self.width > self.bytes.capacity() {
-            // Grow by a sixteenth (at least 4 KiB), in whole records: a doubling Vec would
-            // waste up to half its bytes, which matters when records are a few bits each.
-            let records = (self.bytes.len() / 16 / self.width).max(4096 / self.width + 1);
-            self.bytes.reserve_exact(records * self.width);
-        }
-        self.bytes.extend_from_slice(rec);
-        Ok(self.len() - 1)
-    }
-
-    /// Copies record `i` into `out` (exactly `width` bytes).
-    pub fn get(&self, i: u64, out: &mut [u8]) -> Result<(), StoreError> {
-        self.check(out.len())?;
-        let s = self.start(i)?;
-        out.copy_from_slice(&self.bytes[s..s + self.width]);
-        Ok(())
-    }
-
-    /// Overwrites record `i`.
-    pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StoreError> {
-        self.check(rec.len())?;
-        let s = self.start(i)?;
-        self.bytes[s..s + self.width].copy_from_slice(rec);
-        Ok(())
-    }
-
-    pub fn len(&self) -> u64 {
-        (self.bytes.len() / self.width) as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
-    pub fn ram_bytes(&self) -> u64 {
-        self.bytes.capacity() as u64
-    }
-
-    pub fn disk_bytes(&self) -> u64 {
-        0
-    }
-
-    pub fn width(&self) -> usize {
-        self.width
-    }
-
-    fn check(&self, n: usize) -> Result<(), StoreError> {
-        if n != self.width {
-            return Err(StoreError::Invalid {
-                store: "delta",
-                message: format!(
-                    "record of {n} bytes in a vector of {}-byte records",
-                    self.width
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    fn start(&self, i: u64) -> Result<usize, StoreError> {
-        if i >= self.len() {
-            return Err(StoreError::Invalid {
-                store: "delta",
-                message: format!("record {i} out of range (have {})", self.len()),
-            });
-        }
-        Ok(i as usize * self.width)
-    }
-}
-
 /// An array of `bits`-bit values (`1 <= bits <= 64`), packed eight to one `bits`-byte record
-/// of a [`RecordVec`], so a value costs exactly `bits` bits. The group being filled is kept
+/// of a segment vector, so a value costs exactly `bits` bits. The group being filled is kept
 /// in `tail` until it is complete.
 pub struct PackedArray {
     bits: u32,
-    groups: RecordVec,
+    groups: Records,
     tail: [u64; 9],
     tail_len: usize,
     buf: Vec<u8>,
 }
 
+/// How to reopen a [`PackedArray`]: its vector's mark and the incomplete last group.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PackedMark {
+    pub bits: u32,
+    pub groups: RecordsMark,
+    pub tail: [u64; 9],
+    pub tail_len: usize,
+}
+
 impl PackedArray {
-    pub fn new(bits: u32) -> Self {
+    /// A new array in vector `name` of the run's storage.
+    pub fn new(disk: &Disk, name: &str, bits: u32, layout: Layout) -> Result<Self, StoreError> {
         assert!((1..=64).contains(&bits));
-        PackedArray {
+        Ok(PackedArray {
             bits,
-            groups: RecordVec::new(bits as usize),
+            groups: Records::create(disk, name, bits as usize, layout, Accounting::Own)?,
             tail: [0; 9],
             tail_len: 0,
             buf: vec![0; bits as usize],
+        })
+    }
+
+    /// Reopens an array at a checkpoint's mark.
+    pub fn open(disk: &Disk, m: &PackedMark, layout: Layout) -> Result<Self, StoreError> {
+        let groups = Records::open(disk, &m.groups, layout, Accounting::Own)?;
+        if !(1..=64).contains(&m.bits) || groups.width() != m.bits as usize || m.tail_len >= 8 {
+            return Err(StoreError::Invalid {
+                store: "delta",
+                message: format!(
+                    "packed array of {}-bit values in a file of {}-byte groups",
+                    m.bits,
+                    groups.width()
+                ),
+            });
         }
+        Ok(PackedArray {
+            bits: m.bits,
+            groups,
+            tail: m.tail,
+            tail_len: m.tail_len,
+            buf: vec![0; m.bits as usize],
+        })
+    }
+
+    /// Makes the complete groups durable; the mark keeps the incomplete one.
+    pub fn checkpoint(&mut self) -> Result<PackedMark, StoreError> {
+        Ok(PackedMark {
+            bits: self.bits,
+            groups: self.groups.checkpoint()?,
+            tail: self.tail,
+            tail_len: self.tail_len,
+        })
+    }
+
+    /// Drops the array for good (see [`Records::give_up`]).
+    pub fn give_up(self) {
+        self.groups.give_up()
+    }
+
+    pub fn cache_counts(&self) -> (u64, u64) {
+        self.groups.cache_counts()
+    }
+
+    pub fn compactions(&self) -> u64 {
+        self.groups.compactions()
     }
 
     pub fn bits(&self) -> u32 {
@@ -216,19 +180,28 @@ impl PackedArray {
         if g == self.groups.len() && ((i % 8) as usize) < self.tail_len {
             return Ok(get_bits(&self.tail, k, self.bits));
         }
-        // The group is at most 64 bytes; the field starts in byte k/8 and spans at most 9.
-        let mut buf = [0u8; 80];
-        self.groups.get(g, &mut buf[..self.bits as usize])?;
+        // The field starts in byte k/8 of the group and spans at most 9 bytes; read them in
+        // place (fixed 8-byte loads, no copy of the group).
         let (byte, shift) = ((k / 8) as usize, (k % 8) as u32);
-        let lo = u64::from_le_bytes(buf[byte..byte + 8].try_into().expect("8 bytes"));
-        let mut v = lo >> shift;
-        if shift > 0 {
-            v |= (buf[byte + 8] as u64) << (64 - shift);
-        }
-        Ok(if self.bits == 64 {
-            v
-        } else {
-            v & ((1u64 << self.bits) - 1)
+        let bits = self.bits;
+        self.groups.with(g, |r| {
+            let lo = match r.get(byte..byte + 8) {
+                Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+                None => {
+                    let mut w = [0u8; 8];
+                    w[..r.len() - byte].copy_from_slice(&r[byte..]);
+                    u64::from_le_bytes(w)
+                }
+            };
+            let mut v = lo >> shift;
+            if shift > 0 {
+                v |= (r.get(byte + 8).copied().unwrap_or(0) as u64) << (64 - shift);
+            }
+            if bits == 64 {
+                v
+            } else {
+                v & ((1u64 << bits) - 1)
+            }
         })
     }
 
@@ -248,7 +221,8 @@ impl PackedArray {
         self.groups.set(g, buf)
     }
 
-    /// Bytes in RAM (the records, the tail group and its buffer).
+    /// Bytes in RAM (the vector's hot window, cache and block index, the tail group and its
+    /// buffer).
     pub fn ram_bytes(&self) -> u64 {
         self.groups.ram_bytes() + 72 + self.buf.capacity() as u64
     }
@@ -284,15 +258,28 @@ mod tests {
         assert_eq!(bits_for(256), 9);
     }
 
+    fn disk() -> (crate::storage::Storage, Disk) {
+        let st = crate::storage::Storage::new(&crate::storage::StorageConfig::default()).unwrap();
+        let d = Disk::new(&st);
+        (st, d)
+    }
+
+    const SMALL: Layout = Layout {
+        block_bytes: 512,
+        hot_blocks: 2,
+        cache_bytes: 2048,
+    };
+
     #[test]
     fn packed_array_push_get_set() {
+        let (_st, disk) = disk();
         for bits in [1u32, 3, 8, 27, 40, 64] {
             let mask = if bits == 64 {
                 u64::MAX
             } else {
                 (1 << bits) - 1
             };
-            let mut a = PackedArray::new(bits);
+            let mut a = PackedArray::new(&disk, &format!("p{bits}"), bits, SMALL).unwrap();
             let val = |i: u64| i.wrapping_mul(0x2545_f491_4f6c_dd1d) & mask;
             for i in 0..1003 {
                 a.push(val(i)).unwrap();
@@ -310,17 +297,5 @@ mod tests {
             }
             assert!(a.get(1003).is_err());
         }
-    }
-
-    #[test]
-    fn record_vec_grows_by_a_sixteenth() {
-        let mut a = PackedArray::new(30);
-        let n = 1_000_000u64;
-        for i in 0..n {
-            a.push(i).unwrap();
-        }
-        let ideal = n as f64 * 30.0 / 8.0;
-        let ratio = a.ram_bytes() as f64 / ideal;
-        assert!((1.0..1.08).contains(&ratio), "{ratio}");
     }
 }

@@ -13,11 +13,13 @@
 //! change) and are re-encoded into one epoch only when more than [`MAX_EPOCHS`] pile up.
 //! Nothing ever wraps. Without collapsing, explicit states are stored as raw vectors.
 
-use super::bits::{bits_for, RecordVec};
+use super::bits::bits_for;
 use crate::error::StoreError;
+use crate::storage::Account;
+use crate::store::records::{Accounting, Disk, Layout, Records, RecordsMark};
 
 /// Whether explicit states are collapsed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Collapse {
     /// Per-component dictionaries of the values met; states as packed indices.
     PerComponent,
@@ -122,6 +124,35 @@ impl Dictionaries {
         decode_fields(&self.widths, &self.values, enc, out)
     }
 
+    /// Rebuilds dictionaries from their values and widths (a checkpoint's).
+    fn from_parts(values: Vec<Vec<u8>>, widths: Vec<u32>) -> Result<Self, StoreError> {
+        let mut code = vec![[0u16; 256]; values.len()];
+        for (c, vals) in values.iter().enumerate() {
+            for (i, &v) in vals.iter().enumerate() {
+                if code[c][v as usize] != 0 {
+                    return Err(StoreError::Invalid {
+                        store: "delta",
+                        message: format!("dictionary {c} lists value {v} twice"),
+                    });
+                }
+                code[c][v as usize] = i as u16 + 1;
+            }
+        }
+        if widths.len() != values.len() {
+            return Err(StoreError::Invalid {
+                store: "delta",
+                message: "dictionary widths and values differ in number".into(),
+            });
+        }
+        let total_bits = widths.iter().map(|&w| w as u64).sum();
+        Ok(Dictionaries {
+            code,
+            values,
+            widths,
+            total_bits,
+        })
+    }
+
     pub fn ram_bytes(&self) -> u64 {
         (self.code.len() * 512 + self.values.iter().map(|v| v.capacity()).sum::<usize>()) as u64
             + self.widths.len() as u64 * 4
@@ -150,7 +181,29 @@ pub enum Encoded {
 struct Epoch {
     first: u64,
     widths: Vec<u32>,
-    recs: RecordVec,
+    recs: Records,
+}
+
+/// Sizes of an epoch's vector: 4 KiB blocks, a 16 KiB hot window (explicit states are
+/// 1/kδ of the states or fewer) and a 256 KiB cache; reconstitutions read one explicit
+/// state each, at random.
+const LAYOUT: Layout = Layout {
+    block_bytes: 4 << 10,
+    hot_blocks: 4,
+    cache_bytes: 256 << 10,
+};
+
+/// A checkpoint of the explicit states.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ExplicitMark {
+    collapse: Collapse,
+    /// Dictionary values per component (collapsing only).
+    values: Vec<Vec<u8>>,
+    widths: Vec<u32>,
+    epochs: Vec<(u64, Vec<u32>, RecordsMark)>,
+    next_epoch: u64,
+    widenings: u64,
+    reencodings: u64,
 }
 
 /// Epochs kept before all states are re-encoded under the current layout.
@@ -163,8 +216,13 @@ const MAX_EPOCHS: usize = 16;
 /// never change). When there are more than [`MAX_EPOCHS`], every state is re-encoded under
 /// the current layout into one epoch. Without collapsing there is one epoch of raw vectors.
 pub struct ExplicitStates {
+    disk: Disk,
+    /// The budget account of all epochs together (each epoch's vector has a private one).
+    account: Account,
     dict: Option<Dictionaries>,
     epochs: Vec<Epoch>,
+    /// Number of the next epoch's vector (`delta.explicit.N`).
+    next_epoch: u64,
     width: usize,
     buf: Vec<u8>,
     cmp: std::cell::RefCell<Vec<u8>>,
@@ -173,7 +231,7 @@ pub struct ExplicitStates {
 }
 
 impl ExplicitStates {
-    pub fn new(width: usize, collapse: Collapse) -> Self {
+    pub fn new(disk: &Disk, width: usize, collapse: Collapse) -> Result<Self, StoreError> {
         let dict = match collapse {
             Collapse::PerComponent => Some(Dictionaries::new(width)),
             Collapse::Off => None,
@@ -182,19 +240,117 @@ impl ExplicitStates {
             Some(d) => (d.encoded_len(), d.widths.clone()),
             None => (width.max(1), Vec::new()),
         };
-        ExplicitStates {
+        let mut ex = ExplicitStates {
+            disk: disk.clone(),
+            account: disk.shared_account("delta.explicit"),
             dict,
-            epochs: vec![Epoch {
-                first: 0,
-                widths,
-                recs: RecordVec::new(rw),
-            }],
+            epochs: Vec::new(),
+            next_epoch: 0,
             width,
             buf: Vec::new(),
             cmp: Default::default(),
             widenings: 0,
             reencodings: 0,
+        };
+        let recs = ex.new_records(rw)?;
+        ex.epochs.push(Epoch {
+            first: 0,
+            widths,
+            recs,
+        });
+        Ok(ex)
+    }
+
+    fn new_records(&mut self, width: usize) -> Result<Records, StoreError> {
+        let name = format!("delta.explicit.{}", self.next_epoch);
+        self.next_epoch += 1;
+        Records::create(&self.disk, &name, width, LAYOUT, Accounting::Private)
+    }
+
+    /// Sums the epochs' figures into the shared account.
+    fn publish(&self) {
+        let (mut ram, mut disk, mut raw) = (0, 0, 0);
+        for e in &self.epochs {
+            let (a, b, c) = e.recs.figures();
+            ram += a;
+            disk += b;
+            raw += c;
         }
+        self.account.set(ram, disk, raw);
+    }
+
+    /// Makes the explicit states durable and says how to reopen them.
+    pub fn checkpoint(&mut self) -> Result<ExplicitMark, StoreError> {
+        let mut epochs = Vec::with_capacity(self.epochs.len());
+        for e in &mut self.epochs {
+            epochs.push((e.first, e.widths.clone(), e.recs.checkpoint()?));
+        }
+        self.publish();
+        let (values, widths) = match &self.dict {
+            Some(d) => (d.values.clone(), d.widths.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok(ExplicitMark {
+            collapse: self.collapse(),
+            values,
+            widths,
+            epochs,
+            next_epoch: self.next_epoch,
+            widenings: self.widenings,
+            reencodings: self.reencodings,
+        })
+    }
+
+    /// Reopens the explicit states of a checkpoint.
+    pub fn open(disk: &Disk, width: usize, m: &ExplicitMark) -> Result<Self, StoreError> {
+        let dict = match m.collapse {
+            Collapse::PerComponent => {
+                if m.values.len() != width {
+                    return Err(StoreError::Invalid {
+                        store: "delta",
+                        message: format!("{} dictionaries for {width}-byte states", m.values.len()),
+                    });
+                }
+                Some(Dictionaries::from_parts(
+                    m.values.clone(),
+                    m.widths.clone(),
+                )?)
+            }
+            Collapse::Off => None,
+        };
+        let mut epochs = Vec::with_capacity(m.epochs.len());
+        for (first, widths, mark) in &m.epochs {
+            epochs.push(Epoch {
+                first: *first,
+                widths: widths.clone(),
+                recs: Records::open(disk, mark, LAYOUT, Accounting::Private)?,
+            });
+        }
+        if epochs.is_empty() {
+            return Err(StoreError::Invalid {
+                store: "delta",
+                message: "a checkpoint of explicit states without epochs".into(),
+            });
+        }
+        let ex = ExplicitStates {
+            disk: disk.clone(),
+            account: disk.shared_account("delta.explicit"),
+            dict,
+            epochs,
+            next_epoch: m.next_epoch,
+            width,
+            buf: Vec::new(),
+            cmp: Default::default(),
+            widenings: m.widenings,
+            reencodings: m.reencodings,
+        };
+        ex.publish();
+        Ok(ex)
+    }
+
+    /// Files of the epochs at their marks.
+    pub fn files(m: &ExplicitMark) -> impl Iterator<Item = crate::storage::FileMark> + '_ {
+        m.epochs.iter().map(|(_, _, r)| r.file())
     }
 
     pub fn len(&self) -> u64 {
@@ -231,11 +387,13 @@ impl ExplicitStates {
             return Ok(id);
         };
         if !dict.knows(state) && dict.learn(state) == Widened::Yes {
+            let (widths, len) = (dict.widths.clone(), dict.encoded_len());
             self.widenings += 1;
+            let recs = self.new_records(len)?;
             self.epochs.push(Epoch {
                 first: id,
-                widths: dict.widths.clone(),
-                recs: RecordVec::new(dict.encoded_len()),
+                widths,
+                recs,
             });
             if self.epochs.len() > MAX_EPOCHS {
                 self.reencode()?;
@@ -246,13 +404,17 @@ impl ExplicitStates {
         dict.encode(state, &mut enc);
         let r = self.epochs.last_mut().expect("one epoch").recs.push(&enc);
         self.buf = enc;
+        if id % 1024 == 0 {
+            self.publish();
+        }
         r.map(|_| id)
     }
 
     /// Re-encodes every state under the current layout into a single epoch.
     fn reencode(&mut self) -> Result<(), StoreError> {
+        let len = self.dict.as_ref().expect("collapsing").encoded_len();
+        let mut one = self.new_records(len)?;
         let dict = self.dict.as_ref().expect("collapsing");
-        let mut one = RecordVec::new(dict.encoded_len());
         let (mut raw, mut out) = (Vec::new(), Vec::new());
         for e in &self.epochs {
             let mut enc = vec![0u8; e.recs.width()];
@@ -263,11 +425,18 @@ impl ExplicitStates {
                 one.push(&out)?;
             }
         }
-        self.epochs = vec![Epoch {
-            first: 0,
-            widths: dict.widths.clone(),
-            recs: one,
-        }];
+        let old = std::mem::replace(
+            &mut self.epochs,
+            vec![Epoch {
+                first: 0,
+                widths: dict.widths.clone(),
+                recs: one,
+            }],
+        );
+        for e in old {
+            e.recs.give_up();
+        }
+        self.publish();
         self.reencodings += 1;
         Ok(())
     }
@@ -327,6 +496,7 @@ impl ExplicitStates {
         Ok(if same { Equal::Yes } else { Equal::No })
     }
 
+    /// RAM of the epochs' vectors (hot windows, caches, block indexes).
     pub fn record_bytes(&self) -> u64 {
         self.epochs.iter().map(|e| e.recs.ram_bytes()).sum()
     }
@@ -377,12 +547,19 @@ fn decode_fields(widths: &[u32], values: &[Vec<u8>], enc: &[u8], out: &mut Vec<u
 mod tests {
     use super::*;
 
+    fn disk() -> (crate::storage::Storage, Disk) {
+        let st = crate::storage::Storage::new(&crate::storage::StorageConfig::default()).unwrap();
+        let d = Disk::new(&st);
+        (st, d)
+    }
+
     #[test]
     fn dictionaries_widen_and_reencode_without_wrapping() {
+        let (_st, disk) = disk();
         // Component 0 takes every byte value (widens 1 → 8 bits), component 1 two values,
         // component 2 is constant (0 bits).
         for collapse in [Collapse::PerComponent, Collapse::Off] {
-            let mut ex = ExplicitStates::new(3, collapse);
+            let mut ex = ExplicitStates::new(&disk, 3, collapse).unwrap();
             let states: Vec<[u8; 3]> = (0..=255u8).map(|v| [v, v % 2, 9]).collect();
             for (i, s) in states.iter().enumerate() {
                 assert_eq!(ex.push(s).unwrap(), i as u64);
@@ -432,7 +609,8 @@ mod tests {
         // 40 components each gaining a second value at a different time: 40 widenings,
         // more than MAX_EPOCHS, so states are re-encoded into one epoch at least twice.
         let n = 40;
-        let mut ex = ExplicitStates::new(n, Collapse::PerComponent);
+        let (_st, disk) = disk();
+        let mut ex = ExplicitStates::new(&disk, n, Collapse::PerComponent).unwrap();
         let mut states = Vec::new();
         for i in 0..=n {
             let s: Vec<u8> = (0..n).map(|c| u8::from(c < i)).collect();

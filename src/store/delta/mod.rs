@@ -10,8 +10,9 @@
 //! firing, the new state is unfired along the candidate's sequence and compared with the
 //! explicit ancestor), and compared with the new state.
 //!
-//! Record layout (bit-packed, eight records to one `bits`-byte record of a
-//! [`bits::RecordVec`], so a record costs exactly `bits = t_bits + p_bits` bits):
+//! Record layout (bit-packed, eight records to one `bits`-byte record of a segment vector of
+//! the run's storage, so a record costs exactly `bits = t_bits + p_bits` bits before the
+//! vector compresses its blocks):
 //!
 //! ```text
 //! | pred id or explicit index : p_bits | transition code : t_bits |
@@ -48,24 +49,28 @@ pub mod explicit;
 pub mod index;
 
 use super::full::{eq_bytes, state_hash};
-use super::{Exactness, Insert, StateBatch, StateId, StateStore, Via};
+use super::records::{Disk, Layout};
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark, Via,
+};
 use crate::error::StoreError;
 use crate::model::{Fired, Model, TransitionId};
-use bits::{bits_for, PackedArray};
+use crate::storage::Storage;
+use bits::{bits_for, PackedArray, PackedMark};
 pub use explicit::Collapse;
-use explicit::{Equal, ExplicitStates};
+use explicit::{Equal, ExplicitMark, ExplicitStates};
 use index::{GrowError, Index, Placement, Step};
 use std::cell::RefCell;
 
 /// Whether Δ records are repointed to shorter paths.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PredUpdate {
     On,
     Off,
 }
 
 /// How a candidate is compared with a new state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Firing {
     /// Unfire the new state along the candidate's sequence when the model supports it
     /// (otherwise fire forward).
@@ -75,7 +80,7 @@ pub enum Firing {
 }
 
 /// Options of the Δ store.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeltaOptions {
     /// kδ ≥ 1: states at depths multiple of kδ are explicit.
     pub k: u32,
@@ -116,7 +121,7 @@ enum Root {
 }
 
 /// Counters reported in the stats.
-#[derive(Default, Clone, Debug)]
+#[derive(Default, Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Counters {
     reconstitutions: u64,
     backward_checks: u64,
@@ -189,9 +194,38 @@ struct Inner {
     c: Counters,
 }
 
+/// Sizes of the record vector (groups of eight records, 20–64 bytes): 4 KiB blocks (1,024
+/// records or so; a miss decompresses one), a 32 KiB hot window of the newest records and a
+/// 1 MiB block cache. Reconstitutions walk at most kδ − 1 predecessors, which in BFS lie in
+/// the last kδ levels: the cache holds the blocks of the recent levels that walks revisit,
+/// while the reconstitution cache (states) spares most walks altogether.
+const RECORDS: Layout = Layout {
+    block_bytes: 4 << 10,
+    hot_blocks: 8,
+    cache_bytes: 1 << 20,
+};
+
+/// What a checkpoint of a Δ store records (`StoreMark::blob`). The hash index is not saved:
+/// resume rebuilds it by reconstituting every state once.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DeltaCheckpoint {
+    opts: DeltaOptions,
+    backward: Firing,
+    t_bits: u32,
+    p_bits: u32,
+    count: u64,
+    records: PackedMark,
+    explicit: ExplicitMark,
+    index_slots: u64,
+    index_hash_bits: u32,
+    index_rebuilds: u64,
+    counters: Counters,
+}
+
 /// The Δ-markings store.
 pub struct DeltaStore<'m> {
     model: &'m dyn Model,
+    disk: Disk,
     opts: DeltaOptions,
     width: usize,
     t_bits: u32,
@@ -221,9 +255,75 @@ fn invalid(message: String) -> StoreError {
 }
 
 impl<'m> DeltaStore<'m> {
-    /// A Δ store for the states of `model`, which must have fixed-width states.
-    pub fn new(model: &'m dyn Model, opts: DeltaOptions) -> Result<Self, StoreError> {
-        Self::with_hash_bits(model, opts, index::HASH_BITS)
+    /// A Δ store for the states of `model`, which must have fixed-width states; its records
+    /// and explicit states are segment vectors of `storage`.
+    pub fn new(
+        model: &'m dyn Model,
+        opts: DeltaOptions,
+        storage: &Storage,
+    ) -> Result<Self, StoreError> {
+        Self::with_hash_bits(model, opts, index::HASH_BITS, storage)
+    }
+
+    fn records_name(bits: u32) -> String {
+        format!("delta.records.w{bits}")
+    }
+
+    /// Reopens the store of a checkpoint (`mark` from [`StateStore::checkpoint`]) made with
+    /// the same model and options. The record and explicit-state vectors are cut back to
+    /// their marks; the hash index is rebuilt by reconstituting every state once, in id
+    /// order (about one firing per state: a state's predecessor is usually still in the
+    /// reconstitution cache). From then on the store answers exactly as the interrupted one
+    /// would have.
+    pub fn resume(
+        model: &'m dyn Model,
+        opts: DeltaOptions,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Self, StoreError> {
+        let c: DeltaCheckpoint = decode_blob(STORE, &mark.blob)?;
+        if c.opts.k != opts.k || c.opts.collapse != opts.collapse {
+            return Err(invalid(format!(
+                "the checkpoint was made with kδ = {} and collapsing {:?}, not kδ = {} and {:?}",
+                c.opts.k, c.opts.collapse, opts.k, opts.collapse
+            )));
+        }
+        let mut st = Self::build(model, opts, c.index_hash_bits, Disk::new(storage), Some(&c))?;
+        if st.t_bits != c.t_bits {
+            return Err(invalid(format!(
+                "the checkpoint has {}-bit transition codes, this model needs {}",
+                c.t_bits, st.t_bits
+            )));
+        }
+        if st.records.len() != c.count || st.records.bits() != c.t_bits + c.p_bits {
+            return Err(invalid(format!(
+                "the record file holds {} records of {} bits, the checkpoint {} of {}",
+                st.records.len(),
+                st.records.bits(),
+                c.count,
+                c.t_bits + c.p_bits
+            )));
+        }
+        st.count = c.count;
+        st.backward = c.backward;
+        st.index_rebuilds = c.index_rebuilds;
+        // Rebuild the index from the states themselves.
+        let mut ix = Index::new(c.index_slots, c.index_hash_bits);
+        let mut s = Vec::new();
+        for id in 0..st.count {
+            if !st.get(id, &mut s)? {
+                return Err(invalid(format!(
+                    "resuming: state {id} does not reconstitute"
+                )));
+            }
+            if !ix.has_room(1) {
+                ix.grow().map_err(grow_error)?;
+            }
+            ix.place(state_hash(&s), id).map_err(grow_error)?;
+        }
+        st.index = ix;
+        st.inner.get_mut().c = c.counters;
+        Ok(st)
     }
 
     /// As [`DeltaStore::new`], with an index that starts with `hash_bits` hash bits (tests
@@ -232,6 +332,18 @@ impl<'m> DeltaStore<'m> {
         model: &'m dyn Model,
         opts: DeltaOptions,
         hash_bits: u32,
+        storage: &Storage,
+    ) -> Result<Self, StoreError> {
+        Self::build(model, opts, hash_bits, Disk::new(storage), None)
+    }
+
+    /// A new store, or (`from`) one whose vectors are reopened at a checkpoint's marks.
+    fn build(
+        model: &'m dyn Model,
+        opts: DeltaOptions,
+        hash_bits: u32,
+        disk: Disk,
+        from: Option<&DeltaCheckpoint>,
     ) -> Result<Self, StoreError> {
         if opts.k == 0 {
             return Err(invalid("kδ must be at least 1".into()));
@@ -268,14 +380,32 @@ impl<'m> DeltaStore<'m> {
         } else {
             opts.cache_states
         };
+        let (records, explicit, p_bits) = match from {
+            None => (
+                PackedArray::new(
+                    &disk,
+                    &Self::records_name(t_bits + p_bits),
+                    t_bits + p_bits,
+                    RECORDS,
+                )?,
+                ExplicitStates::new(&disk, width, opts.collapse)?,
+                p_bits,
+            ),
+            Some(c) => (
+                PackedArray::open(&disk, &c.records, RECORDS)?,
+                ExplicitStates::open(&disk, width, &c.explicit)?,
+                c.p_bits,
+            ),
+        };
         Ok(DeltaStore {
             model,
+            disk,
             width,
             t_bits,
             transitions: model.transition_count() as u64,
             p_bits,
-            records: PackedArray::new(t_bits + p_bits),
-            explicit: ExplicitStates::new(width, opts.collapse),
+            records,
+            explicit,
             index: Index::new(1024, hash_bits),
             count: 0,
             backward,
@@ -533,11 +663,11 @@ impl<'m> DeltaStore<'m> {
                 message: format!("more than 2^{} states", self.p_bits),
             });
         }
-        let mut wider = PackedArray::new(bits);
+        let mut wider = PackedArray::new(&self.disk, &Self::records_name(bits), bits, RECORDS)?;
         for i in 0..self.records.len() {
             wider.push(self.records.get(i)?)?;
         }
-        self.records = wider;
+        std::mem::replace(&mut self.records, wider).give_up();
         self.p_bits += 1;
         self.inner.get_mut().c.record_widenings += 1;
         Ok(())
@@ -646,7 +776,7 @@ impl<'m> DeltaStore<'m> {
         Ok(Insert::New(id))
     }
 
-    /// Bytes of the record array.
+    /// RAM bytes of the record array (its vector's hot window, cache and block index).
     pub fn record_bytes(&self) -> u64 {
         self.records.ram_bytes()
     }
@@ -761,6 +891,36 @@ impl StateStore for DeltaStore<'_> {
         self.records.disk_bytes() + self.explicit.disk_bytes()
     }
 
+    /// Flushes the record and explicit-state vectors (dirty blocks and hot windows: what
+    /// changed since the last checkpoint) and records their marks, the options, the
+    /// dictionaries, the index size and the counters; the index and the cache are not saved.
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        if !self.disk.is_kept() {
+            return Err(invalid(
+                "checkpoints need a kept run directory (the storage is scratch)".into(),
+            ));
+        }
+        let records = self.records.checkpoint()?;
+        let explicit = self.explicit.checkpoint()?;
+        let mut files = vec![records.groups.file()];
+        files.extend(ExplicitStates::files(&explicit));
+        let blob = encode_blob(&DeltaCheckpoint {
+            opts: self.opts.clone(),
+            backward: self.backward,
+            t_bits: self.t_bits,
+            p_bits: self.p_bits,
+            count: self.count,
+            records,
+            explicit,
+            index_slots: self.index.slots(),
+            index_hash_bits: self.index.hash_bits(),
+            index_rebuilds: self.index_rebuilds,
+            counters: self.inner.get_mut().c.clone(),
+        });
+        self.disk.checkpointed();
+        Ok(StoreMark { blob, files })
+    }
+
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         use serde_json::Value;
         let inner = self.inner.borrow();
@@ -799,6 +959,10 @@ impl StateStore for DeltaStore<'_> {
         put("pred_updates", c.pred_updates.into());
         put("gets", c.gets.into());
         put("record_bits", self.records.bits().into());
+        let (hits, misses) = self.records.cache_counts();
+        put("record_cache_hits", hits.into());
+        put("record_cache_misses", misses.into());
+        put("record_compactions", self.records.compactions().into());
         put("record_widenings", c.record_widenings.into());
         put("explicit_record_bytes", self.explicit.record_width().into());
         put("dictionary_widenings", self.explicit.widenings().into());

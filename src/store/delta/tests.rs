@@ -4,8 +4,14 @@
 use super::*;
 use crate::model::petri;
 use crate::model::pnml;
+use crate::storage::{Storage, StorageConfig};
 use crate::store::full::FullStore;
 use std::path::Path;
+
+/// A scratch storage for a store's segment vectors.
+fn scratch() -> Storage {
+    Storage::new(&StorageConfig::default()).unwrap()
+}
 
 /// `tokens` tokens on a ring of `n` places; transition `i` moves one token from place `i` to
 /// place `i + 1`, and a second transition `n + i` moves two at once (so a state has several
@@ -39,7 +45,8 @@ fn ring(n: usize, tokens: u32) -> Box<dyn Model> {
 /// insert gives the same answer and that every Δ state reconstitutes to its full vector.
 fn conform(model: &dyn Model, opts: DeltaOptions, dfs: bool) -> Counters {
     let mut full = FullStore::new(model.state_len());
-    let mut delta = DeltaStore::new(model, opts.clone()).unwrap();
+    let storage = scratch();
+    let mut delta = DeltaStore::new(model, opts.clone(), &storage).unwrap();
     let mut init = Vec::new();
     model.initial_state(&mut init).unwrap();
     assert_eq!(full.insert(&init, None).unwrap(), Insert::New(0));
@@ -151,7 +158,8 @@ fn backward_firing_abandons_early() {
     // A false candidate (as a hash-remainder collision would give): state 2 was reached by
     // t0 twice from [4,0,..]; [0,0,4,0,0,0] cannot be unfired by t0 (place 1 is empty), so
     // the check stops after one unfiring, before looking at the explicit state.
-    let mut st = DeltaStore::new(m.as_ref(), opts(8)).unwrap();
+    let storage = scratch();
+    let mut st = DeltaStore::new(m.as_ref(), opts(8), &storage).unwrap();
     let mut s0 = Vec::new();
     m.initial_state(&mut s0).unwrap();
     st.insert(&s0, None).unwrap();
@@ -193,7 +201,8 @@ fn backward_falls_back_to_forward_without_unfire() {
     let p = dir.path().join("m.aut");
     std::fs::write(&p, aut).unwrap();
     let m = crate::model::aut::AutModel::load(&p).unwrap();
-    let store = DeltaStore::new(&m, opts(2)).unwrap();
+    let storage = scratch();
+    let store = DeltaStore::new(&m, opts(2), &storage).unwrap();
     assert_eq!(store.firing(), Firing::Forward);
     let c = conform(&m, opts(2), false);
     assert_eq!(c.unfired, 0);
@@ -219,7 +228,8 @@ fn predecessor_update_shortens_chains() {
 #[test]
 fn repointing_shortens_descendants() {
     let m = ring(4, 3);
-    let mut st = DeltaStore::new(m.as_ref(), opts(10)).unwrap();
+    let storage = scratch();
+    let mut st = DeltaStore::new(m.as_ref(), opts(10), &storage).unwrap();
     let mut s0 = Vec::new();
     m.initial_state(&mut s0).unwrap();
     st.insert(&s0, None).unwrap();
@@ -263,7 +273,8 @@ fn repointing_shortens_descendants() {
 #[test]
 fn explicit_exactly_at_multiples_of_k() {
     let m = ring(5, 3);
-    let mut st = DeltaStore::new(m.as_ref(), opts(3)).unwrap();
+    let storage = scratch();
+    let mut st = DeltaStore::new(m.as_ref(), opts(3), &storage).unwrap();
     let mut s = Vec::new();
     m.initial_state(&mut s).unwrap();
     st.insert(&s, None).unwrap();
@@ -301,7 +312,8 @@ fn explicit_exactly_at_multiples_of_k() {
 #[test]
 fn corrupt_records_are_reported_not_looped() {
     let m = ring(4, 2);
-    let mut st = DeltaStore::new(m.as_ref(), opts(3)).unwrap();
+    let storage = scratch();
+    let mut st = DeltaStore::new(m.as_ref(), opts(3), &storage).unwrap();
     let mut s = Vec::new();
     m.initial_state(&mut s).unwrap();
     st.insert(&s, None).unwrap();
@@ -338,7 +350,8 @@ fn corrupt_records_are_reported_not_looped() {
 #[test]
 fn rejects_k_zero() {
     let m = ring(3, 1);
-    assert!(DeltaStore::new(m.as_ref(), DeltaOptions { k: 0, ..opts(1) }).is_err());
+    let storage = scratch();
+    assert!(DeltaStore::new(m.as_ref(), DeltaOptions { k: 0, ..opts(1) }, &storage).is_err());
 }
 
 #[test]
@@ -353,7 +366,8 @@ fn index_rebuilds_with_more_hash_bits_when_it_outgrows_its_prefix() {
     // 14 hash bits allow 2^10 slots: the 922nd state forces a rebuild by reconstitution.
     let m = ring(9, 6);
     let mut full = FullStore::new(m.state_len());
-    let mut st = DeltaStore::with_hash_bits(m.as_ref(), opts(5), 14).unwrap();
+    let storage = scratch();
+    let mut st = DeltaStore::with_hash_bits(m.as_ref(), opts(5), 14, &storage).unwrap();
     let mut s0 = Vec::new();
     m.initial_state(&mut s0).unwrap();
     full.insert(&s0, None).unwrap();
