@@ -229,6 +229,9 @@ struct DeltaCheckpoint {
 pub struct DeltaStore<'m> {
     model: &'m dyn Model,
     disk: Disk,
+    /// The budget account of the RAM structures (index, cache, dictionaries), so that under
+    /// `--memory` the vectors' caches leave room for them.
+    ram_account: crate::storage::Account,
     opts: DeltaOptions,
     width: usize,
     t_bits: u32,
@@ -326,6 +329,7 @@ impl<'m> DeltaStore<'m> {
         }
         st.index = ix;
         st.inner.get_mut().c = c.counters;
+        st.publish_ram();
         Ok(st)
     }
 
@@ -400,9 +404,11 @@ impl<'m> DeltaStore<'m> {
                 c.p_bits,
             ),
         };
-        Ok(DeltaStore {
+        let ram_account = disk.shared_account("delta.index");
+        let st = DeltaStore {
             model,
             disk,
+            ram_account,
             width,
             t_bits,
             transitions: model.transition_count() as u64,
@@ -424,7 +430,20 @@ impl<'m> DeltaStore<'m> {
             index_rebuilds: 0,
             parent_memo: None,
             opts,
-        })
+        };
+        st.publish_ram();
+        Ok(st)
+    }
+
+    /// Tells the budget what the RAM structures hold (called when the index grows).
+    fn publish_ram(&self) {
+        self.ram_account.set(
+            self.index.ram_bytes()
+                + self.explicit.dict_bytes()
+                + self.inner.borrow().cache.ram_bytes(),
+            0,
+            0,
+        );
     }
 
     /// Whether candidates are compared by backward firing.
@@ -688,6 +707,9 @@ impl<'m> DeltaStore<'m> {
     }
 
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
+        if self.index.has_room(extra) {
+            return Ok(());
+        }
         while !self.index.has_room(extra) {
             match self.index.grow() {
                 Ok(()) => {}
@@ -695,6 +717,7 @@ impl<'m> DeltaStore<'m> {
                 Err(e) => return Err(grow_error(e)),
             }
         }
+        self.publish_ram();
         Ok(())
     }
 
