@@ -175,9 +175,9 @@ impl RecordsMark {
     }
 }
 
-/// Compaction starts when superseded bytes exceed a quarter of the live bytes and this much:
-/// the file stays within 1.25× its live size (plus this), and each byte of garbage costs at
-/// most four bytes of rewriting.
+/// Compaction starts when superseded bytes exceed an eighth of the live bytes and this much:
+/// the file stays within 1.125× its live size (plus this), and each byte of garbage costs at
+/// most eight bytes of rewriting.
 const COMPACT_MIN_GARBAGE: u64 = 1 << 20;
 
 /// A fixed-width record array in a segment vector (see the module docs).
@@ -191,6 +191,8 @@ pub struct Records {
     accounting: Accounting,
     vec: SegVec,
     compactions: u64,
+    /// Cache hits and misses of the vectors replaced by compactions.
+    past_counts: (u64, u64),
 }
 
 fn vec_name(base: &str, generation: u32) -> String {
@@ -252,6 +254,7 @@ impl Records {
             accounting,
             vec,
             compactions: 0,
+            past_counts: (0, 0),
         })
     }
 
@@ -282,6 +285,7 @@ impl Records {
             accounting,
             vec,
             compactions: 0,
+            past_counts: (0, 0),
         })
     }
 
@@ -316,7 +320,7 @@ impl Records {
     pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StoreError> {
         self.vec.set(i, rec)?;
         let garbage = self.vec.garbage_bytes();
-        if garbage > COMPACT_MIN_GARBAGE && garbage * 5 > self.vec.disk_bytes() {
+        if garbage > COMPACT_MIN_GARBAGE && garbage * 9 > self.vec.disk_bytes() {
             self.compact()?;
         }
         Ok(())
@@ -349,6 +353,8 @@ impl Records {
             return Err(e.into());
         }
         next.compactions = self.compactions + 1;
+        let (h, m) = self.cache_counts();
+        next.past_counts = (h, m);
         let old = std::mem::replace(self, next);
         old.give_up();
         Ok(())
@@ -404,7 +410,8 @@ impl Records {
 
     /// Cache hits and misses on sealed records.
     pub fn cache_counts(&self) -> (u64, u64) {
-        self.vec.cache_counts()
+        let (h, m) = self.vec.cache_counts();
+        (h + self.past_counts.0, m + self.past_counts.1)
     }
 }
 

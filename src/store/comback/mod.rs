@@ -206,6 +206,9 @@ struct CombackCheckpoint {
 pub struct CombackStore<'m> {
     model: &'m dyn Model,
     disk: Disk,
+    /// The budget account of the RAM structures (state table, caches), so that under
+    /// `--memory` the backedge vector's cache leaves room for them.
+    ram_account: crate::storage::Account,
     opts: CombackOptions,
     width: Option<usize>,
     table: StateTable,
@@ -307,9 +310,11 @@ impl<'m> CombackStore<'m> {
                 message: e.to_string(),
             })?;
         let width = model.state_len();
-        Ok(CombackStore {
+        let ram_account = disk.shared_account("comback.table");
+        let s = CombackStore {
             model,
             disk,
+            ram_account,
             opts,
             width,
             table,
@@ -325,7 +330,14 @@ impl<'m> CombackStore<'m> {
                 a: Vec::new(),
                 b: Vec::new(),
             }),
-        })
+        };
+        s.publish_ram();
+        Ok(s)
+    }
+
+    /// Tells the budget what the RAM structures hold (called when the table grows).
+    fn publish_ram(&self) {
+        self.ram_account.set(self.ram_without_backedges(), 0, 0);
     }
 
     pub fn options(&self) -> CombackOptions {
@@ -343,6 +355,7 @@ impl<'m> CombackStore<'m> {
         // Sized for the states the table holds before it grows again.
         self.back.fit_cache(self.table.capacity() as u64)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
+        self.publish_ram();
         Ok(())
     }
 

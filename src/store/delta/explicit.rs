@@ -184,13 +184,14 @@ struct Epoch {
     recs: Records,
 }
 
-/// Sizes of an epoch's vector: 4 KiB blocks, a 16 KiB hot window (explicit states are
-/// 1/kδ of the states or fewer) and a 256 KiB cache; reconstitutions read one explicit
-/// state each, at random.
+/// Sizes of an epoch's vector: 4 KiB blocks, an 8 KiB hot window and a 64 KiB cache per
+/// epoch (up to 17 epochs are alive, so at most about 1.2 MiB in all): explicit states are
+/// 1/kδ of the states or fewer, and a reconstitution reads one of them, mostly a recent one
+/// (in BFS its explicit ancestor is less than kδ levels up).
 const LAYOUT: Layout = Layout {
     block_bytes: 4 << 10,
-    hot_blocks: 4,
-    cache_bytes: 256 << 10,
+    hot_blocks: 2,
+    cache_bytes: 64 << 10,
 };
 
 /// A checkpoint of the explicit states.
