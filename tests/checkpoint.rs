@@ -666,3 +666,59 @@ fn full_disk_is_a_clear_error_and_the_last_checkpoint_resumes() {
         (m.states, m.transitions)
     );
 }
+
+#[test]
+fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
+    let Some(m) = model("SharedMemory-PT-000010.pnml") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = tmp.path().join("out.slts");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args([
+            "-q",
+            "--no-progress",
+            "--checkpoint-every",
+            "off",
+            "--workdir",
+        ])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .args(["--stats-json"])
+        .arg(tmp.path().join("stats.json"))
+        .spawn()
+        .unwrap();
+    // Give the process time to install its handlers (SIGUSR1 would terminate it before).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        manifest_stamp(&dir).is_none(),
+        "no periodic checkpoints with 'off'"
+    );
+    let usr1 = |c: &Child| {
+        Command::new("kill")
+            .args(["-USR1", &c.id().to_string()])
+            .status()
+            .unwrap();
+    };
+    usr1(&child);
+    assert!(
+        wait_for_checkpoint(&mut child, &dir, None).is_none(),
+        "finished before SIGUSR1 was handled"
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run goes on after SIGUSR1"
+    );
+    let first = manifest_stamp(&dir);
+    usr1(&child);
+    let st = wait_for_checkpoint(&mut child, &dir, first);
+    assert!(st.is_none(), "a second SIGUSR1 writes a second checkpoint");
+    assert!(child.wait().unwrap().success());
+    let stats = json(&tmp.path().join("stats.json"));
+    assert_eq!(counts(&stats), (m.states, m.transitions));
+    assert_eq!(stats["checkpoints"].as_u64(), Some(2));
+}
