@@ -489,6 +489,35 @@ pub fn recorded_crc(manifest: &Manifest, name: &str) -> Option<u32> {
         .map(|f| f.crc)
 }
 
+/// Name of the lock file a process holds while it runs in a run directory.
+pub const LOCK: &str = "lock";
+
+/// An exclusive lock on a run directory, held while a process explores in it, so that two
+/// processes (a resume started twice, say) never write the same files. Released when
+/// dropped or when the process ends, however it ends.
+pub struct DirLock {
+    _file: File,
+}
+
+/// Locks `dir` (which must exist) for this process, or says who cannot.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, CheckpointError> {
+    let path = dir.join(LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| CheckpointError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(DirLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(CheckpointError::Refused(format!(
+            "{}: another spillway process is running in this directory",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(CheckpointError::io(&path, e)),
+    }
+}
+
 /// Whether `dir` holds a checkpoint.
 pub fn exists(dir: &Path) -> bool {
     dir.join(MANIFEST).exists()

@@ -722,3 +722,34 @@ fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
     assert_eq!(counts(&stats), (m.states, m.transitions));
     assert_eq!(stats["checkpoints"].as_u64(), Some(2));
 }
+
+#[test]
+fn a_running_directory_cannot_be_resumed_twice() {
+    let Some(m) = model("SharedMemory-PT-000010.pnml") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&m.path)
+        .args([
+            "-q",
+            "--no-progress",
+            "--checkpoint-every",
+            "0.02s",
+            "--workdir",
+        ])
+        .arg(&dir)
+        .spawn()
+        .unwrap();
+    assert!(wait_for_checkpoint(&mut child, &dir, None).is_none());
+    let o = resume(&dir);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("another spillway process"), "{err}");
+    send(&mut child, Sig::Int);
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    let o = resume(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

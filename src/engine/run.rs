@@ -288,6 +288,10 @@ pub fn explore_file(
         Some(ck) => prepare_run_dir(&ck.dir)?,
         None => false,
     };
+    let _lock = match &cfg.checkpoint {
+        Some(ck) => Some(checkpoint::lock_dir(&ck.dir)?),
+        None => None,
+    };
     let result = match Source::read(path)? {
         Source::Aut(m) => run_checkpointed(&m, cfg, path, 0, None),
         Source::Pnml(net) => {
@@ -435,6 +439,11 @@ pub fn resume_dir(
     rebuild: &dyn Fn(&RunSpec) -> Result<ExploreConfig, ExploreError>,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
+    if !checkpoint::exists(dir) {
+        // Checked before locking, so that a wrong path is not given a lock file.
+        checkpoint::load(dir)?;
+    }
+    let _lock = checkpoint::lock_dir(dir)?;
     let manifest = checkpoint::load(dir)?;
     let mut cfg = rebuild(&manifest.run)?;
     let digest = checkpoint::file_digest(&manifest.run.model)?;
