@@ -108,7 +108,7 @@ pub fn explore(
     let mut polls: u64 = 0;
     loop {
         polls += 1;
-        if polls % POLL_EVERY == 0 {
+        if polls.is_multiple_of(POLL_EVERY) {
             if let Some(ck) = session.checkpoint.as_deref_mut() {
                 if let Some(due) = ck.due() {
                     let (open_mark, files) = match &mut open {

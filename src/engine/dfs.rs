@@ -137,7 +137,7 @@ pub fn explore(
     };
     let mut steps: u64 = 0;
     loop {
-        if steps % POLL_EVERY == 0 {
+        if steps.is_multiple_of(POLL_EVERY) {
             if let Some(ck) = session.checkpoint.as_deref_mut() {
                 if let Some(due) = ck.due() {
                     let Frames::Spilled(stack) = &mut frames else {

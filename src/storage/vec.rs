@@ -374,7 +374,7 @@ impl SegVec {
         }
         for (b, meta) in index.iter().enumerate() {
             let last = b + 1 == index.len();
-            if meta.raw_len as usize % width != 0
+            if !(meta.raw_len as usize).is_multiple_of(width)
                 || (!last && meta.raw_len as usize != block_bytes)
                 || meta.raw_len as usize > block_bytes
             {

@@ -287,7 +287,7 @@ impl SearchPath {
     pub fn push(&mut self, depth: u32, id: StateId, state: &[u8]) {
         let k = depth as usize;
         let slot = k / PIN_EVERY;
-        if k % PIN_EVERY != 0 {
+        if !k.is_multiple_of(PIN_EVERY) {
             // Entries at depths < k stay ancestors; deeper ones are off the path.
             self.truncate(slot + 1);
             return;
@@ -313,7 +313,7 @@ impl SearchPath {
     #[inline(always)]
     pub fn get(&self, id: StateId, depth: u32) -> Option<&[u8]> {
         let k = depth as usize;
-        if k % PIN_EVERY != 0 {
+        if !k.is_multiple_of(PIN_EVERY) {
             return None;
         }
         let k = k / PIN_EVERY;

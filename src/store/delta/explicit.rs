@@ -405,7 +405,7 @@ impl ExplicitStates {
         dict.encode(state, &mut enc);
         let r = self.epochs.last_mut().expect("one epoch").recs.push(&enc);
         self.buf = enc;
-        if id % 1024 == 0 {
+        if id.is_multiple_of(1024) {
             self.publish();
         }
         r.map(|_| id)
