@@ -535,6 +535,20 @@ fn resume_refuses_other_options_and_changed_models() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    // A run that fails before its first checkpoint leaves no directory behind.
+    let bad = tempfile::tempdir().unwrap();
+    let model_file = bad.path().join("bad.pnml");
+    std::fs::write(&model_file, "<pnml><net").unwrap();
+    let wd = bad.path().join("run");
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model_file)
+        .args(["--checkpoint-every", "1m", "--workdir"])
+        .arg(&wd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!wd.exists(), "nothing to resume, nothing left");
     // Resuming a directory without a checkpoint.
     let empty = tempfile::tempdir().unwrap();
     let o = resume(empty.path());

@@ -292,9 +292,10 @@ pub fn explore_file(
         Some(ck) => Some(checkpoint::lock_dir(&ck.dir)?),
         None => None,
     };
-    let result = match Source::read(path)? {
-        Source::Aut(m) => run_checkpointed(&m, cfg, path, 0, None),
-        Source::Pnml(net) => {
+    let result = match Source::read(path) {
+        Err(e) => Err(e.into()),
+        Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None),
+        Ok(Source::Pnml(net)) => {
             let bits = petri::initial_bits(&net, cfg.token_width);
             explore_net(&net, bits, cfg, path, None, note)
         }
@@ -411,11 +412,15 @@ fn clear_dir(dir: &Path) -> Result<(), ExploreError> {
 }
 
 /// After a checkpointed run: on success its files go (and the directory, if the run made
-/// it); otherwise they stay for `spillway resume`.
+/// it); after a failure they stay for `spillway resume` — unless no checkpoint was ever
+/// committed, in which case there is nothing to resume and the directory is left as found.
 fn finish_run_dir(cfg: &ExploreConfig, created: bool, result: &Result<ExploreStats, ExploreError>) {
-    let (Some(ck), Ok(_)) = (&cfg.checkpoint, result) else {
+    let Some(ck) = &cfg.checkpoint else {
         return;
     };
+    if result.is_err() && checkpoint::exists(&ck.dir) {
+        return;
+    }
     if clear_dir(&ck.dir).is_ok() && created {
         let _ = std::fs::remove_dir(&ck.dir);
     }
