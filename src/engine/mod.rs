@@ -90,6 +90,9 @@ pub struct ExploreStats {
     pub checkpoint_seconds: f64,
     /// The checkpoint generation this process resumed from (`spillway resume`).
     pub resumed_from: Option<u64>,
+    /// Checkpointed runs: seconds explored by every process of the run, this one included
+    /// (`wall_seconds` and `states_per_second` are this process's).
+    pub run_seconds: Option<f64>,
 }
 
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
@@ -278,6 +281,7 @@ impl<'a> Run<'a> {
             checkpoints: 0,
             checkpoint_seconds: 0.0,
             resumed_from: None,
+            run_seconds: None,
         }
     }
 }

@@ -263,6 +263,7 @@ fn explore_model_from(
     if let Some(ck) = &checkpointer {
         stats.checkpoints = ck.written;
         stats.checkpoint_seconds = ck.seconds;
+        stats.run_seconds = Some(ck.elapsed_before + stats.wall_seconds);
     }
     stats.resumed_from = resume.map(|m| m.generation);
     if let Some(st) = &storage {
