@@ -73,7 +73,13 @@ impl Region {
     #[inline(always)]
     fn touch(&self, i: usize) -> u32 {
         match self {
-            Region::Flat { stride, bytes, .. } => bytes[i * stride] as u32,
+            Region::Flat { stride, bytes, .. } => {
+                let e = &bytes[i * stride..(i + 1) * stride];
+                super::prefetch(e.as_ptr());
+                // An entry may straddle two CPU cache lines.
+                super::prefetch(e[e.len() - 1..].as_ptr());
+                0
+            }
             Region::Boxed { ids, .. } => ids[i],
         }
     }
