@@ -237,9 +237,14 @@ impl BackedgeTable {
         })
     }
 
-    /// Resizes the block cache for up to `states` states ([`cache_bytes_for`]).
-    pub fn fit_cache(&mut self, states: u64) -> Result<(), StoreError> {
-        self.recs.set_cache_bytes(cache_bytes_for(states))
+    /// Resizes the block cache for up to `states` states: `bytes`, or [`cache_bytes_for`]
+    /// when `bytes` is 0.
+    pub fn fit_cache(&mut self, states: u64, bytes: u64) -> Result<(), StoreError> {
+        let bytes = match bytes {
+            0 => cache_bytes_for(states),
+            b => b,
+        };
+        self.recs.set_cache_bytes(bytes)
     }
 
     pub fn len(&self) -> u64 {

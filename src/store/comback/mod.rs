@@ -113,6 +113,10 @@ pub struct CombackOptions {
     pub move_to_front: MoveToFront,
     pub reconstruction: Reconstruction,
     pub waiting_set: WaitingSet,
+    /// Bytes of the backedge file's block cache (0: automatic, see
+    /// [`backedge::cache_bytes_for`]). Under `--memory` the budget decides.
+    #[serde(default)]
+    pub block_cache: u64,
 }
 
 impl Default for CombackOptions {
@@ -124,6 +128,7 @@ impl Default for CombackOptions {
             move_to_front: MoveToFront::On,
             reconstruction: Reconstruction::Forward,
             waiting_set: WaitingSet::StateNumbers,
+            block_cache: 0,
         }
     }
 }
@@ -253,7 +258,8 @@ impl<'m> CombackStore<'m> {
         storage: &Storage,
     ) -> Result<Self, StoreError> {
         let disk = Disk::new(storage);
-        let back = BackedgeTable::new(&disk)?;
+        let mut back = BackedgeTable::new(&disk)?;
+        back.fit_cache(0, opts.block_cache)?;
         Self::assemble(model, opts, disk, back, StateTable::new(opts.hash_bits))
     }
 
@@ -297,7 +303,7 @@ impl<'m> CombackStore<'m> {
             table.insert_at(p, d, id);
         })?;
         let mut back = back;
-        back.fit_cache(table.capacity() as u64)?;
+        back.fit_cache(table.capacity() as u64, opts.block_cache)?;
         let mut s = Self::assemble(model, opts, disk, back, table)?;
         s.inner.get_mut().counters = c.counters;
         Ok(s)
@@ -368,7 +374,8 @@ impl<'m> CombackStore<'m> {
         })?;
         self.table = g;
         // Sized for the states the table holds before it grows again.
-        self.back.fit_cache(self.table.capacity() as u64)?;
+        self.back
+            .fit_cache(self.table.capacity() as u64, self.opts.block_cache)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         self.publish_ram();
         Ok(())
@@ -898,6 +905,7 @@ impl StateStore for CombackStore<'_> {
         };
         put("hash_bits", json!(o.hash_bits));
         put("comback_cache_entries", json!(o.cache));
+        put("comback_block_cache_bytes", json!(o.block_cache));
         put(
             "comback_path_optimisation",
             json!(format!("{:?}", o.path_optimisation).to_lowercase()),
