@@ -51,7 +51,7 @@ use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::Storage;
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
-use cache::{Cache, SearchPath};
+use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
 use std::cell::RefCell;
 use table::{StateTable, MAX_STATES};
@@ -536,6 +536,10 @@ impl<'m> CombackStore<'m> {
         if let Some((v, depth, _)) = inner.cache.get(id) {
             inner.counters.cache_hits += 1;
             if eq_bytes(v, state) {
+                let depth = match depth {
+                    UNKNOWN_DEPTH => back.get(id)?.depth,
+                    d => d,
+                };
                 return Ok(Candidate::Match { depth });
             }
             let same_descriptor = fp_exact || back.descriptor(id)? == d;
@@ -594,8 +598,8 @@ impl<'m> CombackStore<'m> {
         // Use the parent's stored depth: it may be smaller than the engine's, and keeping
         // depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
         let parent_depth = match self.inner.get_mut().cache.get(via.parent) {
-            Some((_, d, _)) => d,
-            None => self.back.get(via.parent)?.depth,
+            Some((_, d, _)) if d != UNKNOWN_DEPTH => d,
+            _ => self.back.get(via.parent)?.depth,
         };
         let new_depth = parent_depth.saturating_add(1);
         if new_depth >= depth {
