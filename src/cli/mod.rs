@@ -71,6 +71,11 @@ pub struct ExploreArgs {
     #[arg(long, default_value_t = CombackOptions::default().cache, value_name = "N")]
     pub comback_cache: usize,
 
+    /// ComBack: bytes of decompressed backedge blocks to cache (0 = automatic: the whole
+    /// backedge table up to 2 MiB, at least 512 KiB; under --memory the budget decides).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub comback_block_cache: u64,
+
     /// ComBack: repoint a state's backedge when a shorter path to it is found.
     #[arg(long, value_enum, default_value = "on")]
     pub comback_path_opt: PathOptimisation,
@@ -266,6 +271,7 @@ impl ExploreArgs {
                     move_to_front: self.comback_mtf,
                     reconstruction: self.comback_reconstruct,
                     waiting_set: self.comback_waiting,
+                    block_cache: self.comback_block_cache,
                 },
                 bitstate_log2_bits: self.bitstate_log2_bits,
                 bitstate_k: self.bitstate_k,

@@ -243,6 +243,7 @@ impl Storage {
             hot_blocks: 4,
             cache_bytes: 0,
             files: self.lifetime(),
+            zstd_level: self.config.segments.zstd_level,
         }
     }
 

@@ -46,7 +46,7 @@ const BLOCK_MAGIC: &[u8; 4] = b"SBLK";
 const COMPRESSION_ZSTD: u8 = 1;
 const CHECKSUM_CRC32: u8 = 1;
 /// zstd level for blocks: the fastest levels compress state vectors well and keep sealing cheap.
-const ZSTD_LEVEL: i32 = 1;
+pub const ZSTD_LEVEL: i32 = 1;
 /// Largest raw block accepted when reading (larger claims are corruption).
 pub const MAX_BLOCK: u32 = 1 << 26;
 
@@ -382,6 +382,16 @@ impl SegmentFile {
 
     pub fn is_empty(&self) -> bool {
         self.end == HEADER_LEN
+    }
+
+    /// Sets the zstd level of the blocks appended from now on (any level gives standard
+    /// zstd frames, so the file format does not change). Level −1 and below store literals
+    /// uncompressed: a block then decompresses about twice as fast, for records that compress
+    /// mostly by matches.
+    pub fn set_level(&mut self, level: i32) -> Result<(), StorageError> {
+        self.compressor = zstd::bulk::Compressor::new(level)
+            .map_err(io_err(&self.path, "start zstd compressor"))?;
+        Ok(())
     }
 
     /// Compresses `raw` and appends it as block `no`.

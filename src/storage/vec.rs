@@ -36,6 +36,8 @@ pub struct SegOptions {
     pub cache_bytes: u64,
     /// Whether the files keep their names (reopenable) or are unlinked at once.
     pub files: FileLifetime,
+    /// zstd level of the blocks this vector writes (see [`SegmentFile::set_level`]).
+    pub zstd_level: i32,
 }
 
 impl Default for SegOptions {
@@ -45,6 +47,7 @@ impl Default for SegOptions {
             hot_blocks: 128,
             cache_bytes: 64 << 20,
             files: FileLifetime::Named,
+            zstd_level: super::segment::ZSTD_LEVEL,
         }
     }
 }
@@ -120,6 +123,10 @@ impl Cache {
     fn put(&mut self, b: u64, s: usize) {
         let b = b as usize;
         if b >= self.slot_of.len() {
+            if b >= self.slot_of.capacity() {
+                self.slot_of
+                    .reserve_exact(b + 1 - self.slot_of.len() + b / 8 + 64);
+            }
             self.slot_of.resize(b + 1, NO_SLOT);
         }
         self.slot_of[b] = s as u32;
@@ -250,7 +257,8 @@ impl SegVec {
             first_block: 0,
         };
         let path = dir.join(format!("{name}.seg"));
-        let seg = SegmentFile::create(&path, header)?;
+        let mut seg = SegmentFile::create(&path, header)?;
+        seg.set_level(opts.zstd_level)?;
         let v = Self::assemble(
             dir,
             name,
@@ -333,7 +341,8 @@ impl SegVec {
         budget: Option<Arc<Budget>>,
     ) -> Result<SegVec, StorageError> {
         let path = dir.join(format!("{name}.seg"));
-        let (seg, blocks) = SegmentFile::open(&path, Kind::Vec, mark.map(|m| m.segment_len))?;
+        let (mut seg, blocks) = SegmentFile::open(&path, Kind::Vec, mark.map(|m| m.segment_len))?;
+        seg.set_level(opts.zstd_level)?;
         let header = *seg.header();
         let Layout::Fixed { width } = header.layout else {
             return Err(StorageError::Corrupt {
@@ -751,6 +760,11 @@ impl Cold {
             self.index[b] = meta;
         } else {
             debug_assert_eq!(b, self.index.len());
+            // Grow by an eighth, not by doubling: the index is resident and counted, and a
+            // doubled capacity would leave up to half of it unused.
+            if self.index.len() == self.index.capacity() {
+                self.index.reserve_exact(self.index.len() / 8 + 64);
+            }
             self.index.push(meta);
         }
     }

@@ -31,6 +31,9 @@ pub struct Layout {
     /// Bytes of decompressed sealed blocks cached when the run has no `--memory` budget
     /// (under a budget, the budget sizes the cache).
     pub cache_bytes: u64,
+    /// zstd level of the blocks (`crate::storage::segment::ZSTD_LEVEL` unless the array's
+    /// blocks are read at random often enough for decompression speed to matter).
+    pub zstd_level: i32,
 }
 
 struct DiskInner {
@@ -133,6 +136,7 @@ impl Disk {
             block_bytes: l.block_bytes,
             hot_blocks: hot,
             cache_bytes: l.cache_bytes,
+            zstd_level: l.zstd_level,
             files: if self.0.kept {
                 FileLifetime::Named
             } else {
@@ -424,6 +428,7 @@ mod tests {
         block_bytes: 256,
         hot_blocks: 2,
         cache_bytes: 1024,
+        zstd_level: crate::storage::segment::ZSTD_LEVEL,
     };
 
     #[test]

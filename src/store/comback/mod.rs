@@ -4,7 +4,8 @@
 //! Each new state gets the next number `N`. The [`table::StateTable`] maps the state's
 //! *descriptor* (the top `b` bits of its stable hash, `--hash-bits b`) to a collision list of
 //! state numbers, 6 bytes per slot in RAM. The [`backedge::BackedgeTable`] maps `N` to
-//! (parent number, transition, depth, descriptor): the search-tree edge that reached it. To
+//! (parent number, transition, depth), the search-tree edge that reached it, and keeps the
+//! descriptors in a second, sequentially read file. To
 //! decide whether a successor `s'` is new, every state `n` in the collision list of `H(s')`
 //! is *reconstructed* by replaying transitions from the initial state along the backedges
 //! and compared with `s'` as a full vector: the answer is exact whatever `b` is.
@@ -41,7 +42,7 @@ pub mod cache;
 pub mod table;
 
 use super::full::eq_bytes;
-use super::records::{Disk, RecordsMark};
+use super::records::Disk;
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StoreMark, Via,
@@ -49,8 +50,8 @@ use super::{
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::Storage;
-use backedge::{Backedge, BackedgeTable, NO_PARENT};
-use cache::{Cache, SearchPath};
+use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
+use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
 use std::cell::RefCell;
 use table::{StateTable, MAX_STATES};
@@ -112,6 +113,10 @@ pub struct CombackOptions {
     pub move_to_front: MoveToFront,
     pub reconstruction: Reconstruction,
     pub waiting_set: WaitingSet,
+    /// Bytes of the backedge file's block cache (0: automatic, see
+    /// [`backedge::cache_bytes_for`]). Under `--memory` the budget decides.
+    #[serde(default)]
+    pub block_cache: u64,
 }
 
 impl Default for CombackOptions {
@@ -123,6 +128,7 @@ impl Default for CombackOptions {
             move_to_front: MoveToFront::On,
             reconstruction: Reconstruction::Forward,
             waiting_set: WaitingSet::StateNumbers,
+            block_cache: 0,
         }
     }
 }
@@ -191,15 +197,15 @@ enum Candidate {
     },
 }
 
-/// What a checkpoint of a ComBack store records (`StoreMark::blob`): the backedge file's
-/// mark, the options, the state table's size and the counters. The state table itself is
-/// rebuilt on resume from the descriptors in the backedge records.
+/// What a checkpoint of a ComBack store records (`StoreMark::blob`): the marks of the
+/// backedge and descriptor files, the options, the state table's size and the counters. The
+/// state table itself is rebuilt on resume from the descriptor file.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct CombackCheckpoint {
     opts: CombackOptions,
     table_slots: u64,
     counters: Counters,
-    backedges: RecordsMark,
+    backedges: BackedgeMark,
 }
 
 /// The ComBack store.
@@ -217,6 +223,20 @@ pub struct CombackStore<'m> {
     inner: RefCell<Inner>,
     /// Scratch for `insert_batch`.
     descriptors: Vec<u64>,
+}
+
+/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
+/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
+/// overlap.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
@@ -238,7 +258,8 @@ impl<'m> CombackStore<'m> {
         storage: &Storage,
     ) -> Result<Self, StoreError> {
         let disk = Disk::new(storage);
-        let back = BackedgeTable::new(&disk)?;
+        let mut back = BackedgeTable::new(&disk)?;
+        back.fit_cache(0, opts.block_cache)?;
         Self::assemble(model, opts, disk, back, StateTable::new(opts.hash_bits))
     }
 
@@ -277,12 +298,12 @@ impl<'m> CombackStore<'m> {
                 ),
             });
         }
-        back.scan(|id, e| {
-            let p = table.probe_empty(e.descriptor);
-            table.insert_at(p, e.descriptor, id);
+        back.scan_descriptors(|id, d| {
+            let p = table.probe_empty(d);
+            table.insert_at(p, d, id);
         })?;
         let mut back = back;
-        back.fit_cache(table.capacity() as u64)?;
+        back.fit_cache(table.capacity() as u64, opts.block_cache)?;
         let mut s = Self::assemble(model, opts, disk, back, table)?;
         s.inner.get_mut().counters = c.counters;
         Ok(s)
@@ -347,13 +368,14 @@ impl<'m> CombackStore<'m> {
     /// Rebuilds the state table 4/3 larger from the descriptors in the backedge table.
     fn grow(&mut self) -> Result<(), StoreError> {
         let mut g = self.table.grown();
-        self.back.scan(|id, e| {
-            let p = g.probe_empty(e.descriptor);
-            g.insert_at(p, e.descriptor, id);
+        self.back.scan_descriptors(|id, d| {
+            let p = g.probe_empty(d);
+            g.insert_at(p, d, id);
         })?;
         self.table = g;
         // Sized for the states the table holds before it grows again.
-        self.back.fit_cache(self.table.capacity() as u64)?;
+        self.back
+            .fit_cache(self.table.capacity() as u64, self.opts.block_cache)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         self.publish_ram();
         Ok(())
@@ -509,31 +531,38 @@ impl<'m> CombackStore<'m> {
         id: StateId,
         state: &[u8],
         d: u64,
+        fp_exact: bool,
     ) -> Result<Candidate, StoreError> {
         if let Some((v, depth, _)) = inner.cache.get(id) {
             inner.counters.cache_hits += 1;
             if eq_bytes(v, state) {
+                let depth = match depth {
+                    UNKNOWN_DEPTH => back.get(id)?.depth,
+                    d => d,
+                };
                 return Ok(Candidate::Match { depth });
             }
-            let same_descriptor = back.get(id)?.descriptor == d;
+            let same_descriptor = fp_exact || back.descriptor(id)? == d;
             return Ok(Candidate::Mismatch { same_descriptor });
         }
+        // The descriptor is not checked first: it is read only to classify a mismatch (a
+        // fingerprint match with another descriptor is rare: ~2^-16 per probed slot, and the
+        // full comparison is exact anyway), saving a random read per candidate.
         let e = back.get(id)?;
-        if e.descriptor != d {
-            inner.counters.false_candidates += 1;
-            return Ok(Candidate::Mismatch {
-                same_descriptor: false,
-            });
-        }
+        let mismatch = |inner: &mut Inner| -> Result<Candidate, StoreError> {
+            let same_descriptor = fp_exact || back.descriptor(id)? == d;
+            if !same_descriptor {
+                inner.counters.false_candidates += 1;
+            }
+            Ok(Candidate::Mismatch { same_descriptor })
+        };
         if let Some(v) = inner.stack.get(id, e.depth) {
             inner.counters.stack_hits += 1;
-            return Ok(if eq_bytes(v, state) {
-                Candidate::Match { depth: e.depth }
+            return if eq_bytes(v, state) {
+                Ok(Candidate::Match { depth: e.depth })
             } else {
-                Candidate::Mismatch {
-                    same_descriptor: true,
-                }
-            });
+                mismatch(inner)
+            };
         }
         let equal = match opts.reconstruction {
             Reconstruction::Backward => {
@@ -557,9 +586,7 @@ impl<'m> CombackStore<'m> {
             }
             Ok(Candidate::Match { depth: e.depth })
         } else {
-            Ok(Candidate::Mismatch {
-                same_descriptor: true,
-            })
+            mismatch(inner)
         }
     }
 
@@ -571,8 +598,8 @@ impl<'m> CombackStore<'m> {
         // Use the parent's stored depth: it may be smaller than the engine's, and keeping
         // depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
         let parent_depth = match self.inner.get_mut().cache.get(via.parent) {
-            Some((_, d, _)) => d,
-            None => self.back.get(via.parent)?.depth,
+            Some((_, d, _)) if d != UNKNOWN_DEPTH => d,
+            _ => self.back.get(via.parent)?.depth,
         };
         let new_depth = parent_depth.saturating_add(1);
         if new_depth >= depth {
@@ -672,12 +699,15 @@ impl<'m> CombackStore<'m> {
         let back = &self.back;
         let initial = &self.initial[..];
         let inner = self.inner.get_mut();
+        // The table only offers candidates whose fingerprint matches; when the fingerprint
+        // is the whole descriptor, their descriptors need not be read.
+        let fp_exact = self.table.fingerprint_is_descriptor();
         inner.counters.generated += 1;
         // First slot of an equal-descriptor entry (move-to-front target) and list length.
         let mut first_equal: Option<usize> = None;
         let mut equal_seen: u64 = 0;
         let found = self.table.find(d, |pos, id| {
-            match Self::candidate(model, back, initial, &opts, inner, id, state, d)? {
+            match Self::candidate(model, back, initial, &opts, inner, id, state, d, fp_exact)? {
                 Candidate::Match { depth } => Ok(Some((pos, id, depth))),
                 Candidate::Mismatch { same_descriptor } => {
                     if same_descriptor {
@@ -711,12 +741,14 @@ impl<'m> CombackStore<'m> {
                     Some(v) => (v.parent, v.transition, v.depth.min(u32::MAX as u64) as u32),
                     None => (NO_PARENT, TransitionId(0), 0),
                 };
-                let id = self.back.push(&Backedge {
-                    parent,
-                    transition,
-                    depth,
-                    descriptor: d,
-                })?;
+                let id = self.back.push(
+                    &Backedge {
+                        parent,
+                        transition,
+                        depth,
+                    },
+                    d,
+                )?;
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
                 inner.stack.push(depth, id, state);
@@ -856,7 +888,7 @@ impl StateStore for CombackStore<'_> {
             });
         }
         let backedges = self.back.checkpoint()?;
-        let files = vec![backedges.file()];
+        let files = vec![backedges.backedges.file(), backedges.descriptors.file()];
         let blob = encode_blob(&CombackCheckpoint {
             opts: self.opts,
             table_slots: self.table.capacity() as u64,
@@ -877,6 +909,7 @@ impl StateStore for CombackStore<'_> {
         };
         put("hash_bits", json!(o.hash_bits));
         put("comback_cache_entries", json!(o.cache));
+        put("comback_block_cache_bytes", json!(o.block_cache));
         put(
             "comback_path_optimisation",
             json!(format!("{:?}", o.path_optimisation).to_lowercase()),
@@ -937,6 +970,13 @@ impl StateStore for CombackStore<'_> {
         let (hits, misses) = self.back.cache_counts();
         put("backedge_cache_hits", json!(hits));
         put("backedge_cache_misses", json!(misses));
+        // Included in the backedge figures above.
+        let (dram, ddisk) = self.back.descriptor_bytes();
+        put("descriptor_ram_bytes", json!(dram));
+        put("descriptor_disk_bytes", json!(ddisk));
+        let (hits, misses) = self.back.descriptor_cache_counts();
+        put("descriptor_cache_hits", json!(hits));
+        put("descriptor_cache_misses", json!(misses));
         m
     }
 }

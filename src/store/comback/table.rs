@@ -58,6 +58,12 @@ impl StateTable {
         (descriptor >> (64 - self.bits)) as u16
     }
 
+    /// Whether equal fingerprints mean equal descriptors (descriptors of at most 16 bits).
+    #[inline(always)]
+    pub fn fingerprint_is_descriptor(&self) -> bool {
+        self.bits <= 16
+    }
+
     #[inline(always)]
     pub fn home(&self, descriptor: u64) -> usize {
         (((descriptor >> 32) * self.slots.len() as u64) >> 32) as usize
@@ -92,7 +98,9 @@ impl StateTable {
     /// Touches the home slot of `descriptor` (to overlap cache misses of a batch).
     #[inline(always)]
     pub fn touch(&self, descriptor: u64) -> u16 {
-        self.slots[self.home(descriptor)].fp
+        let slot = &self.slots[self.home(descriptor)];
+        super::prefetch(slot as *const Slot as *const u8);
+        0
     }
 
     /// Walks the probe run of `descriptor` from its home slot, calling `candidate(pos, id)` for

@@ -268,6 +268,7 @@ mod tests {
         block_bytes: 512,
         hot_blocks: 2,
         cache_bytes: 2048,
+        zstd_level: crate::storage::segment::ZSTD_LEVEL,
     };
 
     #[test]

@@ -192,6 +192,7 @@ const LAYOUT: Layout = Layout {
     block_bytes: 4 << 10,
     hot_blocks: 2,
     cache_bytes: 64 << 10,
+    zstd_level: crate::storage::segment::ZSTD_LEVEL,
 };
 
 /// A checkpoint of the explicit states.

@@ -206,6 +206,7 @@ const RECORDS: Layout = Layout {
     block_bytes: 4 << 10,
     hot_blocks: 8,
     cache_bytes: 512 << 10,
+    zstd_level: crate::storage::segment::ZSTD_LEVEL,
 };
 
 /// What a checkpoint of a Δ store records (`StoreMark::blob`). The hash index is not saved:
