@@ -335,7 +335,8 @@ fn read_range(
     to: u64,
     mut each: impl FnMut(&[u8]),
 ) -> Result<(), CheckpointError> {
-    let mut buf = vec![0u8; 1 << 20];
+    // Small: this runs inside the memory budget (and only once per checkpoint or resume).
+    let mut buf = vec![0u8; 256 << 10];
     let mut at = from;
     while at < to {
         let n = ((to - at) as usize).min(buf.len());

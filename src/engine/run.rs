@@ -223,6 +223,16 @@ fn explore_model_from(
         )),
         _ => None,
     };
+    // The output writer's buffers are resident too: charge them to the budget, so that the
+    // caches leave them room.
+    let _writer_account = match (&storage, &cfg.output) {
+        (Some(st), Some(out)) if st.config.memory != MemoryLimit::Unlimited => {
+            let a = st.budget.account("lts.writer");
+            a.set(LtsFormat::from_path(out)?.writer_ram_bytes(), 0, 0);
+            Some(a)
+        }
+        _ => None,
+    };
     let mut sink: Box<dyn LtsSink> = match (&cfg.output, &partial) {
         (Some(out), Some(partial)) => {
             let format = LtsFormat::from_path(out)?;

@@ -178,6 +178,17 @@ impl LtsFormat {
         })
     }
 
+    /// About how many bytes a writer of this format keeps resident: the native writer's
+    /// current edge block, the blocks queued for its compression thread (raw and compressed)
+    /// and its 1 MiB file buffer; a text writer's file buffer. Runs under `--memory` charge
+    /// it to the budget.
+    pub fn writer_ram_bytes(self) -> u64 {
+        match self {
+            LtsFormat::Native => 4 << 20,
+            LtsFormat::Aut | LtsFormat::Fsm | LtsFormat::Dot => 1 << 20,
+        }
+    }
+
     /// Whether a run writing this format can be checkpointed.
     pub fn checkpointable(self) -> bool {
         matches!(self, LtsFormat::Native | LtsFormat::Aut)
