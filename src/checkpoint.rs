@@ -117,6 +117,23 @@ pub struct FileEntry {
     pub crc: u32,
 }
 
+/// Serialises checkpoint data (bincode 2, standard configuration): the manifest and the
+/// components' own marks.
+pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard())
+        .expect("serialising plain checkpoint data to a Vec cannot fail")
+}
+
+/// Reads back what [`encode`] wrote; the error says what is wrong (it does not decode, or
+/// bytes are left over), for the caller to name the file or component.
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    match bincode::serde::decode_from_slice(bytes, bincode::config::standard()) {
+        Ok((v, n)) if n == bytes.len() => Ok(v),
+        Ok((_, n)) => Err(format!("{} bytes after its end", bytes.len() - n)),
+        Err(e) => Err(format!("does not decode: {e}")),
+    }
+}
+
 /// Why a checkpoint is taken now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Due {
@@ -364,8 +381,7 @@ pub fn sync_dir(dir: &Path) -> Result<(), CheckpointError> {
 
 /// Writes `manifest` atomically: `manifest.tmp`, fsync, rename, fsync the directory.
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), CheckpointError> {
-    let payload = bincode::serde::encode_to_vec(manifest, bincode::config::standard())
-        .expect("encoding to a Vec cannot fail");
+    let payload = encode(manifest);
     let mut bytes = Vec::with_capacity(PREFIX_LEN + payload.len() + 4);
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&VERSION.to_le_bytes());
@@ -438,11 +454,7 @@ pub fn load(dir: &Path) -> Result<Manifest, CheckpointError> {
         )));
     }
     let manifest: Manifest =
-        match bincode::serde::decode_from_slice(&body[PREFIX_LEN..], bincode::config::standard()) {
-            Ok((m, n)) if n == body.len() - PREFIX_LEN => m,
-            Ok(_) => return Err(corrupt("trailing bytes after the manifest".into())),
-            Err(e) => return Err(corrupt(format!("does not decode: {e}"))),
-        };
+        decode(&body[PREFIX_LEN..]).map_err(|e| corrupt(format!("payload {e}")))?;
     for f in &manifest.files {
         let p = dir.join(&f.name);
         let file = File::open(&p).map_err(|e| match e.kind() {

@@ -146,10 +146,7 @@ pub fn explore(
                         ));
                     };
                     let m = stack.flush()?;
-                    let files = vec![FileMark {
-                        name: format!("{STACK}.seg"),
-                        len: m.segment_len,
-                    }];
+                    let files = vec![FileMark::segment(STACK, m.segment_len)];
                     encode(&top, &mut rec);
                     let mark = EngineMark::Dfs {
                         depth,

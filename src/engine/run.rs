@@ -238,8 +238,12 @@ fn explore_model_from(
             let format = LtsFormat::from_path(out)?;
             match resume.and_then(|m| m.output.as_ref().map(|o| (m, o))) {
                 Some((m, mark)) => {
-                    let crc =
-                        checkpoint::recorded_crc(m, &partial.display().to_string()).unwrap_or(0);
+                    let name = partial.display().to_string();
+                    let crc = checkpoint::recorded_crc(m, &name).ok_or_else(|| {
+                        CheckpointError::Refused(format!(
+                            "{name}: the checkpoint has a writer state but no checksum for its output"
+                        ))
+                    })?;
                     format.resume(partial, mark, crc)?
                 }
                 None => format.create(partial)?,

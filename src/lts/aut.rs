@@ -321,8 +321,7 @@ impl LtsSink for AutWriter {
         let pending = (self.transitions, self.labels.clone());
         Ok(SinkMark {
             len,
-            pending: bincode::serde::encode_to_vec(&pending, bincode::config::standard())
-                .expect("encoding to a Vec cannot fail"),
+            pending: crate::checkpoint::encode(&pending),
         })
     }
 }
@@ -330,16 +329,7 @@ impl LtsSink for AutWriter {
 impl AutWriter {
     /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]).
     pub fn resume(path: &Path, mark: &SinkMark) -> Result<Self, LtsError> {
-        let (transitions, labels): (u64, Vec<String>) =
-            match bincode::serde::decode_from_slice(&mark.pending, bincode::config::standard()) {
-                Ok((v, n)) if n == mark.pending.len() => v,
-                _ => {
-                    return Err(LtsError::Invalid(format!(
-                        "{}: the checkpoint's writer state does not decode",
-                        path.display()
-                    )))
-                }
-            };
+        let (transitions, labels): (u64, Vec<String>) = super::decode_pending(path, &mark.pending)?;
         let f = super::reopen_at(path, mark.len)?;
         Ok(AutWriter {
             path: path.to_path_buf(),

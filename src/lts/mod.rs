@@ -46,6 +46,19 @@ pub struct SinkMark {
     pub pending: Vec<u8>,
 }
 
+/// Reads a writer's pending state back from a checkpoint ([`crate::checkpoint::decode`]).
+pub(crate) fn decode_pending<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<T, LtsError> {
+    crate::checkpoint::decode(bytes).map_err(|e| {
+        LtsError::Invalid(format!(
+            "{}: the checkpoint's writer state {e}",
+            path.display()
+        ))
+    })
+}
+
 /// Opens `path` to continue writing after its first `len` bytes (cut there), checking that
 /// it is at least that long; the writer position is at `len`.
 pub(crate) fn reopen_at(path: &Path, len: u64) -> Result<std::fs::File, LtsError> {

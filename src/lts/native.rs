@@ -161,7 +161,7 @@ impl NativeWriter {
                 path.display()
             ))
         })?;
-        let pending: Pending = decode_pending(path, &raw)?;
+        let pending: Pending = super::decode_pending(path, &raw)?;
         let f = super::reopen_at(path, mark.len)?;
         let file = BlockFile {
             path: path.to_path_buf(),
@@ -320,8 +320,7 @@ impl LtsSink for NativeWriter {
             labels: self.labels.clone(),
         };
         // Compressed: the partial block is up to 65,536 edges and goes into the manifest.
-        let raw = bincode::serde::encode_to_vec(&pending, bincode::config::standard())
-            .expect("encoding to a Vec cannot fail");
+        let raw = crate::checkpoint::encode(&pending);
         let pending = zstd::bulk::compress(&raw, ZSTD_LEVEL).map_err(|e| LtsError::Io {
             path: self.path.clone(),
             source: e,
@@ -343,16 +342,6 @@ struct Pending {
     blocks: u32,
     transitions: u64,
     labels: Vec<String>,
-}
-
-fn decode_pending<T: serde::de::DeserializeOwned>(path: &Path, blob: &[u8]) -> Result<T, LtsError> {
-    match bincode::serde::decode_from_slice(blob, bincode::config::standard()) {
-        Ok((v, n)) if n == blob.len() => Ok(v),
-        _ => Err(LtsError::Invalid(format!(
-            "{}: the checkpoint's writer state does not decode",
-            path.display()
-        ))),
-    }
 }
 
 /// The footer of a native file: what the writer recorded when it finished.

@@ -91,6 +91,16 @@ pub struct FileMark {
     pub len: u64,
 }
 
+impl FileMark {
+    /// The segment file `NAME.seg` of container `name`, needed up to `len` bytes.
+    pub fn segment(name: &str, len: u64) -> FileMark {
+        FileMark {
+            name: format!("{name}.seg"),
+            len,
+        }
+    }
+}
+
 impl Storage {
     /// Creates a fresh directory `spillway-XXXXXX` under the configured work directory.
     pub fn new(config: &StorageConfig) -> Result<Storage, StorageError> {
@@ -134,14 +144,6 @@ impl Storage {
         } else {
             // Scratch files are unlinked at once so that even a killed run leaves no data.
             segment::FileLifetime::Unlinked
-        }
-    }
-
-    /// The file mark of vector `name` flushed at `mark`.
-    pub fn vec_file(&self, name: &str, mark: &VecMark) -> FileMark {
-        FileMark {
-            name: format!("{name}.seg"),
-            len: mark.segment_len,
         }
     }
 

@@ -376,10 +376,7 @@ impl SegQueue {
     pub fn files(&self, mark: &QueueMark) -> Vec<super::FileMark> {
         mark.files
             .iter()
-            .map(|&(no, len)| super::FileMark {
-                name: format!("{}.{no:06}.seg", self.name),
-                len,
-            })
+            .map(|&(no, len)| super::FileMark::segment(&format!("{}.{no:06}", self.name), len))
             .collect()
     }
 

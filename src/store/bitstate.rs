@@ -167,10 +167,7 @@ impl StateStore for BitstateStore {
                 expected_omitted: self.expected_omitted,
                 log: lm,
             }),
-            files: vec![FileMark {
-                name: format!("{LOG}.seg"),
-                len: lm.segment_len,
-            }],
+            files: vec![FileMark::segment(LOG, lm.segment_len)],
         })
     }
 

@@ -432,15 +432,9 @@ impl StateStore for FullStore {
             Some(h) => Some(h.flush()?),
             None => None,
         };
-        let mut files = vec![FileMark {
-            name: format!("{STATES}.seg"),
-            len: sm.segment_len,
-        }];
+        let mut files = vec![FileMark::segment(STATES, sm.segment_len)];
         if let Some(hm) = &hm {
-            files.push(FileMark {
-                name: format!("{HASHES}.seg"),
-                len: hm.segment_len,
-            });
+            files.push(FileMark::segment(HASHES, hm.segment_len));
         }
         Ok(StoreMark {
             blob: encode_blob(&Mark {

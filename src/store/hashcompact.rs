@@ -183,10 +183,7 @@ impl StateStore for HashCompactStore {
                 generated: self.generated,
                 log: lm,
             }),
-            files: vec![FileMark {
-                name: format!("{LOG}.seg"),
-                len: lm.segment_len,
-            }],
+            files: vec![FileMark::segment(LOG, lm.segment_len)],
         })
     }
 

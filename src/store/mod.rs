@@ -133,10 +133,9 @@ pub struct StoreMark {
     pub files: Vec<FileMark>,
 }
 
-/// Serialises a checkpoint description (bincode 2, standard configuration).
+/// Serialises a store's checkpoint description ([`crate::checkpoint::encode`]).
 pub fn encode_blob<T: serde::Serialize>(v: &T) -> Vec<u8> {
-    bincode::serde::encode_to_vec(v, bincode::config::standard())
-        .expect("serialising plain checkpoint data to a Vec cannot fail")
+    crate::checkpoint::encode(v)
 }
 
 /// Reads back what [`encode_blob`] wrote; a blob that does not decode (or has bytes left
@@ -145,20 +144,10 @@ pub fn decode_blob<T: serde::de::DeserializeOwned>(
     store: &'static str,
     blob: &[u8],
 ) -> Result<T, StoreError> {
-    match bincode::serde::decode_from_slice(blob, bincode::config::standard()) {
-        Ok((v, n)) if n == blob.len() => Ok(v),
-        Ok((_, n)) => Err(StoreError::Invalid {
-            store,
-            message: format!(
-                "checkpoint description has {} bytes after its end",
-                blob.len() - n
-            ),
-        }),
-        Err(e) => Err(StoreError::Invalid {
-            store,
-            message: format!("checkpoint description does not decode: {e}"),
-        }),
-    }
+    crate::checkpoint::decode(blob).map_err(|e| StoreError::Invalid {
+        store,
+        message: format!("checkpoint description {e}"),
+    })
 }
 
 /// A batch of successor states (all successors of one state) with the transitions that

@@ -172,10 +172,10 @@ pub struct RecordsMark {
 
 impl RecordsMark {
     pub fn file(&self) -> FileMark {
-        FileMark {
-            name: format!("{}.{}.seg", self.base, self.generation),
-            len: self.vec.segment_len,
-        }
+        FileMark::segment(
+            &format!("{}.{}", self.base, self.generation),
+            self.vec.segment_len,
+        )
     }
 }
 
