@@ -38,6 +38,7 @@ fn model(rel: &str) -> Option<common::Reference> {
 enum Sig {
     Kill,
     Int,
+    Usr1,
 }
 
 fn send(child: &mut Child, sig: Sig) {
@@ -45,12 +46,35 @@ fn send(child: &mut Child, sig: Sig) {
         Sig::Kill => {
             let _ = child.kill();
         }
-        Sig::Int => {
+        Sig::Int | Sig::Usr1 => {
+            let flag = if sig == Sig::Int { "-INT" } else { "-USR1" };
             let _ = Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
+                .args([flag, &child.id().to_string()])
                 .status();
         }
     }
+}
+
+/// `spillway explore MODEL … --checkpoint-every INTERVAL --workdir DIR`, quiet, for the
+/// caller to add its own arguments and run.
+fn checkpointed(model: &Path, interval: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("explore").arg(model);
+    cmd.args([
+        "-q",
+        "--no-progress",
+        "--checkpoint-every",
+        interval,
+        "--workdir",
+    ]);
+    cmd.arg(dir);
+    cmd
+}
+
+/// Stops a checkpointed run with SIGINT, which must write a checkpoint and exit 7.
+fn stop(child: &mut Child) {
+    send(child, Sig::Int);
+    assert_eq!(child.wait().unwrap().code(), Some(7), "SIGINT exits 7");
 }
 
 /// The manifest's identity (modification time and length), to see a new checkpoint.
@@ -123,16 +147,8 @@ fn interrupt_and_resume(
     assert!(cmd.status().unwrap().success(), "uninterrupted run");
     let reference = json(&t.join("ref.json"));
 
-    let mut cmd = Command::new(bin());
-    cmd.arg("explore").arg(model).args(args);
-    cmd.args([
-        "-q",
-        "--no-progress",
-        "--checkpoint-every",
-        "0.02s",
-        "--stats-json",
-    ]);
-    cmd.arg(t.join("final.json")).arg("--workdir").arg(&dir);
+    let mut cmd = checkpointed(Path::new(model), "0.02s", &dir);
+    cmd.args(args).arg("--stats-json").arg(t.join("final.json"));
     if output {
         cmd.arg("-o").arg(&out);
     }
@@ -175,6 +191,7 @@ fn interrupt_and_resume(
                     "says how to continue: {err}"
                 );
             }
+            Sig::Usr1 => unreachable!("SIGUSR1 does not interrupt a run"),
         }
         done += 1;
         since = manifest_stamp(&dir);
@@ -321,18 +338,8 @@ fn stopped_run(args: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, Pa
     assert!(st.success());
     let dir = t.join("run");
     let out = t.join("run.slts");
-    let mut child = Command::new(bin())
-        .arg("explore")
-        .arg(&m.path)
+    let mut child = checkpointed(&m.path, "0.02s", &dir)
         .args(args)
-        .args([
-            "-q",
-            "--no-progress",
-            "--checkpoint-every",
-            "0.02s",
-            "--workdir",
-        ])
-        .arg(&dir)
         .arg("-o")
         .arg(&out)
         .spawn()
@@ -341,8 +348,7 @@ fn stopped_run(args: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, Pa
         wait_for_checkpoint(&mut child, &dir, None).is_none(),
         "finished too early"
     );
-    send(&mut child, Sig::Int);
-    assert_eq!(child.wait().unwrap().code(), Some(7));
+    stop(&mut child);
     Some((tmp, dir, out, reference))
 }
 
@@ -477,8 +483,7 @@ fn an_older_manifest_resumes_correctly_or_is_refused() {
         if wait_for_checkpoint(&mut child, &dir, stamp).is_some() {
             continue; // finished already: nothing older to test
         }
-        send(&mut child, Sig::Int);
-        assert_eq!(child.wait().unwrap().code(), Some(7));
+        stop(&mut child);
         std::fs::write(dir.join("manifest"), &old).unwrap();
         let o = resume(&dir);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -565,22 +570,9 @@ fn resume_refuses_a_changed_model() {
     let copy = tmp.path().join("model.pnml");
     std::fs::copy(&m.path, &copy).unwrap();
     let dir = tmp.path().join("run");
-    let mut child = Command::new(bin())
-        .arg("explore")
-        .arg(&copy)
-        .args([
-            "-q",
-            "--no-progress",
-            "--checkpoint-every",
-            "0.02s",
-            "--workdir",
-        ])
-        .arg(&dir)
-        .spawn()
-        .unwrap();
+    let mut child = checkpointed(&copy, "0.02s", &dir).spawn().unwrap();
     assert!(wait_for_checkpoint(&mut child, &dir, None).is_none());
-    send(&mut child, Sig::Int);
-    assert_eq!(child.wait().unwrap().code(), Some(7));
+    stop(&mut child);
     let mut text = std::fs::read_to_string(&copy).unwrap();
     text.push_str("\n<!-- edited -->\n");
     std::fs::write(&copy, text).unwrap();
@@ -689,17 +681,7 @@ fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     let out = tmp.path().join("out.slts");
-    let mut child = Command::new(bin())
-        .arg("explore")
-        .arg(&m.path)
-        .args([
-            "-q",
-            "--no-progress",
-            "--checkpoint-every",
-            "off",
-            "--workdir",
-        ])
-        .arg(&dir)
+    let mut child = checkpointed(&m.path, "off", &dir)
         .arg("-o")
         .arg(&out)
         .args(["--stats-json"])
@@ -712,13 +694,7 @@ fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
         manifest_stamp(&dir).is_none(),
         "no periodic checkpoints with 'off'"
     );
-    let usr1 = |c: &Child| {
-        Command::new("kill")
-            .args(["-USR1", &c.id().to_string()])
-            .status()
-            .unwrap();
-    };
-    usr1(&child);
+    send(&mut child, Sig::Usr1);
     assert!(
         wait_for_checkpoint(&mut child, &dir, None).is_none(),
         "finished before SIGUSR1 was handled"
@@ -728,7 +704,7 @@ fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
         "the run goes on after SIGUSR1"
     );
     let first = manifest_stamp(&dir);
-    usr1(&child);
+    send(&mut child, Sig::Usr1);
     let st = wait_for_checkpoint(&mut child, &dir, first);
     assert!(st.is_none(), "a second SIGUSR1 writes a second checkpoint");
     assert!(child.wait().unwrap().success());
@@ -744,26 +720,13 @@ fn a_running_directory_cannot_be_resumed_twice() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let mut child = Command::new(bin())
-        .arg("explore")
-        .arg(&m.path)
-        .args([
-            "-q",
-            "--no-progress",
-            "--checkpoint-every",
-            "0.02s",
-            "--workdir",
-        ])
-        .arg(&dir)
-        .spawn()
-        .unwrap();
+    let mut child = checkpointed(&m.path, "0.02s", &dir).spawn().unwrap();
     assert!(wait_for_checkpoint(&mut child, &dir, None).is_none());
     let o = resume(&dir);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("another spillway process"), "{err}");
-    send(&mut child, Sig::Int);
-    assert_eq!(child.wait().unwrap().code(), Some(7));
+    stop(&mut child);
     let o = resume(&dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
