@@ -2,6 +2,7 @@
 //!
 //! * [`segment`]: the file format — header, zstd-compressed blocks with checksums, reopening
 //!   at a recorded length;
+//! * [`filter`]: reversible block transforms applied before zstd (bit-packed Δ records);
 //! * [`mmap`]: mapped windows of files, the only module with `unsafe`;
 //! * [`vec`](mod@vec): [`SegVec`], fixed-width records with random access and in-place updates (state
 //!   vectors, backedge tables, Δ records);
@@ -13,6 +14,7 @@
 //! spill policy.
 
 pub mod budget;
+pub mod filter;
 pub mod mmap;
 pub mod queue;
 pub mod segment;
@@ -246,6 +248,7 @@ impl Storage {
             cache_bytes: 0,
             files: self.lifetime(),
             zstd_level: self.config.segments.zstd_level,
+            filter: filter::Filter::None,
         }
     }
 

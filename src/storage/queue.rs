@@ -188,6 +188,7 @@ impl SegQueue {
                 layout: Layout::Stream,
                 block_bytes: self.block_bytes as u32,
                 first_block: self.next_block,
+                filter: super::filter::Filter::None,
             },
         )?;
         detach(&path, self.files_lifetime)?;

@@ -11,11 +11,12 @@
 //!  12  checksum id (1 = CRC-32/ISO-HDLC) u8
 //!  13  container kind (1 vec, 2 queue, 3 stack) u8
 //!  14  hash id (0 none, 1 xxh3-64 seed 0) u8
-//!  15  reserved (0)                u8
+//!  15  block filter (0 none, 1 packed fields; see `filter`) u8
 //!  16  record width (0 for streams) u32
 //!  20  raw block size            u32
 //!  24  first block number        u64
-//!  32  reserved (0)              28 bytes
+//!  32  filter parameter (packed fields: low bits) u8
+//!  33  reserved (0)              27 bytes
 //!  60  CRC-32 of bytes 0..60     u32
 //! blocks, each a 32-byte header then `comp_len` bytes of zstd frame
 //!   0  magic "SBLK"                4
@@ -33,6 +34,7 @@
 //! at a length: everything up to that length is complete and checksummed, so a checkpoint can
 //! record `(path, length)` and reopen the file there instead of copying it.
 
+use super::filter::Filter;
 use crate::error::StorageError;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -96,9 +98,19 @@ pub struct Header {
     pub layout: Layout,
     pub block_bytes: u32,
     pub first_block: u64,
+    /// Transform of each block's raw bytes before compression.
+    pub filter: Filter,
 }
 
 impl Header {
+    /// The record width (0 for streams).
+    pub fn width(&self) -> usize {
+        match self.layout {
+            Layout::Fixed { width } => width as usize,
+            Layout::Stream => 0,
+        }
+    }
+
     fn encode(&self) -> [u8; HEADER_LEN as usize] {
         let mut h = [0u8; HEADER_LEN as usize];
         h[0..8].copy_from_slice(MAGIC);
@@ -112,6 +124,7 @@ impl Header {
         h[12] = CHECKSUM_CRC32;
         h[13] = self.kind as u8;
         h[14] = self.hash as u8;
+        (h[15], h[32]) = self.filter.encode();
         h[16..20].copy_from_slice(&width.to_le_bytes());
         h[20..24].copy_from_slice(&self.block_bytes.to_le_bytes());
         h[24..32].copy_from_slice(&self.first_block.to_le_bytes());
@@ -198,12 +211,15 @@ impl Header {
                 block_bytes.to_string(),
             ));
         }
+        let filter = Filter::decode(h[15], h[32], width)
+            .map_err(|e| corrupt(15, "a known block filter".into(), e))?;
         Ok(Header {
             kind,
             hash,
             layout,
             block_bytes,
             first_block: u64::from_le_bytes(h[24..32].try_into().unwrap()),
+            filter,
         })
     }
 }
@@ -264,6 +280,8 @@ pub struct SegmentFile {
     end: u64,
     compressor: zstd::bulk::Compressor<'static>,
     out: Vec<u8>,
+    /// The filtered form of the block being appended.
+    filtered: Vec<u8>,
 }
 
 impl SegmentFile {
@@ -285,6 +303,7 @@ impl SegmentFile {
             end: HEADER_LEN,
             compressor: compressor(path)?,
             out: Vec::new(),
+            filtered: Vec::new(),
         })
     }
 
@@ -362,6 +381,7 @@ impl SegmentFile {
                 end,
                 compressor: compressor(path)?,
                 out: Vec::new(),
+                filtered: Vec::new(),
             },
             blocks,
         ))
@@ -394,14 +414,23 @@ impl SegmentFile {
         Ok(())
     }
 
-    /// Compresses `raw` and appends it as block `no`.
+    /// Filters and compresses `raw` and appends it as block `no`.
     pub fn append(&mut self, no: u64, raw: &[u8]) -> Result<BlockMeta, StorageError> {
-        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        let input = if self.header.filter.is_none() {
+            raw
+        } else {
+            self.filtered.clear();
+            self.header
+                .filter
+                .apply(raw, self.header.width(), &mut self.filtered);
+            &self.filtered[..]
+        };
+        let bound = zstd::zstd_safe::compress_bound(input.len());
         self.out.clear();
         self.out.resize(BLOCK_HEADER_LEN as usize + bound, 0);
         let comp_len = self
             .compressor
-            .compress_to_buffer(raw, &mut self.out[BLOCK_HEADER_LEN as usize..])
+            .compress_to_buffer(input, &mut self.out[BLOCK_HEADER_LEN as usize..])
             .map_err(io_err(&self.path, "compress block"))?;
         self.out.truncate(BLOCK_HEADER_LEN as usize + comp_len);
         let crc = crc32fast::hash(&self.out[BLOCK_HEADER_LEN as usize..]);
@@ -503,15 +532,31 @@ fn decode_block_header(
 pub struct BlockReader {
     decompressor: zstd::bulk::Decompressor<'static>,
     comp: Vec<u8>,
+    filter: Filter,
+    width: usize,
+    /// The decompressed, still filtered block.
+    filtered: Vec<u8>,
 }
 
 impl BlockReader {
+    /// A reader of unfiltered blocks.
     pub fn new(path: &Path) -> Result<BlockReader, StorageError> {
         Ok(BlockReader {
             decompressor: zstd::bulk::Decompressor::new()
                 .map_err(io_err(path, "start zstd decompressor"))?,
             comp: Vec::new(),
+            filter: Filter::None,
+            width: 0,
+            filtered: Vec::new(),
         })
+    }
+
+    /// A reader of the blocks of a file with `header` (which says how they are filtered).
+    pub fn for_header(path: &Path, header: &Header) -> Result<BlockReader, StorageError> {
+        let mut r = Self::new(path)?;
+        r.filter = header.filter;
+        r.width = header.width();
+        Ok(r)
     }
 
     /// Reads block `meta` of `file` (at `path`, for messages) into `out`, which is resized to the
@@ -557,15 +602,31 @@ impl BlockReader {
                 found: format!("{found:#010x}"),
             });
         }
+        let undecodable = |e: std::io::Error| StorageError::Corrupt {
+            path: path.to_path_buf(),
+            offset: meta.offset + BLOCK_HEADER_LEN,
+            expected: "a zstd frame".into(),
+            found: format!("undecodable data ({e})"),
+        };
+        if !self.filter.is_none() {
+            self.filtered
+                .resize(self.filter.bound(out.len(), self.width), 0);
+            let n = self
+                .decompressor
+                .decompress_to_buffer(&self.comp, &mut self.filtered)
+                .map_err(undecodable)?;
+            return self.filter.undo(
+                &self.filtered[..n],
+                self.width,
+                out,
+                path,
+                meta.offset + BLOCK_HEADER_LEN,
+            );
+        }
         let n = self
             .decompressor
             .decompress_to_buffer(&self.comp, out)
-            .map_err(|e| StorageError::Corrupt {
-                path: path.to_path_buf(),
-                offset: meta.offset + BLOCK_HEADER_LEN,
-                expected: "a zstd frame".into(),
-                found: format!("undecodable data ({e})"),
-            })?;
+            .map_err(undecodable)?;
         if n != meta.raw_len as usize {
             return Err(StorageError::Corrupt {
                 path: path.to_path_buf(),

@@ -64,6 +64,7 @@ impl SegStack {
                 layout: Layout::Stream,
                 block_bytes: block_bytes as u32,
                 first_block: 0,
+                filter: super::filter::Filter::None,
             },
         )?;
         detach(&path, opts.files)?;

@@ -38,6 +38,9 @@ pub struct SegOptions {
     pub files: FileLifetime,
     /// zstd level of the blocks this vector writes (see [`SegmentFile::set_level`]).
     pub zstd_level: i32,
+    /// Transform of the blocks before compression (recorded in the file header, so a
+    /// reopened vector reads and writes with the filter it was created with).
+    pub filter: super::filter::Filter,
 }
 
 impl Default for SegOptions {
@@ -48,6 +51,7 @@ impl Default for SegOptions {
             cache_bytes: 64 << 20,
             files: FileLifetime::Named,
             zstd_level: super::segment::ZSTD_LEVEL,
+            filter: super::filter::Filter::None,
         }
     }
 }
@@ -255,6 +259,7 @@ impl SegVec {
             },
             block_bytes: (width << shift) as u32,
             first_block: 0,
+            filter: opts.filter,
         };
         let path = dir.join(format!("{name}.seg"));
         let mut seg = SegmentFile::create(&path, header)?;
@@ -291,7 +296,7 @@ impl SegVec {
         let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
         let hot_path = dir.join(format!("{name}.hot"));
         let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
-        let reader = BlockReader::new(seg.path())?;
+        let reader = BlockReader::for_header(seg.path(), seg.header())?;
         let v = SegVec {
             width,
             shift,

@@ -13,6 +13,7 @@
 //! the same in every run that makes the same inserts, which is how a checkpoint finds them.
 
 use crate::error::StoreError;
+use crate::storage::filter::Filter;
 use crate::storage::segment::FileLifetime;
 use crate::storage::{
     Account, Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark,
@@ -34,6 +35,8 @@ pub struct Layout {
     /// zstd level of the blocks (`crate::storage::segment::ZSTD_LEVEL` unless the array's
     /// blocks are read at random often enough for decompression speed to matter).
     pub zstd_level: i32,
+    /// Transform of the blocks before compression (Δ records: [`Filter::PackedFields`]).
+    pub filter: Filter,
 }
 
 struct DiskInner {
@@ -137,6 +140,7 @@ impl Disk {
             hot_blocks: hot,
             cache_bytes: l.cache_bytes,
             zstd_level: l.zstd_level,
+            filter: l.filter,
             files: if self.0.kept {
                 FileLifetime::Named
             } else {
@@ -429,6 +433,7 @@ mod tests {
         hot_blocks: 2,
         cache_bytes: 1024,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
+        filter: crate::storage::filter::Filter::None,
     };
 
     #[test]

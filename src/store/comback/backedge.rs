@@ -100,6 +100,7 @@ pub fn layout() -> Layout {
         hot_blocks: 16,
         cache_bytes: MIN_CACHE,
         zstd_level: ZSTD_LEVEL,
+        filter: crate::storage::filter::Filter::None,
     }
 }
 
@@ -111,6 +112,7 @@ pub fn descriptor_layout() -> Layout {
         hot_blocks: 2,
         cache_bytes: 32 << 10,
         zstd_level: ZSTD_LEVEL,
+        filter: crate::storage::filter::Filter::None,
     }
 }
 

@@ -269,6 +269,7 @@ mod tests {
         hot_blocks: 2,
         cache_bytes: 2048,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
+        filter: crate::storage::filter::Filter::None,
     };
 
     #[test]
@@ -280,23 +281,38 @@ mod tests {
             } else {
                 (1 << bits) - 1
             };
-            let mut a = PackedArray::new(&disk, &format!("p{bits}"), bits, SMALL).unwrap();
-            let val = |i: u64| i.wrapping_mul(0x2545_f491_4f6c_dd1d) & mask;
-            for i in 0..1003 {
-                a.push(val(i)).unwrap();
+            // Unfiltered, and filtered as Δ records are (split below the top bits).
+            for filter in [
+                crate::storage::filter::Filter::None,
+                crate::storage::filter::Filter::PackedFields {
+                    low_bits: (bits / 2) as u8,
+                },
+            ] {
+                let layout = Layout { filter, ..SMALL };
+                let mut a = PackedArray::new(
+                    &disk,
+                    &format!("p{bits}.{}", filter.encode().0),
+                    bits,
+                    layout,
+                )
+                .unwrap();
+                let val = |i: u64| i.wrapping_mul(0x2545_f491_4f6c_dd1d) & mask;
+                for i in 0..1003 {
+                    a.push(val(i)).unwrap();
+                }
+                assert_eq!(a.len(), 1003);
+                for i in 0..1003 {
+                    assert_eq!(a.get(i).unwrap(), val(i));
+                }
+                for i in (0..1003).step_by(7) {
+                    a.set(i, !val(i) & mask).unwrap();
+                }
+                for i in 0..1003 {
+                    let want = if i % 7 == 0 { !val(i) & mask } else { val(i) };
+                    assert_eq!(a.get(i).unwrap(), want, "bits {bits} index {i}");
+                }
+                assert!(a.get(1003).is_err());
             }
-            assert_eq!(a.len(), 1003);
-            for i in 0..1003 {
-                assert_eq!(a.get(i).unwrap(), val(i));
-            }
-            for i in (0..1003).step_by(7) {
-                a.set(i, !val(i) & mask).unwrap();
-            }
-            for i in 0..1003 {
-                let want = if i % 7 == 0 { !val(i) & mask } else { val(i) };
-                assert_eq!(a.get(i).unwrap(), want, "bits {bits} index {i}");
-            }
-            assert!(a.get(1003).is_err());
         }
     }
 }

@@ -55,6 +55,7 @@ use super::{
 };
 use crate::error::StoreError;
 use crate::model::{Fired, Model, TransitionId};
+use crate::storage::filter::Filter;
 use crate::storage::Storage;
 use bits::{bits_for, PackedArray, PackedMark};
 pub use explicit::Collapse;
@@ -201,13 +202,20 @@ struct Inner {
 /// the block cache holds the record blocks that the remaining walks revisit. Every byte of
 /// it counts against the ~10 bytes a state of the whole store (RAM + disk), so it is small:
 /// on Peterson-PT-3 at kδ = 50, 4 MiB instead of 1 MiB cut misses from 217,000 to 90,000 for
-/// 58 million reads but cost 0.9 byte a state.
-const RECORDS: Layout = Layout {
-    block_bytes: 4 << 10,
-    hot_blocks: 8,
-    cache_bytes: 512 << 10,
-    zstd_level: crate::storage::segment::ZSTD_LEVEL,
-};
+/// 58 million reads but cost 0.9 byte a state. The blocks are filtered
+/// ([`Filter::PackedFields`], split at the transition code) so that the predecessor ids,
+/// which grow slowly from record to record, compress as small differences.
+fn records_layout(t_bits: u32) -> Layout {
+    Layout {
+        block_bytes: 4 << 10,
+        hot_blocks: 8,
+        cache_bytes: 512 << 10,
+        zstd_level: crate::storage::segment::ZSTD_LEVEL,
+        filter: Filter::PackedFields {
+            low_bits: t_bits as u8,
+        },
+    }
+}
 
 /// What a checkpoint of a Δ store records (`StoreMark::blob`). The hash index is not saved:
 /// resume rebuilds it by reconstituting every state once.
@@ -394,13 +402,13 @@ impl<'m> DeltaStore<'m> {
                     &disk,
                     &Self::records_name(t_bits + p_bits),
                     t_bits + p_bits,
-                    RECORDS,
+                    records_layout(t_bits),
                 )?,
                 ExplicitStates::new(&disk, width, opts.collapse)?,
                 p_bits,
             ),
             Some(c) => (
-                PackedArray::open(&disk, &c.records, RECORDS)?,
+                PackedArray::open(&disk, &c.records, records_layout(t_bits))?,
                 ExplicitStates::open(&disk, width, &c.explicit)?,
                 c.p_bits,
             ),
@@ -686,7 +694,12 @@ impl<'m> DeltaStore<'m> {
                 message: format!("more than 2^{} states", self.p_bits),
             });
         }
-        let mut wider = PackedArray::new(&self.disk, &Self::records_name(bits), bits, RECORDS)?;
+        let mut wider = PackedArray::new(
+            &self.disk,
+            &Self::records_name(bits),
+            bits,
+            records_layout(self.t_bits),
+        )?;
         for i in 0..self.records.len() {
             wider.push(self.records.get(i)?)?;
         }
