@@ -156,10 +156,11 @@ fn print_stats(s: &ExploreStats) {
     println!(
         "store         {} ({}), {:.1} MiB in RAM, {:.1} bytes/state",
         s.store,
-        if s.exact {
-            "exact".to_string()
-        } else {
-            format!("omission probability <= {:.3e}", s.omission_probability)
+        match (s.exact, s.forgotten_states) {
+            (true, _) => "exact".to_string(),
+            (false, Some(n)) =>
+                format!("complete; {n} states forgotten, so counts include states visited again"),
+            (false, None) => format!("omission probability <= {:.3e}", s.omission_probability),
         },
         mib(s.store_ram_bytes),
         s.store_ram_bytes_per_state

@@ -8,7 +8,7 @@ use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use crate::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
-use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
+use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacement};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -167,6 +167,21 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub delta_cache_states: usize,
 
+    /// Δ store, DFS only: stratified caching. The hash index remembers at most N states
+    /// (about 5 bytes of RAM each); when full it forgets a stratum of states (depth mod
+    /// --delta-strata), never those on the search path. Every state is still visited, but
+    /// forgotten states met again are numbered again: counts become upper bounds and the LTS
+    /// is strongly bisimilar to the state space (`spillway lts reduce` gives the exact one).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub delta_index_limit: Option<u64>,
+
+    /// Δ store: number of strata for --delta-index-limit (a state's stratum is its depth
+    /// mod S; one stratum is forgotten at a time).
+    #[arg(long, value_name = "S", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub delta_strata: u32,
+
     /// Do not show the live progress line.
     #[arg(long)]
     pub no_progress: bool,
@@ -316,6 +331,10 @@ impl ExploreArgs {
                     Collapse::PerComponent
                 },
                 cache_states: self.delta_cache_states,
+                replace: self.delta_index_limit.map(|limit| Replacement {
+                    limit,
+                    strata: self.delta_strata,
+                }),
             },
             checkpoint: match (self.checkpoint_every, &self.workdir) {
                 (Some(Interval(interval)), Some(dir)) => Some(CheckpointConfig {

@@ -70,6 +70,10 @@ pub struct ExploreStats {
     pub exact: bool,
     /// Upper bound on the probability that a state was omitted (0 for exact stores).
     pub omission_probability: f64,
+    /// States the store forgot to bound its memory (stratified caching) and may have
+    /// numbered again when met again: then `states` and `transitions` are upper bounds
+    /// (`None` for stores that never forget).
+    pub forgotten_states: Option<u64>,
     pub store_ram_bytes: u64,
     pub store_ram_bytes_per_state: f64,
     /// Bytes the store keeps on disk (segment files, record vectors).
@@ -240,11 +244,12 @@ impl<'a> Run<'a> {
         }
         let wall = self.start.elapsed().as_secs_f64();
         let states = store.len();
-        let (exact, omission_probability) = match store.exactness() {
-            Exactness::Exact => (true, 0.0),
+        let (exact, omission_probability, forgotten_states) = match store.exactness() {
+            Exactness::Exact => (true, 0.0, None),
             Exactness::Probabilistic {
                 omission_probability,
-            } => (false, omission_probability),
+            } => (false, omission_probability, None),
+            Exactness::Revisiting { forgotten } => (false, 0.0, Some(forgotten)),
         };
         let ram = store.ram_bytes();
         ExploreStats {
@@ -264,6 +269,7 @@ impl<'a> Run<'a> {
             order: order.as_str().to_string(),
             exact,
             omission_probability,
+            forgotten_states,
             store_ram_bytes: ram,
             store_ram_bytes_per_state: if states > 0 {
                 ram as f64 / states as f64

@@ -189,6 +189,22 @@ fn explore_model_from(
     spec: Option<RunSpec>,
     resume: Option<&Manifest>,
 ) -> Result<ExploreStats, ExploreError> {
+    if cfg.delta.replace.is_some() {
+        let why = if cfg.store != StoreKind::Delta {
+            Some("it applies to --store delta")
+        } else if cfg.order != Order::Dfs {
+            Some("it needs --order dfs (a DFS never forgets the states of its search path, so it terminates; a BFS could meet forgotten states forever)")
+        } else if cfg.checkpoint.is_some() {
+            Some("a run that forgets states cannot be checkpointed (its index is not saved)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(ExploreError::Config(format!(
+                "--delta-index-limit cannot be used here: {why}"
+            )));
+        }
+    }
     if cfg.store == StoreKind::Bitstate && cfg.output.is_some() {
         return Err(ExploreError::Config(
             "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".into(),

@@ -61,6 +61,11 @@ pub enum Exactness {
     Exact,
     /// States may be omitted (hash collisions); the estimate is an upper bound.
     Probabilistic { omission_probability: f64 },
+    /// Every reachable state is visited, but the store forgot `forgotten` states to bound
+    /// its memory (stratified caching), and a forgotten state met again is numbered again:
+    /// state and transition counts are upper bounds, and the LTS is strongly bisimilar to the
+    /// state space (minimising it gives the exact quotient).
+    Revisiting { forgotten: u64 },
 }
 
 /// A visited-state store.

@@ -6,8 +6,11 @@
 //!
 //! ```text
 //! home(x) = ⌊x·m / 2^HASH_BITS⌋          lo(home) = ⌈home · 2^HASH_BITS / m⌉
-//! slot    = | offset x − lo(home) : ⌈log2(2^HASH_BITS / m)⌉ | displacement : DISP_BITS | id + 1 : bits(m) |
+//! slot    = | tag : tag_bits | offset x − lo(home) : ⌈log2(2^HASH_BITS / m)⌉ | displacement : DISP_BITS | id + 1 : bits(m) |
 //! ```
+//!
+//! The tag (0 bits unless asked for) is the stratum of the entry when the store replaces
+//! entries (stratified caching, [`Index::remove_where`]).
 //!
 //! (0 = empty). The home slot is recovered as position − displacement, so `x = lo(home) +
 //! offset` is known exactly and the table can grow to **any** size without the states: growth
@@ -75,6 +78,9 @@ pub struct Index {
     hash_bits: u32,
     id_bits: u32,
     off_bits: u32,
+    tag_bits: u32,
+    /// The least id width asked for ([`Index::ensure_id`]); kept through growths.
+    min_id_bits: u32,
     slot_bits: u32,
     words: Vec<u64>,
     len: u64,
@@ -85,11 +91,22 @@ pub struct Index {
 impl Index {
     /// An empty index of `m` slots keeping `hash_bits` bits of each hash.
     pub fn new(m: u64, hash_bits: u32) -> Self {
+        Self::with_tags(m, hash_bits, 0)
+    }
+
+    /// An empty index whose entries also keep a `tag_bits`-bit tag.
+    pub fn with_tags(m: u64, hash_bits: u32, tag_bits: u32) -> Self {
+        Self::build(m, hash_bits, tag_bits, 0)
+    }
+
+    /// An empty index with id fields of at least `min_id_bits` bits (ids beyond the slot
+    /// count: a store that forgets entries numbers more states than its index holds).
+    fn build(m: u64, hash_bits: u32, tag_bits: u32, min_id_bits: u32) -> Self {
         assert!((8..=MAX_HASH_BITS).contains(&hash_bits));
         let m = m.max(16);
-        let id_bits = bits_for(m);
+        let id_bits = bits_for(m).max(min_id_bits);
         let off_bits = bits_for((1u64 << hash_bits).div_ceil(m) - 1);
-        let slot_bits = id_bits + DISP_BITS + off_bits;
+        let slot_bits = id_bits + DISP_BITS + off_bits + tag_bits;
         assert!(slot_bits <= 64, "{hash_bits} hash bits do not fit a slot");
         let words = (slot_bits as u64 * m).div_ceil(64) as usize + 1;
         Index {
@@ -97,6 +114,8 @@ impl Index {
             hash_bits,
             id_bits,
             off_bits,
+            tag_bits,
+            min_id_bits,
             slot_bits,
             words: vec![0; words],
             len: 0,
@@ -166,29 +185,52 @@ impl Index {
         }
     }
 
-    /// (id + 1, displacement, offset) of slot `i`; id + 1 = 0 means empty.
     #[inline(always)]
-    fn slot(&self, i: u64) -> (u64, u64, u64) {
-        let v = get_bits(&self.words, i * self.slot_bits as u64, self.slot_bits);
-        let idb = self.id_bits;
-        (
-            v & ((1 << idb) - 1),
-            (v >> idb) & DISP_MAX,
-            v >> (idb + DISP_BITS),
-        )
+    fn raw(&self, i: u64) -> u64 {
+        get_bits(&self.words, i * self.slot_bits as u64, self.slot_bits)
     }
 
     #[inline(always)]
-    fn put(&mut self, i: u64, idp1: u64, disp: u64, off: u64) {
-        let idb = self.id_bits;
-        debug_assert!(off >> self.off_bits == 0);
-        let v = idp1 | (disp << idb) | (off << (idb + DISP_BITS));
+    fn set_raw(&mut self, i: u64, v: u64) {
         set_bits(
             &mut self.words,
             i * self.slot_bits as u64,
             self.slot_bits,
             v,
         );
+    }
+
+    /// (id + 1, displacement, offset) of slot `i`; id + 1 = 0 means empty.
+    #[inline(always)]
+    fn slot(&self, i: u64) -> (u64, u64, u64) {
+        let v = self.raw(i);
+        let idb = self.id_bits;
+        (
+            v & ((1 << idb) - 1),
+            (v >> idb) & DISP_MAX,
+            (v >> (idb + DISP_BITS)) & ((1 << self.off_bits) - 1),
+        )
+    }
+
+    /// The tag of slot `i`.
+    #[inline(always)]
+    fn tag(&self, i: u64) -> u64 {
+        if self.tag_bits == 0 {
+            return 0;
+        }
+        self.raw(i) >> (self.id_bits + DISP_BITS + self.off_bits)
+    }
+
+    #[inline(always)]
+    fn put(&mut self, i: u64, idp1: u64, disp: u64, off: u64, tag: u64) {
+        let idb = self.id_bits;
+        debug_assert!(off >> self.off_bits == 0);
+        debug_assert!(tag >> self.tag_bits == 0);
+        let v = idp1
+            | (disp << idb)
+            | (off << (idb + DISP_BITS))
+            | (tag << (idb + DISP_BITS + self.off_bits));
+        self.set_raw(i, v);
     }
 
     #[inline(always)]
@@ -243,7 +285,14 @@ impl Index {
 
     /// Inserts `id` where the probe `p` (which returned [`Step::Vacant`]) stopped.
     pub fn insert_at(&mut self, p: &Probe, id: u64) -> Placement {
-        debug_assert!(id + 1 < 1 << self.id_bits);
+        self.insert_tagged(p, id, 0)
+    }
+
+    /// [`Index::insert_at`] with a tag (which must fit the index's tag bits).
+    pub fn insert_tagged(&mut self, p: &Probe, id: u64, tag: u64) -> Placement {
+        // An id that does not fit would corrupt the neighbouring fields: callers that number
+        // beyond the slot count call `ensure_id` first.
+        assert!(id + 1 < 1 << self.id_bits, "id {id} does not fit the index");
         if p.dist > DISP_MAX {
             return Placement::NeedsGrowth;
         }
@@ -267,11 +316,12 @@ impl Index {
         let mut i = end;
         while i != p.pos {
             let prev = if i == 0 { self.m - 1 } else { i - 1 };
-            let (idp1, disp, off) = self.slot(prev);
-            self.put(i, idp1, disp + 1, off);
+            // The same entry, one slot further from home (displacement + 1, checked above).
+            let v = self.raw(prev) + (1 << self.id_bits);
+            self.set_raw(i, v);
             i = prev;
         }
-        self.put(p.pos, id + 1, p.dist, p.off);
+        self.put(p.pos, id + 1, p.dist, p.off, tag);
         self.max_disp = self.max_disp.max(moved).max(p.dist);
         self.len += 1;
         Placement::Placed
@@ -299,10 +349,15 @@ impl Index {
     /// Inserts `id` for hash `h`, known to be absent, growing when a displacement overflows
     /// (at most three times: if that does not help, the entries share a hash prefix).
     pub fn place(&mut self, h: u64, id: u64) -> Result<(), GrowError> {
+        self.place_tagged(h, id, 0)
+    }
+
+    /// [`Index::place`] with a tag.
+    pub fn place_tagged(&mut self, h: u64, id: u64, tag: u64) -> Result<(), GrowError> {
         for _ in 0..4 {
             let mut p = self.probe(h);
             while let Step::Candidate(_) = self.next(&mut p) {}
-            match self.insert_at(&p, id) {
+            match self.insert_tagged(&p, id, tag) {
                 Placement::Placed => return Ok(()),
                 Placement::NeedsGrowth => self.grow()?,
             }
@@ -310,8 +365,93 @@ impl Index {
         Err(GrowError::Clustered)
     }
 
+    /// Calls `f(id, tag)` for every entry.
+    pub fn for_each(&self, mut f: impl FnMut(u64, u64)) {
+        for i in 0..self.m {
+            let (idp1, _, _) = self.slot(i);
+            if idp1 != 0 {
+                f(idp1 - 1, self.tag(i));
+            }
+        }
+    }
+
+    /// Removes every entry for which `remove(id, tag)` holds, in one pass over the table, and
+    /// returns how many were removed. Robin Hood backward-shift deletion: the entries after a
+    /// removed one in its cluster move one slot back towards home, so lookups stay correct
+    /// without tombstones.
+    pub fn remove_where(&mut self, mut remove: impl FnMut(u64, u64) -> bool) -> u64 {
+        // Start just after an empty slot: clusters never span it, so every shift moves entries
+        // the scan has not reached yet into the slot it is looking at.
+        let Some(empty) = (0..self.m).find(|&i| self.slot(i).0 == 0) else {
+            return 0;
+        };
+        let mut removed = 0;
+        let mut i = self.next_pos(empty);
+        let mut seen = 0;
+        while seen < self.m {
+            let (idp1, _, _) = self.slot(i);
+            if idp1 != 0 && remove(idp1 - 1, self.tag(i)) {
+                // Shift the rest of the cluster back by one.
+                let mut hole = i;
+                loop {
+                    let next = self.next_pos(hole);
+                    let (nid, ndisp, _) = self.slot(next);
+                    if nid == 0 || ndisp == 0 {
+                        self.set_raw(hole, 0);
+                        break;
+                    }
+                    let v = self.raw(next) - (1 << self.id_bits);
+                    self.set_raw(hole, v);
+                    hole = next;
+                }
+                self.len -= 1;
+                removed += 1;
+                // Slot i now holds the next entry (or is empty): look at it again.
+                continue;
+            }
+            i = self.next_pos(i);
+            seen += 1;
+        }
+        removed
+    }
+
+    /// Makes the id field wide enough for `id` (with 4 bits of headroom, so that this
+    /// happens rarely), keeping the slot within 64 bits by keeping fewer hash bits if need
+    /// be (more false candidates, never a wrong answer). Only stores that forget entries
+    /// number beyond the slot count.
+    pub fn ensure_id(&mut self, id: u64) -> Result<(), GrowError> {
+        if id + 1 < 1 << self.id_bits {
+            return Ok(());
+        }
+        let want = (bits_for(id + 1) + 4).min(48);
+        let mut hb = self.hash_bits;
+        loop {
+            let off = bits_for((1u64 << hb).div_ceil(self.m) - 1);
+            if want + DISP_BITS + off + self.tag_bits <= 64 {
+                break;
+            }
+            if hb <= 8 || self.m > 1 << (hb - 1 - 4) {
+                return Err(GrowError::TooLarge);
+            }
+            hb -= 1;
+        }
+        match self.rehash_as(self.m, hb, want) {
+            Some(t) => {
+                *self = t;
+                Ok(())
+            }
+            None => Err(GrowError::Clustered),
+        }
+    }
+
     fn rehash_into(&self, m: u64) -> Option<Index> {
-        let mut t = Index::new(m, self.hash_bits);
+        self.rehash_as(m, self.hash_bits, self.min_id_bits)
+    }
+
+    /// The same entries in a table of `m` slots keeping `hash_bits ≤ self.hash_bits` bits.
+    fn rehash_as(&self, m: u64, hash_bits: u32, min_id_bits: u32) -> Option<Index> {
+        let mut t = Index::build(m, hash_bits, self.tag_bits, min_id_bits);
+        let drop = self.hash_bits - hash_bits;
         t.growths = self.growths + 1;
         t.max_disp = self.max_disp;
         for i in 0..self.m {
@@ -320,7 +460,7 @@ impl Index {
                 continue;
             }
             let home = (i + self.m - disp) % self.m;
-            let x = self.lo(home) + off;
+            let x = (self.lo(home) + off) >> drop;
             let nh = t.home_of(x);
             let mut p = Probe {
                 pos: nh,
@@ -336,7 +476,7 @@ impl Index {
                 p.pos = t.next_pos(p.pos);
                 p.dist += 1;
             }
-            if t.insert_at(&p, idp1 - 1) == Placement::NeedsGrowth {
+            if t.insert_tagged(&p, idp1 - 1, self.tag(i)) == Placement::NeedsGrowth {
                 return None;
             }
         }
@@ -413,6 +553,85 @@ mod tests {
                 }
                 assert!(found, "{bits} bits: lost {i}");
             }
+        }
+    }
+
+    /// Tagged entries: removing one tag's entries (backward shift) keeps every other entry
+    /// findable with its tag, through later inserts and growths.
+    #[test]
+    fn remove_by_tag_keeps_the_rest() {
+        let mut ix = Index::with_tags(16, HASH_BITS, 2);
+        let find = |ix: &Index, i: u64| -> Option<u64> {
+            let mut p = ix.probe(h(i));
+            loop {
+                match ix.next(&mut p) {
+                    // The candidate was the slot before the probe's new position.
+                    Step::Candidate(id) if id == i => {
+                        return Some(ix.tag((p.pos + ix.m - 1) % ix.m));
+                    }
+                    Step::Candidate(_) => {}
+                    Step::Vacant => return None,
+                }
+            }
+        };
+        let n = 60_000u64;
+        for i in 0..n {
+            if !ix.has_room(1) {
+                ix.grow().unwrap();
+            }
+            ix.place_tagged(h(i), i, i % 4).unwrap();
+        }
+        let mut asked = 0;
+        let removed = ix.remove_where(|id, tag| {
+            asked += 1;
+            assert_eq!(tag, id % 4, "tag of {id}");
+            tag == 1 && id % 3 != 0
+        });
+        assert_eq!(asked as u64, n, "every entry is asked about once");
+        let expect_removed = (0..n).filter(|i| i % 4 == 1 && i % 3 != 0).count() as u64;
+        assert_eq!(removed, expect_removed);
+        assert_eq!(ix.len(), n - removed);
+        for i in 0..n {
+            let want = (!(i % 4 == 1 && i % 3 != 0)).then_some(i % 4);
+            assert_eq!(find(&ix, i), want, "entry {i}");
+        }
+        for i in n..2 * n {
+            if !ix.has_room(1) {
+                ix.grow().unwrap();
+            }
+            ix.place_tagged(h(i), i, 3).unwrap();
+        }
+        for i in 0..2 * n {
+            let want = if i >= n {
+                Some(3)
+            } else {
+                (!(i % 4 == 1 && i % 3 != 0)).then_some(i % 4)
+            };
+            assert_eq!(find(&ix, i), want, "entry {i} after growth");
+        }
+    }
+
+    /// Ids far beyond the slot count (a store that forgets entries) widen the id field,
+    /// dropping hash bits when the slot would pass 64 bits; every entry stays findable.
+    #[test]
+    fn ids_beyond_the_slot_count() {
+        let mut ix = Index::with_tags(64, HASH_BITS, 3);
+        let ids: Vec<u64> = (0..40u64).map(|i| i << 30 | i).collect();
+        for (k, &id) in ids.iter().enumerate() {
+            ix.ensure_id(id).unwrap();
+            if !ix.has_room(1) {
+                ix.grow().unwrap();
+            }
+            ix.place_tagged(h(k as u64), id, k as u64 % 8).unwrap();
+        }
+        assert!(ix.slot_bits() <= 64);
+        for (k, &id) in ids.iter().enumerate() {
+            let mut p = ix.probe(h(k as u64));
+            let mut found = false;
+            while let Step::Candidate(c) = ix.next(&mut p) {
+                found |= c == id;
+            }
+            assert!(found, "lost {id}");
         }
     }
 

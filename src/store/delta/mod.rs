@@ -24,7 +24,14 @@
 //! count reaches `2^p_bits`. The index grows without states and, past its hash prefix,
 //! is rebuilt by reconstituting every state once (see [`index`]).
 //!
-//! Not implemented: stratified caching (replacing records); see docs/DELTA.md.
+//! **Stratified caching** ([`Replacement`], `--delta-index-limit`, DFS only): the index keeps
+//! at most a given number of entries; when full, it forgets the entries of one stratum
+//! (depth mod S at insertion, tagged in the index) after another, except the states on the
+//! DFS search path. Records stay (they are on disk, ids are dense, and other records may
+//! reconstitute through them): forgetting a state only means that meeting it again numbers it
+//! again. The search still visits every reachable state and terminates (a path never
+//! repeats a state, since path states are never forgotten); the counts become upper bounds
+//! and the LTS is strongly bisimilar to the state space ([`Exactness::Revisiting`]).
 //!
 //! Optimisations (each can be switched off):
 //! * **predecessor update** ([`PredUpdate`]): when a state is met again from a parent whose
@@ -91,6 +98,17 @@ pub struct DeltaOptions {
     /// Entries of the reconstitution cache (rounded up to a power of two; 0 = a default of
     /// about 512 KiB of states).
     pub cache_states: usize,
+    /// Stratified caching: forget index entries to keep at most a number of them.
+    pub replace: Option<Replacement>,
+}
+
+/// Stratified caching settings (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Replacement {
+    /// Most entries of the index (states remembered).
+    pub limit: u64,
+    /// Number of strata S ≥ 1: an entry's stratum is its depth at insertion mod S.
+    pub strata: u32,
 }
 
 impl Default for DeltaOptions {
@@ -101,6 +119,7 @@ impl Default for DeltaOptions {
             firing: Firing::Backward,
             collapse: Collapse::PerComponent,
             cache_states: 0,
+            replace: None,
         }
     }
 }
@@ -134,6 +153,9 @@ struct Counters {
     pred_updates: u64,
     record_widenings: u64,
     gets: u64,
+    /// Index entries forgotten by stratified caching, and the passes that forgot them.
+    forgotten: u64,
+    replacement_passes: u64,
 }
 
 /// Direct-mapped cache of states by id.
@@ -258,6 +280,12 @@ pub struct DeltaStore<'m> {
     index_rebuilds: u64,
     /// (parent id, its exact distance) of the last parent whose distance was needed.
     parent_memo: Option<(u64, u32)>,
+    /// With stratified caching: the DFS search path (`path[d]` is the state at depth `d`
+    /// whose successors are being inserted, and its ancestors), known from the inserts'
+    /// `Via` (a state at depth `d + 1` is inserted from the path's state at depth `d`).
+    dfs_path: Vec<u64>,
+    /// The stratum the next replacement pass forgets first.
+    next_victim: u32,
 }
 
 const STORE: &str = "delta";
@@ -364,6 +392,19 @@ impl<'m> DeltaStore<'m> {
         if opts.k == 0 {
             return Err(invalid("kδ must be at least 1".into()));
         }
+        if let Some(r) = opts.replace {
+            if r.strata == 0 || r.strata > 64 || r.limit == 0 {
+                return Err(invalid(format!(
+                    "stratified caching needs 1..=64 strata and a limit of at least one state, not {} strata and {}",
+                    r.strata, r.limit
+                )));
+            }
+            if from.is_some() {
+                return Err(invalid(
+                    "a run with stratified caching (--delta-index-limit) cannot be resumed: its index is not checkpointed".into(),
+                ));
+            }
+        }
         let Some(width) = model.state_len() else {
             return Err(invalid(
                 "the Δ store needs fixed-width states (this model's vary)".into(),
@@ -424,7 +465,7 @@ impl<'m> DeltaStore<'m> {
             p_bits,
             records,
             explicit,
-            index: Index::new(1024, hash_bits),
+            index: Index::with_tags(1024, hash_bits, Self::tag_bits(&opts)),
             count: 0,
             backward,
             inner: RefCell::new(Inner {
@@ -438,10 +479,68 @@ impl<'m> DeltaStore<'m> {
             hashes: Vec::new(),
             index_rebuilds: 0,
             parent_memo: None,
+            dfs_path: Vec::new(),
+            next_victim: 0,
             opts,
         };
         st.publish_ram();
         Ok(st)
+    }
+
+    /// Tag bits of the index: the stratum of each entry, with stratified caching.
+    fn tag_bits(opts: &DeltaOptions) -> u32 {
+        opts.replace.map_or(0, |r| bits_for(r.strata as u64 - 1))
+    }
+
+    /// The index tag of a state inserted at `depth`.
+    fn stratum(&self, depth: u64) -> u64 {
+        self.opts.replace.map_or(0, |r| depth % r.strata as u64)
+    }
+
+    /// Records the DFS path that an insert from `parent` at `parent_depth` reveals.
+    fn note_path(&mut self, parent: u64, parent_depth: u64) {
+        if self.opts.replace.is_some() {
+            self.dfs_path.truncate(parent_depth as usize);
+            self.dfs_path.push(parent);
+        }
+    }
+
+    /// Stratified caching: makes room for `extra` entries under the limit by forgetting
+    /// the entries of one stratum after another (never those on the DFS path), until the
+    /// index is at most (S − 1)/S full with the new entries, or every stratum has been
+    /// tried (then only path states are left, and too many of them is a capacity error).
+    fn forget(&mut self, extra: u64) -> Result<(), StoreError> {
+        let Some(r) = self.opts.replace else {
+            return Ok(());
+        };
+        if self.index.len() + extra <= r.limit {
+            return Ok(());
+        }
+        let target = r.limit - r.limit / (r.strata as u64 + 1);
+        let on_path: std::collections::HashSet<u64> = self.dfs_path.iter().copied().collect();
+        let mut tried = 0;
+        while self.index.len() + extra > target && tried < r.strata {
+            let victim = self.next_victim as u64;
+            self.next_victim = (self.next_victim + 1) % r.strata;
+            tried += 1;
+            let n = self
+                .index
+                .remove_where(|id, tag| tag == victim && !on_path.contains(&id));
+            let c = &mut self.inner.get_mut().c;
+            c.forgotten += n;
+            c.replacement_passes += 1;
+        }
+        if self.index.len() + extra > r.limit {
+            return Err(StoreError::CapacityExceeded {
+                store: STORE,
+                message: format!(
+                    "--delta-index-limit {} is too small: {} states on the search path cannot be forgotten",
+                    r.limit,
+                    self.index.len()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Tells the budget what the RAM structures hold (called when the index grows).
@@ -721,6 +820,7 @@ impl<'m> DeltaStore<'m> {
     }
 
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
+        self.forget(extra)?;
         if self.index.has_room(extra) {
             return Ok(());
         }
@@ -743,9 +843,32 @@ impl<'m> DeltaStore<'m> {
         if bits > index::MAX_HASH_BITS {
             return Err(grow_error(GrowError::TooLarge));
         }
-        let mut ix = Index::new(self.index.slots() + self.index.slots() / 4, bits);
+        let mut ix = Index::with_tags(
+            self.index.slots() + self.index.slots() / 4,
+            bits,
+            Self::tag_bits(&self.opts),
+        );
+        // The entries the index holds (all states, unless stratified caching forgot some).
+        let entries: Vec<(u64, u64)> = if self.opts.replace.is_some() {
+            let mut v = Vec::with_capacity(self.index.len() as usize);
+            self.index.for_each(|id, tag| v.push((id, tag)));
+            v.sort_unstable();
+            v
+        } else {
+            Vec::new()
+        };
+        if self.count > 0 {
+            ix.ensure_id(self.count - 1).map_err(grow_error)?;
+        }
+        let all = self.opts.replace.is_none();
         let mut s = Vec::new();
-        for id in 0..self.count {
+        let n = if all {
+            self.count
+        } else {
+            entries.len() as u64
+        };
+        for k in 0..n {
+            let (id, tag) = if all { (k, 0) } else { entries[k as usize] };
             if !self.get(id, &mut s)? {
                 return Err(invalid(format!(
                     "rebuilding the index: state {id} does not reconstitute"
@@ -754,7 +877,8 @@ impl<'m> DeltaStore<'m> {
             if !ix.has_room(1) {
                 ix.grow().map_err(grow_error)?;
             }
-            ix.place(state_hash(&s), id).map_err(grow_error)?;
+            ix.place_tagged(state_hash(&s), id, tag)
+                .map_err(grow_error)?;
         }
         self.index = ix;
         self.index_rebuilds += 1;
@@ -762,6 +886,10 @@ impl<'m> DeltaStore<'m> {
     }
 
     fn insert_hashed(&mut self, s: &[u8], h: u64, via: Option<Via>) -> Result<Insert, StoreError> {
+        if self.opts.replace.is_some() {
+            // Forgotten states keep their ids: ids outgrow the slot count.
+            self.index.ensure_id(self.count).map_err(grow_error)?;
+        }
         let mut p = self.index.probe(h);
         while let Step::Candidate(c) = self.index.next(&mut p) {
             match self.same(c, s)? {
@@ -775,6 +903,7 @@ impl<'m> DeltaStore<'m> {
             }
         }
         let id = self.count;
+        let tag = self.stratum(via.map_or(0, |v| v.depth));
         let (rec, dist) = match via {
             None => (None, 0),
             Some(v) => {
@@ -800,13 +929,13 @@ impl<'m> DeltaStore<'m> {
             self.widen_records()?;
         }
         self.records.push(self.encode(rec))?;
-        match self.index.insert_at(&p, id) {
+        match self.index.insert_tagged(&p, id, tag) {
             Placement::Placed => {}
-            Placement::NeedsGrowth => match self.index.place(h, id) {
+            Placement::NeedsGrowth => match self.index.place_tagged(h, id, tag) {
                 Ok(()) => {}
                 Err(GrowError::TooLarge) => {
                     self.rebuild_index()?;
-                    self.index.place(h, id).map_err(grow_error)?;
+                    self.index.place_tagged(h, id, tag).map_err(grow_error)?;
                 }
                 Err(e) => return Err(grow_error(e)),
             },
@@ -845,6 +974,9 @@ impl StateStore for DeltaStore<'_> {
 
     fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state)?;
+        if let Some(v) = via {
+            self.note_path(v.parent, v.depth - 1);
+        }
         self.reserve(1)?;
         self.insert_hashed(state, state_hash(state), via)
     }
@@ -864,6 +996,7 @@ impl StateStore for DeltaStore<'_> {
         for i in 0..n {
             self.check(batch.get(i))?;
         }
+        self.note_path(parent, parent_depth);
         self.reserve(n as u64)?;
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
@@ -916,7 +1049,12 @@ impl StateStore for DeltaStore<'_> {
     }
 
     fn exactness(&self) -> Exactness {
-        Exactness::Exact
+        match self.opts.replace {
+            None => Exactness::Exact,
+            Some(_) => Exactness::Revisiting {
+                forgotten: self.inner.borrow().c.forgotten,
+            },
+        }
     }
 
     fn ram_bytes(&self) -> u64 {
@@ -998,6 +1136,13 @@ impl StateStore for DeltaStore<'_> {
         put("cache_hits", c.cache_hits.into());
         put("pred_updates", c.pred_updates.into());
         put("gets", c.gets.into());
+        if let Some(r) = self.opts.replace {
+            put("index_limit", r.limit.into());
+            put("strata", r.strata.into());
+            put("forgotten_states", c.forgotten.into());
+            put("replacement_passes", c.replacement_passes.into());
+            put("remembered_states", self.index.len().into());
+        }
         put("record_bits", self.records.bits().into());
         let (hits, misses) = self.records.cache_counts();
         put("record_cache_hits", hits.into());
