@@ -157,44 +157,70 @@ impl Filter {
                         enc.len().to_string(),
                     ));
                 }
-                let (mut diffs, lows) = (&enc[4..4 + n], &enc[4 + n..]);
-                let mut prev = 0u64;
+                let (diffs, lows) = (&enc[4..4 + n], &enc[4 + n..]);
                 let high_mask = mask(bits - low_bits as u32);
-                let mut i = 0usize;
-                for group in out.chunks_exact_mut(width) {
-                    let mut words = [0u64; 9];
-                    for j in 0..8u64 {
-                        let d = read_leb128(&mut diffs).ok_or_else(|| {
-                            corrupt(
-                                "a LEB128 difference".into(),
-                                format!("a malformed one at value {i}"),
-                            )
-                        })?;
-                        let high = prev.wrapping_add(unzigzag(d) as u64);
-                        if high & !high_mask != 0 {
-                            return Err(corrupt(
-                                format!("a value of {} high bits", bits - low_bits as u32),
-                                format!("{high:#x} at value {i}"),
-                            ));
+                // The groups of a block are one continuous little-endian bit stream of
+                // `bits`-bit values (group g is bits [64·g·w/8 …)), so the values are
+                // written through a 128-bit accumulator, 8 bytes at a time.
+                let (mut acc, mut nacc, mut w) = (0u128, 0u32, 0usize);
+                let (mut prev, mut pos) = (0u64, 0usize);
+                for i in 0..values {
+                    // One-byte differences are the common case.
+                    let d = match diffs.get(pos) {
+                        Some(&b) if b < 0x80 => {
+                            pos += 1;
+                            b as u64
                         }
-                        prev = high;
-                        let mut lb = [0u8; 8];
-                        lb[..low_bytes].copy_from_slice(&lows[i * low_bytes..(i + 1) * low_bytes]);
-                        let low = u64::from_le_bytes(lb);
-                        if low >> low_bits != 0 {
-                            return Err(corrupt(
-                                format!("a low field of {low_bits} bits"),
-                                format!("{low:#x} at value {i}"),
-                            ));
+                        _ => {
+                            let mut rest = &diffs[pos.min(diffs.len())..];
+                            let before = rest.len();
+                            let d = read_leb128(&mut rest).ok_or_else(|| {
+                                corrupt(
+                                    "a LEB128 difference".into(),
+                                    format!("a malformed one at value {i}"),
+                                )
+                            })?;
+                            pos += before - rest.len();
+                            d
                         }
-                        let v = (high << low_bits) | low;
-                        set_bits(&mut words, j * bits as u64, bits, v);
-                        i += 1;
+                    };
+                    let high = prev.wrapping_add(unzigzag(d) as u64);
+                    if high & !high_mask != 0 {
+                        return Err(corrupt(
+                            format!("a value of {} high bits", bits - low_bits as u32),
+                            format!("{high:#x} at value {i}"),
+                        ));
                     }
-                    for (k, b) in group.iter_mut().enumerate() {
-                        *b = (words[k / 8] >> (8 * (k % 8))) as u8;
+                    prev = high;
+                    let low = match low_bytes {
+                        0 => 0,
+                        1 => lows[i] as u64,
+                        2 => u16::from_le_bytes([lows[2 * i], lows[2 * i + 1]]) as u64,
+                        _ => {
+                            let mut lb = [0u8; 8];
+                            lb[..low_bytes]
+                                .copy_from_slice(&lows[i * low_bytes..(i + 1) * low_bytes]);
+                            u64::from_le_bytes(lb)
+                        }
+                    };
+                    if low >> low_bits != 0 {
+                        return Err(corrupt(
+                            format!("a low field of {low_bits} bits"),
+                            format!("{low:#x} at value {i}"),
+                        ));
+                    }
+                    acc |= (((high << low_bits) | low) as u128) << nacc;
+                    nacc += bits;
+                    if nacc >= 64 {
+                        out[w..w + 8].copy_from_slice(&(acc as u64).to_le_bytes());
+                        w += 8;
+                        acc >>= 64;
+                        nacc -= 64;
                     }
                 }
+                let tail = (nacc / 8) as usize;
+                out[w..w + tail].copy_from_slice(&(acc as u64).to_le_bytes()[..tail]);
+                let diffs = &diffs[pos..];
                 if !diffs.is_empty() {
                     return Err(corrupt(
                         "the end of the difference stream".into(),
@@ -233,6 +259,7 @@ fn get_bits(words: &[u64], off: u64, width: u32) -> u64 {
     v & mask(width)
 }
 
+#[cfg(test)]
 fn set_bits(words: &mut [u64], off: u64, width: u32, v: u64) {
     let i = (off / 64) as usize;
     let s = (off % 64) as u32;
