@@ -219,19 +219,22 @@ struct Inner {
 
 /// Sizes of the record vector (groups of eight records, 20–64 bytes): 4 KiB blocks (about
 /// 1,000 records; a miss reads and decompresses one), a 32 KiB hot window of the newest
-/// records and a 512 KiB block cache. Reconstitutions walk at most kδ − 1 predecessors, which
+/// records and a 2 MiB block cache. Reconstitutions walk at most kδ − 1 predecessors, which
 /// in BFS lie in the last kδ levels; the reconstitution cache (states) spares most walks, and
-/// the block cache holds the record blocks that the remaining walks revisit. Every byte of
-/// it counts against the ~10 bytes a state of the whole store (RAM + disk), so it is small:
-/// on Peterson-PT-3 at kδ = 50, 4 MiB instead of 1 MiB cut misses from 217,000 to 90,000 for
-/// 58 million reads but cost 0.9 byte a state. The blocks are filtered
+/// the block cache holds the record blocks that the remaining walks revisit. Every byte of it
+/// counts against the ~10 bytes a state of the whole store (RAM + disk); since the filtered
+/// records take about 1.2 bytes a state on disk instead of 3.3–3.9, the cache can be larger
+/// than the 512 KiB it was: at kδ = 50, 512 KiB → 2 MiB cut block misses from 349,000 to
+/// 144,000 on Peterson-PT-3 (13.4 → 10.0 s CPU, +0.4 byte a state) and from 1.1 million to
+/// 190,000 on TCPcondis-PT-05 (19.6 → 10.8 s); 4 MiB would take QuasiCertifProtocol-PT-06
+/// (2.3 million states) over 10 bytes a state (9.54 → 10.47). The blocks are filtered
 /// ([`Filter::PackedFields`], split at the transition code) so that the predecessor ids,
 /// which grow slowly from record to record, compress as small differences.
 fn records_layout(t_bits: u32) -> Layout {
     Layout {
         block_bytes: 4 << 10,
         hot_blocks: 8,
-        cache_bytes: 512 << 10,
+        cache_bytes: 2 << 20,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
         filter: Filter::PackedFields {
             low_bits: t_bits as u8,
