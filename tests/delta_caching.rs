@@ -148,7 +148,11 @@ fn an_index_limit_below_the_search_depth_is_a_clear_error() {
         "100",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(6), "exit 6 (a limit was reached): {err}");
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "exit 6 (a limit was reached): {err}"
+    );
     assert!(
         err.contains("--delta-index-limit 100 is too small") && err.contains("on the search path"),
         "{err}"

@@ -510,8 +510,10 @@ impl<'m> DeltaStore<'m> {
 
     /// Stratified caching: makes room for `extra` entries under the limit by forgetting
     /// the entries of one stratum after another (never those on the DFS path), until the
-    /// index is at most (S − 1)/S full with the new entries, or every stratum has been
-    /// tried (then only path states are left, and too many of them is a capacity error).
+    /// index holds at most S/(S + 1) of the limit with the new entries (so that a pass, which
+    /// scans the whole table, frees about one stratum's worth at a time), or every stratum
+    /// has been tried (then only path states are left, and too many of them is a capacity
+    /// error).
     fn forget(&mut self, extra: u64) -> Result<(), StoreError> {
         let Some(r) = self.opts.replace else {
             return Ok(());
