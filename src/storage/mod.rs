@@ -246,6 +246,7 @@ impl Storage {
             cache_bytes: 0,
             files: self.lifetime(),
             zstd_level: self.config.segments.zstd_level,
+            codec: self.config.segments.codec,
         }
     }
 

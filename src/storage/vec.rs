@@ -16,7 +16,8 @@
 use super::budget::{Account, Budget};
 use super::mmap::{AnonBlock, Window};
 use super::segment::{
-    detach, io_err, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
+    detach, io_err, BlockMeta, BlockReader, Codec, FileLifetime, HashId, Header, Kind, Layout,
+    SegmentFile,
 };
 use crate::error::StorageError;
 use std::cell::RefCell;
@@ -38,6 +39,9 @@ pub struct SegOptions {
     pub files: FileLifetime,
     /// zstd level of the blocks this vector writes (see [`SegmentFile::set_level`]).
     pub zstd_level: i32,
+    /// How new files compress their blocks ([`Codec::Columns`] only for widths that are a
+    /// multiple of 4; others use zstd). A reopened file keeps the codec of its header.
+    pub codec: Codec,
 }
 
 impl Default for SegOptions {
@@ -48,6 +52,7 @@ impl Default for SegOptions {
             cache_bytes: 64 << 20,
             files: FileLifetime::Named,
             zstd_level: super::segment::ZSTD_LEVEL,
+            codec: Codec::Zstd,
         }
     }
 }
@@ -249,6 +254,11 @@ impl SegVec {
         let shift = records_shift(width, opts.block_bytes);
         let header = Header {
             kind: Kind::Vec,
+            codec: if width.is_multiple_of(4) {
+                opts.codec
+            } else {
+                Codec::Zstd
+            },
             hash,
             layout: Layout::Fixed {
                 width: width as u32,
@@ -291,7 +301,8 @@ impl SegVec {
         let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
         let hot_path = dir.join(format!("{name}.hot"));
         let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
-        let reader = BlockReader::new(seg.path())?;
+        let mut reader = BlockReader::new(seg.path())?;
+        reader.set_format(seg.header());
         let v = SegVec {
             width,
             shift,

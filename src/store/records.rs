@@ -13,6 +13,7 @@
 //! the same in every run that makes the same inserts, which is how a checkpoint finds them.
 
 use crate::error::StoreError;
+use crate::storage::segment::Codec;
 use crate::storage::segment::FileLifetime;
 use crate::storage::{
     Account, Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark,
@@ -34,6 +35,9 @@ pub struct Layout {
     /// zstd level of the blocks (`crate::storage::segment::ZSTD_LEVEL` unless the array's
     /// blocks are read at random often enough for decompression speed to matter).
     pub zstd_level: i32,
+    /// How the blocks are compressed ([`Codec::Zstd`] unless the records are small numbers
+    /// read at random, see [`Codec::Columns`]).
+    pub codec: Codec,
 }
 
 struct DiskInner {
@@ -137,6 +141,7 @@ impl Disk {
             hot_blocks: hot,
             cache_bytes: l.cache_bytes,
             zstd_level: l.zstd_level,
+            codec: l.codec,
             files: if self.0.kept {
                 FileLifetime::Named
             } else {
@@ -429,6 +434,7 @@ mod tests {
         hot_blocks: 2,
         cache_bytes: 1024,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
+        codec: crate::storage::segment::Codec::Zstd,
     };
 
     #[test]

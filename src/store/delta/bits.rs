@@ -269,6 +269,7 @@ mod tests {
         hot_blocks: 2,
         cache_bytes: 2048,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
+        codec: crate::storage::segment::Codec::Zstd,
     };
 
     #[test]

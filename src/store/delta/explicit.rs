@@ -193,6 +193,7 @@ const LAYOUT: Layout = Layout {
     hot_blocks: 2,
     cache_bytes: 64 << 10,
     zstd_level: crate::storage::segment::ZSTD_LEVEL,
+    codec: crate::storage::segment::Codec::Zstd,
 };
 
 /// A checkpoint of the explicit states.

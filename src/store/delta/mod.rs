@@ -207,6 +207,7 @@ const RECORDS: Layout = Layout {
     hot_blocks: 8,
     cache_bytes: 512 << 10,
     zstd_level: crate::storage::segment::ZSTD_LEVEL,
+    codec: crate::storage::segment::Codec::Zstd,
 };
 
 /// What a checkpoint of a Δ store records (`StoreMark::blob`). The hash index is not saved:
