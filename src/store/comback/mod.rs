@@ -675,7 +675,9 @@ impl<'m> CombackStore<'m> {
         first: StateId,
         end: StateId,
     ) -> Result<(), StoreError> {
-        let mut needed: hashbrown::HashMap<StateId, Backedge> = hashbrown::HashMap::new();
+        // About one path state per waiting state in BFS (siblings share parents).
+        let mut needed: hashbrown::HashMap<StateId, Backedge> =
+            hashbrown::HashMap::with_capacity(2 * (end - first) as usize);
         for n in first..end {
             let mut cur = n;
             while cur != 0 && !inner.cache.contains(cur) && !needed.contains_key(&cur) {
@@ -686,7 +688,7 @@ impl<'m> CombackStore<'m> {
         }
         let mut order: Vec<(u32, StateId)> = needed.iter().map(|(&n, e)| (e.depth, n)).collect();
         order.sort_unstable();
-        let mut arena: Vec<u8> = Vec::new();
+        let mut arena: Vec<u8> = Vec::with_capacity(order.len() * self.initial.len());
         let mut at: hashbrown::HashMap<StateId, (usize, usize)> =
             hashbrown::HashMap::with_capacity(order.len());
         let mut src: Vec<u8> = Vec::new();
