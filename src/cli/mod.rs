@@ -67,7 +67,9 @@ pub struct ExploreArgs {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub hash_bits: u32,
 
-    /// ComBack: full-state cache entries (0 = no cache).
+    /// ComBack: full-state cache entries (0 = no cache). An entry takes 6 bytes + the state
+    /// packed: 1 bit per byte while states hold only 0s and 1s, 4 bits while every byte is at
+    /// most 15, else the bytes themselves (chosen automatically).
     #[arg(long, default_value_t = CombackOptions::default().cache, value_name = "N")]
     pub comback_cache: usize,
 

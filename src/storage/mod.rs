@@ -249,6 +249,7 @@ impl Storage {
             files: self.lifetime(),
             zstd_level: self.config.segments.zstd_level,
             filter: filter::Filter::None,
+            codec: self.config.segments.codec,
         }
     }
 

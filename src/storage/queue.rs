@@ -184,6 +184,7 @@ impl SegQueue {
             &path,
             Header {
                 kind: Kind::Queue,
+                codec: super::segment::Codec::Zstd,
                 hash: HashId::None,
                 layout: Layout::Stream,
                 block_bytes: self.block_bytes as u32,

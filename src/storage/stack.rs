@@ -60,6 +60,7 @@ impl SegStack {
             &path,
             Header {
                 kind: Kind::Stack,
+                codec: super::segment::Codec::Zstd,
                 hash: HashId::None,
                 layout: Layout::Stream,
                 block_bytes: block_bytes as u32,

@@ -16,7 +16,8 @@
 use super::budget::{Account, Budget};
 use super::mmap::{AnonBlock, Window};
 use super::segment::{
-    detach, io_err, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
+    detach, io_err, BlockMeta, BlockReader, Codec, FileLifetime, HashId, Header, Kind, Layout,
+    SegmentFile,
 };
 use crate::error::StorageError;
 use std::cell::RefCell;
@@ -41,6 +42,9 @@ pub struct SegOptions {
     /// Transform of the blocks before compression (recorded in the file header, so a
     /// reopened vector reads and writes with the filter it was created with).
     pub filter: super::filter::Filter,
+    /// How new files compress their blocks ([`Codec::Columns`] only for widths that are a
+    /// multiple of 4; others use zstd). A reopened file keeps the codec of its header.
+    pub codec: Codec,
 }
 
 impl Default for SegOptions {
@@ -52,6 +56,7 @@ impl Default for SegOptions {
             files: FileLifetime::Named,
             zstd_level: super::segment::ZSTD_LEVEL,
             filter: super::filter::Filter::None,
+            codec: Codec::Zstd,
         }
     }
 }
@@ -253,6 +258,12 @@ impl SegVec {
         let shift = records_shift(width, opts.block_bytes);
         let header = Header {
             kind: Kind::Vec,
+            // A filter feeds zstd: filtered vectors always use it.
+            codec: if width.is_multiple_of(4) && opts.filter.is_none() {
+                opts.codec
+            } else {
+                Codec::Zstd
+            },
             hash,
             layout: Layout::Fixed {
                 width: width as u32,
@@ -296,7 +307,8 @@ impl SegVec {
         let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
         let hot_path = dir.join(format!("{name}.hot"));
         let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
-        let reader = BlockReader::for_header(seg.path(), seg.header())?;
+        let mut reader = BlockReader::new(seg.path())?;
+        reader.set_format(seg.header());
         let v = SegVec {
             width,
             shift,

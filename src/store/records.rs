@@ -14,6 +14,7 @@
 
 use crate::error::StoreError;
 use crate::storage::filter::Filter;
+use crate::storage::segment::Codec;
 use crate::storage::segment::FileLifetime;
 use crate::storage::{
     Account, Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark,
@@ -37,6 +38,9 @@ pub struct Layout {
     pub zstd_level: i32,
     /// Transform of the blocks before compression (Δ records: [`Filter::PackedFields`]).
     pub filter: Filter,
+    /// How the blocks are compressed ([`Codec::Zstd`] unless the records are small numbers
+    /// read at random, see [`Codec::Columns`]).
+    pub codec: Codec,
 }
 
 struct DiskInner {
@@ -141,6 +145,7 @@ impl Disk {
             cache_bytes: l.cache_bytes,
             zstd_level: l.zstd_level,
             filter: l.filter,
+            codec: l.codec,
             files: if self.0.kept {
                 FileLifetime::Named
             } else {
@@ -434,6 +439,7 @@ mod tests {
         cache_bytes: 1024,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
         filter: crate::storage::filter::Filter::None,
+        codec: crate::storage::segment::Codec::Zstd,
     };
 
     #[test]

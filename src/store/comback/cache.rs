@@ -33,12 +33,187 @@ fn wide_depth(lo: u8, hi: u8) -> u32 {
     }
 }
 
+/// How a fixed-width state is stored in a cache entry. Most places of the nets explored hold
+/// few tokens, so a state's bytes are mostly 0 and 1: packing them gives more entries for the
+/// same RAM (SharedMemory-PT-000010, 131 one-byte places: 17 bytes instead of 131).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Packing {
+    /// One bit per byte (every byte 0 or 1).
+    Bits,
+    /// One nibble per byte (every byte at most 15).
+    Nibbles,
+    /// The bytes as they are.
+    Bytes,
+}
+
+impl Packing {
+    fn packed_len(self, w: usize) -> usize {
+        match self {
+            Packing::Bits => w.div_ceil(8),
+            Packing::Nibbles => w.div_ceil(2),
+            Packing::Bytes => w,
+        }
+    }
+
+    fn wider(self) -> Packing {
+        match self {
+            Packing::Bits => Packing::Nibbles,
+            _ => Packing::Bytes,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Packing::Bits => "bits",
+            Packing::Nibbles => "nibbles",
+            Packing::Bytes => "bytes",
+        }
+    }
+}
+
+/// `BIT_BYTES[p]`: the 8 bytes (little-endian) whose byte `i` is bit `i` of `p`.
+static BIT_BYTES: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut p = 0;
+    while p < 256 {
+        let mut v = 0u64;
+        let mut i = 0;
+        while i < 8 {
+            v |= (((p >> i) & 1) as u64) << (8 * i);
+            i += 1;
+        }
+        t[p] = v;
+        p += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn load_word(chunk: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..chunk.len()].copy_from_slice(chunk);
+    u64::from_le_bytes(w)
+}
+
+/// Packs 8 bytes, each 0 or 1, into one byte (bit `i` = byte `i`).
+#[inline(always)]
+fn pack_bits(w: u64) -> u8 {
+    (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+}
+
+/// Packs `state` into `out` (`packing.packed_len(state.len())` bytes); false (and `out`
+/// unspecified) when a byte does not fit.
+#[inline]
+fn pack(packing: Packing, state: &[u8], out: &mut [u8]) -> bool {
+    match packing {
+        Packing::Bits => {
+            let words = state.chunks_exact(8);
+            let tail = words.remainder();
+            let mut any = 0u64;
+            for (chunk, o) in words.zip(out.iter_mut()) {
+                let w = u64::from_le_bytes(chunk.try_into().unwrap());
+                any |= w;
+                *o = pack_bits(w & 0x0101_0101_0101_0101);
+            }
+            if !tail.is_empty() {
+                let w = load_word(tail);
+                any |= w;
+                out[out.len() - 1] = pack_bits(w & 0x0101_0101_0101_0101);
+            }
+            any & 0xFEFE_FEFE_FEFE_FEFE == 0
+        }
+        Packing::Nibbles => {
+            let mut any = 0u8;
+            for (pair, o) in state.chunks(2).zip(out.iter_mut()) {
+                let lo = pair[0];
+                let hi = pair.get(1).copied().unwrap_or(0);
+                any |= lo | hi;
+                *o = (lo & 15) | hi << 4;
+            }
+            any <= 15
+        }
+        Packing::Bytes => {
+            out.copy_from_slice(state);
+            true
+        }
+    }
+}
+
+/// A cached state, packed; compare it with [`Entry::matches`] or unpack it with
+/// [`Entry::append_to`].
+#[derive(Clone, Copy)]
+pub struct Entry<'a> {
+    packed: &'a [u8],
+    packing: Packing,
+    width: usize,
+}
+
+impl Entry<'_> {
+    /// Whether the cached state is `state` (compared without unpacking into a buffer).
+    #[inline]
+    pub fn matches(&self, state: &[u8]) -> bool {
+        if state.len() != self.width {
+            return false;
+        }
+        match self.packing {
+            Packing::Bytes => super::eq_bytes(self.packed, state),
+            Packing::Bits => {
+                let words = state.chunks_exact(8);
+                let tail = words.remainder();
+                let mut diff = 0u64;
+                for (chunk, &p) in words.zip(self.packed) {
+                    diff |= u64::from_le_bytes(chunk.try_into().unwrap()) ^ BIT_BYTES[p as usize];
+                }
+                if !tail.is_empty() {
+                    diff |= load_word(tail) ^ BIT_BYTES[*self.packed.last().unwrap() as usize];
+                }
+                diff == 0
+            }
+            Packing::Nibbles => state
+                .chunks(2)
+                .zip(self.packed)
+                .all(|(pair, &p)| pair[0] == p & 15 && pair.get(1).is_none_or(|&hi| hi == p >> 4)),
+        }
+    }
+
+    /// Appends the cached state to `out`.
+    #[inline]
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        match self.packing {
+            Packing::Bytes => out.extend_from_slice(self.packed),
+            Packing::Bits => {
+                let start = out.len();
+                out.resize(start + self.packed.len() * 8, 0);
+                for (dst, &p) in out[start..].chunks_exact_mut(8).zip(self.packed) {
+                    dst.copy_from_slice(&BIT_BYTES[p as usize].to_le_bytes());
+                }
+                out.truncate(start + self.width);
+            }
+            Packing::Nibbles => {
+                let start = out.len();
+                out.resize(start + self.packed.len() * 2, 0);
+                for (dst, &p) in out[start..].chunks_exact_mut(2).zip(self.packed) {
+                    dst[0] = p & 15;
+                    dst[1] = p >> 4;
+                }
+                out.truncate(start + self.width);
+            }
+        }
+    }
+
+    /// The cached state as a new vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.width);
+        self.append_to(&mut v);
+        v
+    }
+}
+
 /// One direct-mapped region. Fixed-width states: one contiguous entry per slot,
-/// `id + 1: u32 | depth: u16 | state`, so a lookup costs one cache miss (a depth of 65,535 or
-/// more is stored as [`UNKNOWN_DEPTH`]: the caller reads it from the backedge record; six
-/// bytes of header instead of eight give Kanban-PT-00005, 16-byte states, 9% more entries
-/// for the same RAM). Variable width:
-/// parallel vectors.
+/// `id + 1: u32 | depth: u16 | packed state`, so a lookup costs one cache miss (a depth of
+/// 65,535 or more is stored as [`UNKNOWN_DEPTH`]: the caller reads it from the backedge
+/// record; six bytes of header instead of eight give Kanban-PT-00005, 16-byte states, 9% more
+/// entries for the same RAM). Variable width: parallel vectors, unpacked.
 enum Region {
     Flat {
         stride: usize,
@@ -53,13 +228,20 @@ enum Region {
 }
 
 impl Region {
-    fn new(n: usize, width: Option<usize>) -> Self {
+    fn new(n: usize, width: Option<usize>, packing: Packing) -> Self {
         match width {
-            Some(w) => Region::Flat {
-                stride: HEADER + w,
-                slots: n,
-                bytes: vec![0; n * (HEADER + w)],
-            },
+            Some(w) => {
+                let stride = HEADER + packing.packed_len(w);
+                let len = n * stride;
+                let mut bytes: Vec<u8> = Vec::with_capacity(len);
+                super::huge_pages(bytes.as_ptr(), len);
+                bytes.resize(len, 0);
+                Region::Flat {
+                    stride,
+                    slots: n,
+                    bytes,
+                }
+            }
             None => Region::Boxed {
                 ids: vec![0; n],
                 depths: vec![0; n],
@@ -78,17 +260,38 @@ impl Region {
 
     /// The entry in slot `i` if it holds state `id`.
     #[inline(always)]
-    fn lookup(&self, i: usize, id: StateId) -> Option<(&[u8], u32)> {
+    fn lookup(
+        &self,
+        i: usize,
+        id: StateId,
+        packing: Packing,
+        width: usize,
+    ) -> Option<(Entry<'_>, u32)> {
         let raw = id as u32 + 1;
         match self {
             Region::Flat { stride, bytes, .. } => {
                 let e = &bytes[i * stride..(i + 1) * stride];
-                (u32::from_le_bytes(e[0..4].try_into().unwrap()) == raw)
-                    .then(|| (&e[HEADER..], wide_depth(e[4], e[5])))
+                (u32::from_le_bytes(e[0..4].try_into().unwrap()) == raw).then(|| {
+                    (
+                        Entry {
+                            packed: &e[HEADER..],
+                            packing,
+                            width,
+                        },
+                        wide_depth(e[4], e[5]),
+                    )
+                })
             }
-            Region::Boxed { ids, depths, data } => {
-                (ids[i] == raw).then(|| (&data[i][..], depths[i]))
-            }
+            Region::Boxed { ids, depths, data } => (ids[i] == raw).then(|| {
+                (
+                    Entry {
+                        packed: &data[i][..],
+                        packing: Packing::Bytes,
+                        width: data[i].len(),
+                    },
+                    depths[i],
+                )
+            }),
         }
     }
 
@@ -107,21 +310,28 @@ impl Region {
         }
     }
 
+    /// Stores `state` in slot `i`; false (and the slot emptied) when it does not fit
+    /// `packing`.
     #[inline(always)]
-    fn put(&mut self, i: usize, id: StateId, depth: u32, state: &[u8]) {
+    fn put(&mut self, i: usize, id: StateId, depth: u32, state: &[u8], packing: Packing) -> bool {
         let raw = id as u32 + 1;
         match self {
             Region::Flat { stride, bytes, .. } => {
                 let e = &mut bytes[i * *stride..(i + 1) * *stride];
+                if !pack(packing, state, &mut e[HEADER..]) {
+                    e[0..4].copy_from_slice(&0u32.to_le_bytes());
+                    return false;
+                }
                 e[0..4].copy_from_slice(&raw.to_le_bytes());
                 e[4..6].copy_from_slice(&narrow_depth(depth).to_le_bytes());
-                e[HEADER..].copy_from_slice(state);
+                true
             }
             Region::Boxed { ids, depths, data } => {
                 ids[i] = raw;
                 depths[i] = depth;
                 data[i].clear();
                 data[i].extend_from_slice(state);
+                true
             }
         }
     }
@@ -162,9 +372,26 @@ pub enum CacheRegion {
     Replayed,
 }
 
+/// Puts per window when choosing the packing; the cache switches to a wider packing when
+/// more than 1/[`MISFIT_SHARE`] of a window's states did not fit.
+const WINDOW: u32 = 4096;
+const MISFIT_SHARE: u32 = 16;
+
 pub struct Cache {
     recent: Region,
+    /// `⌊2^64 / n⌋ + 1` for the recent region's `n` slots ([`Cache::recent_slot`]).
+    recent_m: u64,
     replayed: Region,
+    /// Packing of fixed-width entries: starts at [`Packing::Bits`] and widens (the cache is
+    /// emptied) while too many states do not fit. A state that does not fit is not cached.
+    packing: Packing,
+    width: usize,
+    entries: usize,
+    recent_eighths: usize,
+    puts: u32,
+    misfits: u32,
+    /// Set when the packing widened (the cache's RAM changed).
+    resized: bool,
 }
 
 #[inline(always)]
@@ -173,15 +400,39 @@ fn mix(id: StateId) -> u64 {
 }
 
 impl Cache {
-    /// A cache of `n` entries in total (half per region); `n = 0` caches nothing.
-    pub fn new(n: usize, width: Option<usize>) -> Self {
-        // Measured on Kanban-PT-00005 (BFS, 2^18 entries): 1/2 recent gave 3.7 M replays,
-        // 3/4 gave 2.1 M, 7/8 and 9/10 about 1.5 M; with no replayed region they grew 13×
-        // longer (no cached ancestors).
-        let recent = if n < 8 { n.div_ceil(2) } else { n - n / 8 };
+    /// A cache of `n` entries in total, `recent_eighths`/8 of them recent, the rest
+    /// replayed; `n = 0` caches nothing. Fixed-width entries take `6 + packed width` bytes
+    /// each.
+    pub fn new(n: usize, width: Option<usize>, recent_eighths: usize) -> Self {
+        let packing = match width {
+            Some(_) => Packing::Bits,
+            None => Packing::Bytes,
+        };
+        Self::with_packing(n, width, packing, recent_eighths)
+    }
+
+    fn with_packing(
+        n: usize,
+        width: Option<usize>,
+        packing: Packing,
+        recent_eighths: usize,
+    ) -> Self {
+        let recent = if n < 8 {
+            n.div_ceil(2)
+        } else {
+            n / 8 * recent_eighths.clamp(1, 7) + n % 8
+        };
         Cache {
-            recent: Region::new(recent, width),
-            replayed: Region::new(n - recent, width),
+            recent_m: (u64::MAX / recent.max(1) as u64).wrapping_add(1),
+            recent: Region::new(recent, width, packing),
+            replayed: Region::new(n - recent, width, packing),
+            packing,
+            width: width.unwrap_or(0),
+            entries: n,
+            recent_eighths,
+            puts: 0,
+            misfits: 0,
+            resized: false,
         }
     }
 
@@ -189,28 +440,50 @@ impl Cache {
         self.recent.len()
     }
 
+    pub fn packing(&self) -> Packing {
+        self.packing
+    }
+
+    /// Whether the packing widened since the last call (the cache's RAM changed).
+    pub fn take_resized(&mut self) -> bool {
+        std::mem::take(&mut self.resized)
+    }
+
+    /// `id mod n` for the recent region, by Lemire's multiply-based remainder (two
+    /// multiplications instead of a 64-bit division, which cost about a tenth of the run on
+    /// Kanban-PT-00005: every lookup computes up to two slots); a division only when `id` or
+    /// `n` does not fit 32 bits.
     #[inline(always)]
     fn recent_slot(&self, id: StateId) -> Option<usize> {
-        let n = self.recent.len();
-        (n > 0).then(|| (id % n as u64) as usize)
+        let n = self.recent.len() as u64;
+        if n == 0 {
+            return None;
+        }
+        Some(if id <= u32::MAX as u64 && n <= u32::MAX as u64 {
+            let low = self.recent_m.wrapping_mul(id);
+            ((low as u128 * n as u128) >> 64) as usize
+        } else {
+            (id % n) as usize
+        })
     }
 
+    /// A hashed slot of the replayed region (multiply-shift range reduction).
     #[inline(always)]
     fn replayed_slot(&self, id: StateId) -> Option<usize> {
-        let n = self.replayed.len();
-        (n > 0).then(|| (mix(id) % n as u64) as usize)
+        let n = self.replayed.len() as u64;
+        (n > 0).then(|| ((mix(id) as u128 * n as u128) >> 64) as usize)
     }
 
-    /// The cached vector and depth of `id`, if any.
+    /// The cached state and depth of `id`, if any.
     #[inline(always)]
-    pub fn get(&self, id: StateId) -> Option<(&[u8], u32, CacheRegion)> {
+    pub fn get(&self, id: StateId) -> Option<(Entry<'_>, u32, CacheRegion)> {
         if let Some(i) = self.recent_slot(id) {
-            if let Some((v, d)) = self.recent.lookup(i, id) {
+            if let Some((v, d)) = self.recent.lookup(i, id, self.packing, self.width) {
                 return Some((v, d, CacheRegion::Recent));
             }
         }
         if let Some(i) = self.replayed_slot(id) {
-            if let Some((v, d)) = self.replayed.lookup(i, id) {
+            if let Some((v, d)) = self.replayed.lookup(i, id, self.packing, self.width) {
                 return Some((v, d, CacheRegion::Replayed));
             }
         }
@@ -236,11 +509,33 @@ impl Cache {
         t
     }
 
+    /// Counts a put; widens the packing (emptying the cache) when too many did not fit.
+    #[inline(always)]
+    fn count(&mut self, fitted: bool) {
+        self.puts += 1;
+        self.misfits += !fitted as u32;
+        if self.puts == WINDOW {
+            if self.misfits * MISFIT_SHARE > WINDOW && self.packing != Packing::Bytes {
+                let width = Some(self.width);
+                *self = Self::with_packing(
+                    self.entries,
+                    width,
+                    self.packing.wider(),
+                    self.recent_eighths,
+                );
+                self.resized = true;
+            }
+            self.puts = 0;
+            self.misfits = 0;
+        }
+    }
+
     /// Caches a new (or waiting-set) state in the recent region.
     #[inline(always)]
     pub fn put_recent(&mut self, id: StateId, depth: u32, state: &[u8]) {
         if let Some(i) = self.recent_slot(id) {
-            self.recent.put(i, id, depth, state);
+            let fitted = self.recent.put(i, id, depth, state, self.packing);
+            self.count(fitted);
         }
     }
 
@@ -248,7 +543,8 @@ impl Cache {
     #[inline(always)]
     pub fn put_replayed(&mut self, id: StateId, depth: u32, state: &[u8]) {
         if let Some(i) = self.replayed_slot(id) {
-            self.replayed.put(i, id, depth, state);
+            let fitted = self.replayed.put(i, id, depth, state, self.packing);
+            self.count(fitted);
         }
     }
 
@@ -272,15 +568,102 @@ mod tests {
     use super::*;
 
     #[test]
+    fn packings_round_trip_and_compare() {
+        let states: Vec<Vec<u8>> = vec![
+            vec![0, 1, 1, 0, 1, 0, 0, 1, 1],
+            vec![1; 17],
+            vec![0; 3],
+            vec![15, 0, 7, 1, 2],
+            vec![3, 200, 0],
+            (0..=255).collect(),
+        ];
+        for packing in [Packing::Bits, Packing::Nibbles, Packing::Bytes] {
+            for s in &states {
+                let mut buf = vec![0u8; packing.packed_len(s.len())];
+                let fits = pack(packing, s, &mut buf);
+                let want = match packing {
+                    Packing::Bits => s.iter().all(|&b| b <= 1),
+                    Packing::Nibbles => s.iter().all(|&b| b <= 15),
+                    Packing::Bytes => true,
+                };
+                assert_eq!(fits, want, "{packing:?} {s:?}");
+                if !fits {
+                    continue;
+                }
+                let e = Entry {
+                    packed: &buf,
+                    packing,
+                    width: s.len(),
+                };
+                assert_eq!(&e.to_vec(), s, "{packing:?}");
+                assert!(e.matches(s));
+                for i in 0..s.len() {
+                    let mut t = s.clone();
+                    t[i] ^= 1;
+                    assert!(!e.matches(&t), "{packing:?} {s:?} byte {i}");
+                    t[i] = s[i].wrapping_add(16);
+                    assert!(!e.matches(&t), "{packing:?} {s:?} byte {i}");
+                }
+                assert!(!e.matches(&s[..s.len() - 1]));
+            }
+        }
+        for p in 0..256u64 {
+            let w = BIT_BYTES[p as usize];
+            assert_eq!(pack_bits(w) as u64, p);
+        }
+    }
+
+    #[test]
+    fn recent_slots_are_id_mod_n() {
+        for n in [1usize, 2, 3, 7, 8, 100, 315_000, 1 << 20, 3_000_017] {
+            let c = Cache::with_packing(n + n.div_ceil(7), None, Packing::Bytes, 7);
+            let n = c.recent_len() as u64;
+            for id in (0..5000u64)
+                .chain([u32::MAX as u64 - 1, u32::MAX as u64, 1 << 40])
+                .chain((0..1000).map(|i| i * 4_294_967 + 12_345))
+            {
+                assert_eq!(c.recent_slot(id), Some((id % n) as usize), "n {n} id {id}");
+            }
+            if c.replayed.len() > 0 {
+                assert!(c.replayed_slot(1 << 31).unwrap() < c.replayed.len());
+            }
+        }
+    }
+
+    #[test]
+    fn packing_widens_when_states_do_not_fit() {
+        let mut c = Cache::new(64, Some(3), 7);
+        assert_eq!(c.packing(), Packing::Bits);
+        c.put_recent(1, 1, &[0, 1, 1]);
+        assert_eq!(c.get(1).unwrap().0.to_vec(), vec![0, 1, 1]);
+        // A state that does not fit is not cached (and evicts the slot's entry).
+        c.put_recent(1, 1, &[0, 2, 1]);
+        assert!(c.get(1).is_none());
+        for id in 0..WINDOW as u64 {
+            c.put_recent(id, 1, &[0, 9, 1]);
+        }
+        assert_eq!(c.packing(), Packing::Nibbles);
+        assert!(c.take_resized());
+        c.put_recent(5, 2, &[0, 9, 1]);
+        assert_eq!(c.get(5).unwrap().0.to_vec(), vec![0, 9, 1]);
+        for id in 0..WINDOW as u64 {
+            c.put_recent(id, 1, &[0, 90, 1]);
+        }
+        assert_eq!(c.packing(), Packing::Bytes);
+        assert_eq!(c.get(WINDOW as u64 - 1).unwrap().0.to_vec(), vec![0, 90, 1]);
+        assert_eq!(c.ram_bytes(), 64 * (HEADER as u64 + 3));
+    }
+
+    #[test]
     fn direct_mapped_regions_evict_and_answer() {
         for width in [Some(2), None] {
-            let mut c = Cache::new(8, width);
+            let mut c = Cache::with_packing(8, width, Packing::Bytes, 7);
             for id in 0..10u64 {
                 c.put_recent(id, id as u32, &[id as u8, 1]);
             }
             assert!(c.get(0).is_none(), "0 evicted by 7 (7 recent slots)");
             let (v, d, r) = c.get(9).unwrap();
-            assert_eq!((v, d, r), (&[9u8, 1][..], 9, CacheRegion::Recent));
+            assert_eq!((v.to_vec(), d, r), (vec![9u8, 1], 9, CacheRegion::Recent));
             c.put_replayed(0, 0, &[0, 1]);
             assert_eq!(c.get(0).unwrap().2, CacheRegion::Replayed);
             c.set_depth(0, 7);
@@ -295,7 +678,7 @@ mod tests {
             assert_eq!(c.get(1).unwrap().1, want);
             c.put_recent(1, 65_534, &[1, 1]);
             assert_eq!(c.get(1).unwrap().1, 65_534);
-            assert!(Cache::new(0, width).get(3).is_none());
+            assert!(Cache::new(0, width, 7).get(3).is_none());
         }
     }
 }

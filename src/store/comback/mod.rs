@@ -59,8 +59,28 @@ use table::{StateTable, MAX_STATES};
 /// Replays cache every ancestor whose depth is a multiple of this (and the target). Measured
 /// (BFS, cache 2^17): 16 → 4 cut replay firings from 29 M to 16 M on SharedMemory-PT-000010
 /// and from 20 M to 11 M on Peterson-PT-3; 1 (every ancestor) flushes the region on the long
-/// replays of DFS.
-const REPLAY_CHECKPOINT: u32 = 4;
+/// replays of DFS. With bit-packed entries the replayed region holds more, and 4 → 2 cut
+/// Peterson-PT-3's replay firings (2^16 entries, vectors) from 14.4 M to 12.5 M and
+/// SharedMemory-PT-000010's from 14.5 M to 10.8 M.
+const REPLAY_CHECKPOINT: u32 = 2;
+
+/// How much of the state cache is the *recent* region, in eighths (the rest holds replayed
+/// states). With state numbers in the waiting set the recent region also serves the
+/// waiting set's rebuilds, and BFS lookups land mostly on the last levels; with vectors in the
+/// waiting set, replays matter more. Measured in BFS with bit-packed entries and replay
+/// checkpoints every 2 levels (CPU s): Peterson-PT-3, vectors, 2^16 entries: 7/8 recent 6.45,
+/// 1/2 5.93, 1/4 5.85 (2^17 entries, 1/4: 5.41, 5.9 M replay firings instead of 14 M);
+/// SharedMemory-PT-000010, 2^16 entries: 7/8 3.42, 3/4 3.39, 1/2 3.44, 1/4 3.48;
+/// Kanban-PT-00005, 360,000 entries: 7/8 2.87, 3/4 2.82.
+fn recent_eighths(waiting: WaitingSet) -> usize {
+    match waiting {
+        WaitingSet::StateNumbers => 6,
+        WaitingSet::Vectors => 2,
+    }
+}
+
+/// Most states the waiting set rebuilds at once (a sixteenth of the recent region below).
+const WAITING_BATCH_MAX: u64 = 512;
 
 /// Variant 1: repoint backedges to shorter paths.
 #[derive(
@@ -239,6 +259,28 @@ fn prefetch(p: *const u8) {
     let _ = p;
 }
 
+/// Asks the kernel to back the 2 MiB-aligned part of `[p, p + len)` (an allocation not yet
+/// touched) with transparent huge pages (`MADV_HUGEPAGE`; Linux only, a no-op elsewhere or
+/// when refused). The state table and the state cache are read at random; with 4 KiB pages
+/// nearly every access also misses the TLB and pays a page walk.
+pub(crate) fn huge_pages(p: *const u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = (p as usize).next_multiple_of(HUGE);
+        let end = (p as usize + len) & !(HUGE - 1);
+        if end > start {
+            // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the pages
+            // of a range this allocation owns; it never changes their contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, len);
+}
+
 fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
     StoreError::Reconstruction {
         store: "comback",
@@ -343,7 +385,7 @@ impl<'m> CombackStore<'m> {
             initial,
             descriptors: Vec::new(),
             inner: RefCell::new(Inner {
-                cache: Cache::new(opts.cache, width),
+                cache: Cache::new(opts.cache, width, recent_eighths(opts.waiting_set)),
                 stack: SearchPath::default(),
                 waiting: WaitingBuffer::default(),
                 counters: Counters::default(),
@@ -359,6 +401,13 @@ impl<'m> CombackStore<'m> {
     /// Tells the budget what the RAM structures hold (called when the table grows).
     fn publish_ram(&self) {
         self.ram_account.set(self.ram_without_backedges(), 0, 0);
+    }
+
+    /// Republishes the RAM figures when the state cache changed its packing.
+    fn publish_if_resized(&mut self) {
+        if self.inner.get_mut().cache.take_resized() {
+            self.publish_ram();
+        }
     }
 
     pub fn options(&self) -> CombackOptions {
@@ -440,7 +489,7 @@ impl<'m> CombackStore<'m> {
         a.clear();
         loop {
             if let Some((v, _, _)) = cache.get(cur) {
-                a.extend_from_slice(v);
+                v.append_to(a);
                 break;
             }
             if cur == 0 {
@@ -493,7 +542,7 @@ impl<'m> CombackStore<'m> {
         counters.reconstructions += 1;
         loop {
             if let Some((v, _, _)) = cache.get(cur) {
-                return Ok(Some(eq_bytes(v, a)));
+                return Ok(Some(v.matches(a)));
             }
             if cur == 0 {
                 return Ok(Some(eq_bytes(initial, a)));
@@ -535,7 +584,7 @@ impl<'m> CombackStore<'m> {
     ) -> Result<Candidate, StoreError> {
         if let Some((v, depth, _)) = inner.cache.get(id) {
             inner.counters.cache_hits += 1;
-            if eq_bytes(v, state) {
+            if v.matches(state) {
                 let depth = match depth {
                     UNKNOWN_DEPTH => back.get(id)?.depth,
                     d => d,
@@ -626,7 +675,9 @@ impl<'m> CombackStore<'m> {
         first: StateId,
         end: StateId,
     ) -> Result<(), StoreError> {
-        let mut needed: hashbrown::HashMap<StateId, Backedge> = hashbrown::HashMap::new();
+        // About one path state per waiting state in BFS (siblings share parents).
+        let mut needed: hashbrown::HashMap<StateId, Backedge> =
+            hashbrown::HashMap::with_capacity(2 * (end - first) as usize);
         for n in first..end {
             let mut cur = n;
             while cur != 0 && !inner.cache.contains(cur) && !needed.contains_key(&cur) {
@@ -637,7 +688,7 @@ impl<'m> CombackStore<'m> {
         }
         let mut order: Vec<(u32, StateId)> = needed.iter().map(|(&n, e)| (e.depth, n)).collect();
         order.sort_unstable();
-        let mut arena: Vec<u8> = Vec::new();
+        let mut arena: Vec<u8> = Vec::with_capacity(order.len() * self.initial.len());
         let mut at: hashbrown::HashMap<StateId, (usize, usize)> =
             hashbrown::HashMap::with_capacity(order.len());
         let mut src: Vec<u8> = Vec::new();
@@ -648,7 +699,7 @@ impl<'m> CombackStore<'m> {
             if let Some(&(s, t)) = at.get(&e.parent) {
                 src.extend_from_slice(&arena[s..t]);
             } else if let Some((v, _, _)) = inner.cache.get(e.parent) {
-                src.extend_from_slice(v);
+                v.append_to(&mut src);
             } else if e.parent == 0 {
                 src.extend_from_slice(&self.initial);
             } else {
@@ -674,7 +725,7 @@ impl<'m> CombackStore<'m> {
                 w.data.extend_from_slice(&arena[s..t]);
                 inner.counters.waiting_reconstructed += 1;
             } else if let Some((v, _, _)) = inner.cache.get(n) {
-                w.data.extend_from_slice(v);
+                v.append_to(&mut w.data);
             } else {
                 return Err(StoreError::Reconstruction {
                     store: "comback",
@@ -778,7 +829,9 @@ impl StateStore for CombackStore<'_> {
             self.grow()?;
         }
         let d = descriptor(state, self.opts.hash_bits);
-        self.insert_descriptor(state, via, d)
+        let r = self.insert_descriptor(state, via, d);
+        self.publish_if_resized();
+        r
     }
 
     fn insert_batch(
@@ -826,6 +879,7 @@ impl StateStore for CombackStore<'_> {
             out.push(self.insert_descriptor(batch.get(i), Some(via), d)?);
         }
         self.descriptors = ds;
+        self.publish_if_resized();
         Ok(())
     }
 
@@ -841,7 +895,7 @@ impl StateStore for CombackStore<'_> {
         let inner = &mut *guard;
         if let Some((v, _, _)) = inner.cache.get(id) {
             out.clear();
-            out.extend_from_slice(v);
+            v.append_to(out);
             return Ok(true);
         }
         if id == 0 {
@@ -854,7 +908,7 @@ impl StateStore for CombackStore<'_> {
             out.extend_from_slice(v);
             return Ok(true);
         }
-        let batch = (inner.cache.recent_len() as u64 / 16).max(64);
+        let batch = (inner.cache.recent_len() as u64 / 16).clamp(64, WAITING_BATCH_MAX);
         let end = (id + batch).min(self.back.len());
         self.reconstruct_range(inner, id, end)?;
         let v = inner.waiting.get(id).expect("just rebuilt");
@@ -952,6 +1006,10 @@ impl StateStore for CombackStore<'_> {
             json!(self.table.ram_bytes() as f64 / n),
         );
         put("cache_bytes", json!(self.inner.borrow().cache.ram_bytes()));
+        put(
+            "cache_packing",
+            json!(self.inner.borrow().cache.packing().name()),
+        );
         // The whole backedge table (RAM part + segment file): what `backedge_bytes` always
         // meant; the split follows.
         let back_total = self.back.ram_bytes() + self.back.disk_bytes();

@@ -29,6 +29,16 @@ impl Slot {
     }
 }
 
+/// `n` empty slots, in transparent huge pages where the kernel offers them (see
+/// [`super::huge_pages`]): every lookup is a random access, and with 4 KiB pages most of
+/// them also miss the TLB.
+fn zeroed_slots(n: usize) -> Vec<Slot> {
+    let mut v: Vec<Slot> = Vec::with_capacity(n);
+    super::huge_pages(v.as_ptr() as *const u8, n * std::mem::size_of::<Slot>());
+    v.resize(n, Slot::default());
+    v
+}
+
 /// Largest number of states (ids are stored as `id + 1` in 32 bits).
 pub const MAX_STATES: u64 = u32::MAX as u64 - 1;
 
@@ -47,7 +57,7 @@ pub struct Probe {
 impl StateTable {
     pub fn new(bits: u32) -> Self {
         StateTable {
-            slots: vec![Slot::default(); 1024],
+            slots: zeroed_slots(1024),
             count: 0,
             bits,
         }
@@ -72,7 +82,7 @@ impl StateTable {
     /// An empty table of `slots` slots (at least 1024), e.g. the size a checkpointed table had.
     pub fn with_slots(bits: u32, slots: usize) -> Self {
         StateTable {
-            slots: vec![Slot::default(); slots.max(1024)],
+            slots: zeroed_slots(slots.max(1024)),
             count: 0,
             bits,
         }
@@ -89,7 +99,7 @@ impl StateTable {
     pub fn grown(&self) -> StateTable {
         let cap = (self.slots.len() as u64 * 4 / 3).max(1024) as usize;
         StateTable {
-            slots: vec![Slot::default(); cap],
+            slots: zeroed_slots(cap),
             count: 0,
             bits: self.bits,
         }

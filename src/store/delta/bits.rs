@@ -270,6 +270,7 @@ mod tests {
         cache_bytes: 2048,
         zstd_level: crate::storage::segment::ZSTD_LEVEL,
         filter: crate::storage::filter::Filter::None,
+        codec: crate::storage::segment::Codec::Zstd,
     };
 
     #[test]

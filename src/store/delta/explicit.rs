@@ -194,6 +194,7 @@ const LAYOUT: Layout = Layout {
     cache_bytes: 64 << 10,
     zstd_level: crate::storage::segment::ZSTD_LEVEL,
     filter: crate::storage::filter::Filter::None,
+    codec: crate::storage::segment::Codec::Zstd,
 };
 
 /// A checkpoint of the explicit states.

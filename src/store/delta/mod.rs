@@ -239,6 +239,7 @@ fn records_layout(t_bits: u32) -> Layout {
         filter: Filter::PackedFields {
             low_bits: t_bits as u8,
         },
+        codec: crate::storage::segment::Codec::Zstd,
     }
 }
 
