@@ -211,8 +211,24 @@ fn delta_variants(k: u32) -> Vec<(DeltaOptions, String)> {
     ]
 }
 
+/// The kδ values of the Δ matrices: `SPILLWAY_DELTA_KS=50,20` runs only those, in that order
+/// (to split the opt-in matrices across processes or machines).
+fn delta_ks() -> Vec<u32> {
+    match std::env::var("SPILLWAY_DELTA_KS") {
+        Ok(v) => v
+            .split(',')
+            .map(|k| {
+                k.trim()
+                    .parse()
+                    .expect("SPILLWAY_DELTA_KS: comma-separated kδ values")
+            })
+            .collect(),
+        Err(_) => KS.to_vec(),
+    }
+}
+
 fn delta_matrix(rows: &[Reference], order: Order) {
-    for k in KS {
+    for k in delta_ks() {
         for (opts, name) in delta_variants(k) {
             let case = Case {
                 delta: opts,
