@@ -89,16 +89,27 @@ impl Filter {
                 out.extend_from_slice(&[0; 4]);
                 let mut lows = Vec::with_capacity(raw.len() / width * 8 * low_bytes);
                 let mut prev = 0u64;
-                for group in raw.chunks_exact(width) {
-                    let words = words_of(group);
-                    for j in 0..8u64 {
-                        let v = get_bits(&words, j * bits as u64, bits);
-                        let high = v >> low_bits;
-                        let d = high.wrapping_sub(prev) as i64;
-                        prev = high;
-                        leb128(zigzag(d), out);
-                        lows.extend_from_slice(&(v & low_mask).to_le_bytes()[..low_bytes]);
+                // Read the block as one little-endian bit stream of `bits`-bit values (see
+                // `undo`), refilling a 128-bit accumulator 8 bytes at a time.
+                let values = raw.len() / width * 8;
+                let (mut acc, mut nacc, mut pos) = (0u128, 0u32, 0usize);
+                for _ in 0..values {
+                    if nacc < bits {
+                        let n = (raw.len() - pos).min(8);
+                        let mut b = [0u8; 8];
+                        b[..n].copy_from_slice(&raw[pos..pos + n]);
+                        pos += n;
+                        acc |= (u64::from_le_bytes(b) as u128) << nacc;
+                        nacc += 8 * n as u32;
                     }
+                    let v = acc as u64 & mask(bits);
+                    acc >>= bits;
+                    nacc -= bits;
+                    let high = v >> low_bits;
+                    let d = high.wrapping_sub(prev) as i64;
+                    prev = high;
+                    leb128(zigzag(d), out);
+                    lows.extend_from_slice(&(v & low_mask).to_le_bytes()[..low_bytes]);
                 }
                 let n = (out.len() - start - 4) as u32;
                 out[start..start + 4].copy_from_slice(&n.to_le_bytes());
@@ -239,24 +250,6 @@ fn mask(bits: u32) -> u64 {
     } else {
         (1u64 << bits) - 1
     }
-}
-
-fn words_of(group: &[u8]) -> [u64; 9] {
-    let mut w = [0u64; 9];
-    for (i, b) in group.iter().enumerate() {
-        w[i / 8] |= (*b as u64) << (8 * (i % 8));
-    }
-    w
-}
-
-fn get_bits(words: &[u64], off: u64, width: u32) -> u64 {
-    let i = (off / 64) as usize;
-    let s = (off % 64) as u32;
-    let mut v = words[i] >> s;
-    if s + width > 64 {
-        v |= words[i + 1] << (64 - s);
-    }
-    v & mask(width)
 }
 
 #[cfg(test)]
