@@ -981,7 +981,7 @@ impl StateStore for DeltaStore<'_> {
     fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state)?;
         if let Some(v) = via {
-            self.note_path(v.parent, v.depth - 1);
+            self.note_path(v.parent, v.depth.saturating_sub(1));
         }
         self.reserve(1)?;
         self.insert_hashed(state, state_hash(state), via)
