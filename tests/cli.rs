@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, shared_models, shipped};
+use common::{bin, reference_rows, shared_models, shipped};
 use spillway::lts::aut::AutReader;
 use spillway::lts::native;
 use std::collections::BTreeMap;
@@ -297,6 +297,56 @@ fn stats_json_has_the_documented_keys() {
             assert_eq!(v["max_depth"], 6);
         }
     }
+}
+
+/// Under a small memory budget the Δ record cache is small, so most shorter paths found in
+/// DFS point into clean sealed blocks: those repoints are skipped (`pred_updates_skipped`),
+/// the free ones made, and the run stays exact (same LTS as the full store, reference counts).
+#[test]
+fn delta_dfs_repoints_only_where_free() {
+    let Some(r) = reference_rows(0, u64::MAX)
+        .into_iter()
+        .find(|r| r.rel.ends_with("SimpleLoadBal-PT-05.pnml"))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (full, delta, stats) = (
+        dir.path().join("full.slts"),
+        dir.path().join("delta.slts"),
+        dir.path().join("s.json"),
+    );
+    let m = r.path.to_str().unwrap();
+    let o = spillway(&["explore", m, "--order", "dfs", "-o", full.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = spillway(&[
+        "explore",
+        m,
+        "--order",
+        "dfs",
+        "--store",
+        "delta",
+        "--k-delta",
+        "50",
+        "--memory",
+        "8M",
+        "-o",
+        delta.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&full).unwrap(),
+        std::fs::read(&delta).unwrap()
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(v["states"].as_u64().unwrap(), r.states);
+    assert_eq!(v["transitions"].as_u64().unwrap(), r.transitions);
+    let d = &v["store_details"];
+    assert!(d["pred_updates"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["pred_updates_skipped"].as_u64().unwrap() > 0, "{d}");
 }
 
 /// The Δ store numbers states exactly like the full store, so the LTS files are identical;

@@ -552,6 +552,21 @@ impl SegVec {
         Ok(())
     }
 
+    /// Whether `set(i)` would cost no disk write of its own: record `i` is hot, or its block
+    /// is cached and already dirty (so it is written back once whatever more changes in it).
+    pub fn set_is_free(&self, i: u64) -> bool {
+        match self.locate(i) {
+            Ok(Place::Hot(_)) => true,
+            Ok(Place::Sealed { block, .. }) => {
+                let cold = self.cold.borrow();
+                cold.cache
+                    .get(block)
+                    .is_some_and(|s| cold.cache.slots[s].dirty == Dirty::Dirty)
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Streams records `[0, len)` in order to `f`, reading sealed blocks without disturbing
     /// the cache (used to rebuild an index). Cached dirty blocks are seen with their updates.
     pub fn scan(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), StorageError> {

@@ -329,6 +329,11 @@ impl Records {
         Ok(self.vec.with(i, f)?)
     }
 
+    /// See [`crate::storage::vec::SegVec::set_is_free`].
+    pub fn set_is_free(&self, i: u64) -> bool {
+        self.vec.set_is_free(i)
+    }
+
     /// Overwrites record `i`; compacts the file when superseded block versions pile up.
     pub fn set(&mut self, i: u64, rec: &[u8]) -> Result<(), StoreError> {
         self.vec.set(i, rec)?;

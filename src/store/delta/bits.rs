@@ -205,6 +205,14 @@ impl PackedArray {
         })
     }
 
+    /// Whether `set(i)` costs no disk write of its own (value in the incomplete group, a
+    /// hot group, or a cached block that is dirty already).
+    pub fn set_is_free(&self, i: u64) -> bool {
+        let g = i / 8;
+        (g == self.groups.len() && ((i % 8) as usize) < self.tail_len)
+            || (g < self.groups.len() && self.groups.set_is_free(g))
+    }
+
     pub fn set(&mut self, i: u64, v: u64) -> Result<(), StoreError> {
         let (g, k) = (i / 8, (i % 8) * self.bits as u64);
         if g == self.groups.len() && ((i % 8) as usize) < self.tail_len {

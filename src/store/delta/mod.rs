@@ -37,7 +37,9 @@
 //! * **predecessor update** ([`PredUpdate`]): when a state is met again from a parent whose
 //!   distance + 1 is smaller than the state's distance, its record is repointed to that
 //!   parent; every record that reaches the explicit state through it is shortened too. Only
-//!   exact distances are compared, so chains never grow.
+//!   exact distances are compared, so chains never grow. A record is repointed only where
+//!   the write is free (hot, or in a cached block that is dirty already), never at the
+//!   price of rewriting a sealed block: see `maybe_repoint`.
 //! * **backward firing** ([`Firing`]): for models that can fire backwards, the new state is
 //!   unfired along the candidate's sequence, abandoning at the first disabled unfiring (a
 //!   negative marking), and compared at the end with the explicit ancestor *encoded* (no
@@ -151,6 +153,8 @@ struct Counters {
     cache_hits: u64,
     false_candidates: u64,
     pred_updates: u64,
+    /// Shorter paths not repointed because the write was not free (see `maybe_repoint`).
+    pred_updates_skipped: u64,
     record_widenings: u64,
     gets: u64,
     /// Index entries forgotten by stratified caching, and the passes that forgot them.
@@ -770,6 +774,18 @@ impl<'m> DeltaStore<'m> {
         if pd + 1 >= bound {
             return Ok(());
         }
+        // Only where the write is free: the record is hot or its block is cached and dirty
+        // already. A repoint in a clean sealed block costs that block a re-filter,
+        // recompression and rewrite when it leaves the cache. In DFS nearly every state is
+        // met again by a shorter path, anywhere in the file (Kanban-PT-00005, kδ = 50: 2.77 M
+        // repoints for 2.55 M states), and those rewrites made the run 5× slower than without
+        // repoints; allowing them for up to 1/16 or 1/256 of the records still cost 1.3–1.6×
+        // (docs/DELTA.md). In BFS almost every repoint is free anyway. A skipped repoint only
+        // leaves a longer chain: exactly what `PredUpdate::Off` leaves.
+        if !self.records.set_is_free(c) {
+            self.inner.get_mut().c.pred_updates_skipped += 1;
+            return Ok(());
+        }
         if let Rec::Explicit(_) = self.rec(c)? {
             return Ok(());
         }
@@ -1141,6 +1157,7 @@ impl StateStore for DeltaStore<'_> {
         put("false_candidates", c.false_candidates.into());
         put("cache_hits", c.cache_hits.into());
         put("pred_updates", c.pred_updates.into());
+        put("pred_updates_skipped", c.pred_updates_skipped.into());
         put("gets", c.gets.into());
         if let Some(r) = self.opts.replace {
             put("index_limit", r.limit.into());
