@@ -153,7 +153,8 @@ struct Counters {
     cache_hits: u64,
     false_candidates: u64,
     pred_updates: u64,
-    /// Shorter paths not repointed because the write was not free (see `maybe_repoint`).
+    /// Possibly shorter paths (by the distance bound) not repointed because the write was
+    /// not free (see `maybe_repoint`).
     pred_updates_skipped: u64,
     record_widenings: u64,
     gets: u64,
@@ -780,8 +781,8 @@ impl<'m> DeltaStore<'m> {
         // met again by a shorter path, anywhere in the file (Kanban-PT-00005, kδ = 50: 2.77 M
         // repoints for 2.55 M states), and those rewrites made the run 5× slower than without
         // repoints; allowing them for up to 1/16 or 1/256 of the records still cost 1.3–1.6×
-        // (docs/DELTA.md). In BFS almost every repoint is free anyway. A skipped repoint only
-        // leaves a longer chain: exactly what `PredUpdate::Off` leaves.
+        // (docs/DELTA.md). In BFS most repoints are skipped too, at no cost in time. A skipped
+        // repoint only leaves a longer chain: exactly what `PredUpdate::Off` leaves.
         if !self.records.set_is_free(c) {
             self.inner.get_mut().c.pred_updates_skipped += 1;
             return Ok(());
