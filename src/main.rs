@@ -114,7 +114,7 @@ fn finish(
 }
 
 fn lts(args: &LtsArgs) -> i32 {
-    match spillway::post::run::run(args) {
+    match spillway::cli::lts::run(args) {
         Ok(code) => code,
         // A reader such as `head` closed the pipe: what it wanted was printed.
         Err(PostError::Lts(LtsError::Io { source, .. }))

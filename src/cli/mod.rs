@@ -12,6 +12,9 @@ use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacemen
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod lts;
+pub use lts::LtsArgs;
+
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    success
@@ -364,113 +367,4 @@ impl ExploreArgs {
             abs(w);
         }
     }
-}
-
-/// `spillway lts <tool>`: offline post-processing of LTS files.
-#[derive(Debug, Args)]
-pub struct LtsArgs {
-    #[command(subcommand)]
-    pub command: LtsCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum LtsCommand {
-    /// Counts, labels with their counts, deadlocks, format, size and compression of an LTS file.
-    #[command(after_help = EXIT_CODES)]
-    Info(InfoArgs),
-    /// Convert between .slts and .aut, or to .fsm (mCRL2) and .dot (GraphViz).
-    #[command(after_help = EXIT_CODES)]
-    Convert(ConvertArgs),
-    /// Minimise an LTS modulo strong (default) or branching bisimulation.
-    #[command(after_help = EXIT_CODES)]
-    Reduce(ReduceArgs),
-    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not.
-    #[command(after_help = EXIT_CODES)]
-    Compare(CompareArgs),
-    /// Count deadlock states and print shortest traces to them.
-    #[command(after_help = EXIT_CODES)]
-    Deadlocks(DeadlocksArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct InfoArgs {
-    /// The LTS file (.slts or .aut).
-    pub file: PathBuf,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ConvertArgs {
-    /// Input LTS (.slts or .aut).
-    pub input: PathBuf,
-    /// Output LTS: .slts, .aut, .fsm or .dot (format from the extension).
-    pub output: PathBuf,
-    /// Name of the internal action in the output (mCRL2: tau, CADP/LOTOS: i). Input labels
-    /// named tau or i, and hidden labels, are written with this name.
-    #[arg(long, value_name = "NAME")]
-    pub internal: Option<String>,
-    /// Rename every label matched as a whole by REGEX to the internal action (repeatable).
-    /// Without --internal the internal action is written as i in .aut and tau elsewhere.
-    #[arg(long, value_name = "REGEX")]
-    pub hide: Vec<String>,
-    /// Write .dot output even above the size limit.
-    #[arg(long)]
-    pub force: bool,
-    /// Print nothing but errors.
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ReduceArgs {
-    /// Input LTS (.slts or .aut).
-    pub input: PathBuf,
-    /// Output LTS: .slts, .aut, .fsm or .dot.
-    pub output: PathBuf,
-    /// Minimise modulo strong bisimulation (the default).
-    #[arg(long, conflicts_with = "branching")]
-    pub strong: bool,
-    /// Minimise modulo branching bisimulation (internal action: labels named tau or i).
-    #[arg(long)]
-    pub branching: bool,
-    /// Write .dot output even above the size limit.
-    #[arg(long)]
-    pub force: bool,
-    /// Print nothing but errors.
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// First LTS (.slts or .aut).
-    pub first: PathBuf,
-    /// Second LTS (.slts or .aut).
-    pub second: PathBuf,
-    /// Compare modulo strong bisimulation (the default).
-    #[arg(long, conflicts_with = "branching")]
-    pub strong: bool,
-    /// Compare modulo branching bisimulation (internal action: labels named tau or i).
-    #[arg(long)]
-    pub branching: bool,
-    /// Print nothing on stderr (the verdict still goes to stdout).
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct DeadlocksArgs {
-    /// The LTS file (.slts or .aut).
-    pub file: PathBuf,
-    /// Print shortest traces to up to N deadlock states, nearest first.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub limit: usize,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Print nothing on stderr.
-    #[arg(short, long)]
-    pub quiet: bool,
 }

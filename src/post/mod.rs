@@ -24,7 +24,6 @@ pub mod info;
 pub mod input;
 pub mod memory;
 pub mod reduce;
-pub mod run;
 
 /// The equivalence `reduce` and `compare` work modulo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
