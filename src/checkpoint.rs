@@ -33,7 +33,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 
@@ -57,10 +57,10 @@ pub struct Manifest {
 /// How the run was started: enough to rebuild its configuration.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSpec {
-    /// The `spillway explore` arguments, as given.
-    pub args: Vec<String>,
-    /// The working directory they were given in (relative paths are resolved against it).
-    pub cwd: PathBuf,
+    /// The run's whole configuration, paths absolute, encoded by the driver (which alone
+    /// knows its type): `resume` continues with it, changing only the settings the driver
+    /// declares may change.
+    pub config: Vec<u8>,
     /// The model file (absolute) and the xxh3-64 of its bytes: a changed model is refused.
     pub model: PathBuf,
     pub model_digest: u64,
@@ -68,6 +68,8 @@ pub struct RunSpec {
     pub token_bits: u8,
     /// The final output path (absolute), if any; the run writes `OUT.partial` until done.
     pub output: Option<PathBuf>,
+    /// Whether `explore` created the run directory (then the run that completes removes it).
+    pub created_dir: bool,
 }
 
 /// The engine's counters at the checkpoint.
@@ -76,8 +78,50 @@ pub struct Counters {
     pub transitions: u64,
     pub deadlocks: u64,
     pub max_depth: u64,
-    /// Seconds spent exploring by earlier processes of this run.
+    /// Wall-clock seconds of the run up to this checkpoint, over every process (leg) of
+    /// it, from each leg's start (model loading and index rebuilding included). Time a
+    /// killed leg spent after its last checkpoint is not counted: that work is done again.
     pub elapsed_seconds: f64,
+    /// CPU seconds (user + system), counted the same way.
+    pub cpu_seconds: f64,
+    /// How many times the run was resumed before this checkpoint's leg started.
+    pub resumes: u64,
+}
+
+/// When this process's part of a run (a *leg*: the first `explore`, or one `resume`)
+/// started, and the run's totals before it, so that stats and checkpoints report the whole
+/// run's time across interruptions and this leg's separately.
+#[derive(Clone, Copy, Debug)]
+pub struct Leg {
+    pub started: Instant,
+    /// The process's CPU seconds when the leg started.
+    pub cpu_at_start: f64,
+    /// The run's totals before this leg (zero for a fresh run).
+    pub elapsed_before: f64,
+    pub cpu_before: f64,
+    /// Resumes before this leg, this one included when it is a resume.
+    pub resumes: u64,
+}
+
+impl Leg {
+    /// A leg starting now: a fresh run, or the resume of `from`.
+    pub fn start(from: Option<&Counters>) -> Leg {
+        Leg {
+            started: Instant::now(),
+            cpu_at_start: crate::sys::process_cpu_seconds(),
+            elapsed_before: from.map_or(0.0, |c| c.elapsed_seconds),
+            cpu_before: from.map_or(0.0, |c| c.cpu_seconds),
+            resumes: from.map_or(0, |c| c.resumes + 1),
+        }
+    }
+
+    /// Wall-clock and CPU seconds of this leg so far.
+    pub fn spent(&self) -> (f64, f64) {
+        (
+            self.started.elapsed().as_secs_f64(),
+            (crate::sys::process_cpu_seconds() - self.cpu_at_start).max(0.0),
+        )
+    }
 }
 
 /// Where the search stood.
@@ -117,22 +161,7 @@ pub struct FileEntry {
     pub crc: u32,
 }
 
-/// Serialises checkpoint data (bincode 2, standard configuration): the manifest and the
-/// components' own marks.
-pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    bincode::serde::encode_to_vec(v, bincode::config::standard())
-        .expect("serialising plain checkpoint data to a Vec cannot fail")
-}
-
-/// Reads back what [`encode`] wrote; the error says what is wrong (it does not decode, or
-/// bytes are left over), for the caller to name the file or component.
-pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    match bincode::serde::decode_from_slice(bytes, bincode::config::standard()) {
-        Ok((v, n)) if n == bytes.len() => Ok(v),
-        Ok((_, n)) => Err(format!("{} bytes after its end", bytes.len() - n)),
-        Err(e) => Err(format!("does not decode: {e}")),
-    }
-}
+pub use crate::codec::{decode, encode};
 
 /// Why a checkpoint is taken now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +183,7 @@ static ON_DEMAND: AtomicBool = AtomicBool::new(false);
 /// checkpoint. Also ignores SIGXFSZ, so that a file-size limit is an I/O error (EFBIG), not
 /// a crash.
 pub fn install_signal_handlers() -> Result<(), CheckpointError> {
-    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1, SIGXFSZ};
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
     let io = |e: std::io::Error| {
         CheckpointError::Refused(format!("cannot install signal handlers: {e}"))
     };
@@ -164,9 +193,16 @@ pub fn install_signal_handlers() -> Result<(), CheckpointError> {
     signal_hook::flag::register(SIGINT, &STOP_INT).map_err(io)?;
     signal_hook::flag::register(SIGTERM, &STOP_TERM).map_err(io)?;
     signal_hook::flag::register(SIGUSR1, &ON_DEMAND).map_err(io)?;
+    ignore_file_size_signal()
+}
+
+/// Ignores SIGXFSZ, so that a file-size limit (`ulimit -f`) is an I/O error (EFBIG) that
+/// the run reports and cleans up after, not a crash that leaves `OUT.partial` behind.
+pub fn ignore_file_size_signal() -> Result<(), CheckpointError> {
     static IGNORED: AtomicBool = AtomicBool::new(false);
-    signal_hook::flag::register(SIGXFSZ, &IGNORED).map_err(io)?;
-    Ok(())
+    signal_hook::flag::register(signal_hook::consts::SIGXFSZ, &IGNORED)
+        .map(|_| ())
+        .map_err(|e| CheckpointError::Refused(format!("cannot install signal handlers: {e}")))
 }
 
 /// Parses a checkpoint interval: `30s`, `10m`, `2h`, a number of seconds, or `off` (only
@@ -206,9 +242,8 @@ pub struct Checkpointer {
     /// Checkpoints written by this process and the seconds they took.
     pub written: u64,
     pub seconds: f64,
-    /// Exploration seconds of earlier processes of this run.
-    pub elapsed_before: f64,
-    started: Instant,
+    /// This leg's start and the run's totals before it.
+    pub leg: Leg,
 }
 
 impl Checkpointer {
@@ -219,6 +254,7 @@ impl Checkpointer {
         spec: RunSpec,
         output_partial: Option<PathBuf>,
         last: Option<&Manifest>,
+        leg: Leg,
     ) -> Checkpointer {
         Checkpointer {
             dir: dir.to_path_buf(),
@@ -238,8 +274,7 @@ impl Checkpointer {
             output_partial: output_partial.map(|p| std::path::absolute(&p).unwrap_or(p)),
             written: 0,
             seconds: 0.0,
-            elapsed_before: last.map_or(0.0, |m| m.counters.elapsed_seconds),
-            started: Instant::now(),
+            leg,
         }
     }
 
@@ -298,7 +333,10 @@ impl Checkpointer {
                 crc,
             });
         }
-        counters.elapsed_seconds = self.elapsed_before + self.started.elapsed().as_secs_f64();
+        let (wall, cpu) = self.leg.spent();
+        counters.elapsed_seconds = self.leg.elapsed_before + wall;
+        counters.cpu_seconds = self.leg.cpu_before + cpu;
+        counters.resumes = self.leg.resumes;
         let manifest = Manifest {
             generation: self.generation + 1,
             spillway: env!("CARGO_PKG_VERSION").to_string(),
@@ -408,7 +446,8 @@ pub fn load(dir: &Path) -> Result<Manifest, CheckpointError> {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(CheckpointError::Refused(format!(
-                "{}: no checkpoint here (no manifest); was the run started with --checkpoint-every and this --workdir?",
+                "{}: no checkpoint here (no manifest). If the run stopped before its first checkpoint, start it again with the same `spillway explore … --workdir {}` command (a run directory without a checkpoint is reused); otherwise check that the run was started with --checkpoint-every and this --workdir",
+                dir.display(),
                 dir.display()
             )))
         }

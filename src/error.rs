@@ -1,4 +1,4 @@
-//! Typed errors, one enum per layer. `anyhow` is used only in `main`.
+//! Typed errors, one enum per layer, each with its exit code (`main` maps them).
 //!
 //! Every variant carries what a user needs to act: the file, the position (line and column for
 //! text formats, byte offset for binary ones) and what was expected versus found.
@@ -132,12 +132,14 @@ pub enum StorageError {
         supported: u16,
     },
     /// The memory budget cannot hold a structure that must stay in RAM.
-    #[error("memory budget of {budget} bytes is too small: {structure} needs {need} bytes in RAM ({message}); raise --memory")]
+    #[error("memory budget of {budget} bytes is too small: {structure} needs {need} bytes in RAM ({message}); raise --memory to {minimum} at least")]
     BudgetTooSmall {
         structure: String,
         need: u64,
         budget: u64,
         message: String,
+        /// The smallest `--memory` that passes this check, e.g. `12M`.
+        minimum: String,
     },
     #[error("storage: {0}")]
     Invalid(String),

@@ -17,6 +17,7 @@
 
 pub mod checkpoint;
 pub mod cli;
+pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod lts;
@@ -24,6 +25,7 @@ pub mod model;
 pub mod post;
 pub mod storage;
 pub mod store;
+pub mod sys;
 
 pub use engine::{ExploreStats, Order};
 pub use error::{ExploreError, LtsError, ModelError, PostError, StorageError, StoreError};

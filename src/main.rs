@@ -1,18 +1,32 @@
 //! The `spillway` command: parse the command line, run, map errors to exit codes.
 
-use clap::Parser;
-use spillway::checkpoint::RunSpec;
+use clap::{CommandFactory, FromArgMatches};
 use spillway::cli::{Cli, Command, ExploreArgs, Interval, LtsArgs, ResumeArgs};
-use spillway::engine::run::{explore_file, resume_dir, ExploreConfig, ResumeOverrides};
+use spillway::engine::run::{explore_file, resume_dir, ResumeOverrides};
 use spillway::engine::ExploreStats;
 use spillway::error::{exit, CheckpointError, ExploreError, LtsError, PostError};
 use spillway::storage::MemoryLimit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let code = match cli.command {
-        Command::Explore(args) => explore(&args),
+        Command::Explore(args) => {
+            let sub = matches
+                .subcommand_matches("explore")
+                .expect("parsed as explore");
+            match spillway::cli::refuse_foreign_options(sub, &args) {
+                Ok(()) => explore(&args),
+                Err(msg) => {
+                    eprintln!("spillway: error: {msg}");
+                    exit::USAGE
+                }
+            }
+        }
         Command::Resume(args) => resume(&args),
         Command::Lts(args) => lts(&args),
     };
@@ -20,14 +34,12 @@ fn main() -> ExitCode {
 }
 
 fn explore(args: &ExploreArgs) -> i32 {
-    let mut cfg = args.config();
+    let cfg = args.config();
     let quiet = args.quiet;
-    if let Some(ck) = &mut cfg.checkpoint {
-        // Recorded in the manifest: `resume` parses them again to rebuild the options.
-        ck.args = std::env::args()
-            .skip_while(|a| a != "explore")
-            .skip(1)
-            .collect();
+    if let Err(e) = spillway::checkpoint::ignore_file_size_signal() {
+        return report(&e.into());
+    }
+    if cfg.checkpoint.is_some() {
         if let Err(e) = spillway::checkpoint::install_signal_handlers() {
             return report(&e.into());
         }
@@ -54,30 +66,12 @@ fn resume(args: &ResumeArgs) -> i32 {
         progress: Some(!args.no_progress && !args.quiet),
     };
     let quiet = args.quiet;
-    let result = resume_dir(&args.dir, &overrides, &rebuild, &mut |note| {
+    let result = resume_dir(&args.dir, &overrides, &mut |note| {
         if !quiet {
             eprintln!("spillway: note: {note}");
         }
     });
     finish(result, quiet, args.stats_json.as_deref())
-}
-
-/// The configuration of a checkpointed run, from the arguments it was started with.
-fn rebuild(spec: &RunSpec) -> Result<ExploreConfig, ExploreError> {
-    let argv = ["spillway", "explore"]
-        .into_iter()
-        .map(String::from)
-        .chain(spec.args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| {
-        ExploreError::Config(format!(
-            "the checkpoint's recorded options do not parse any more: {e}"
-        ))
-    })?;
-    let Command::Explore(mut args) = cli.command else {
-        unreachable!("parsed as explore")
-    };
-    args.resolve_paths(&spec.cwd);
-    Ok(args.config())
 }
 
 fn finish(
@@ -179,28 +173,28 @@ fn print_stats(s: &ExploreStats) {
                 .unwrap_or_default()
         );
     }
-    println!(
-        "time          {:.3} s ({:.0} states/s)",
-        s.wall_seconds, s.states_per_second
-    );
-    let d = &s.store_details;
-    let num = |k: &str| d.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
-    if d.contains_key("reconstructions") {
+    if s.resumes == 0 {
         println!(
-            "comback       {} reconstructions ({} firings), longest collision list {}, {}-bit hashes, backedges {:.1} MiB ({:.1} bytes/state)",
-            num("reconstructions"),
-            num("reconstruction_fires"),
-            num("longest_collision_list"),
-            num("hash_bits"),
-            mib(num("backedge_bytes")),
-            num("backedge_bytes") as f64 / s.states.max(1) as f64
+            "time          {:.3} s, CPU {:.3} s ({:.0} states/s)",
+            s.wall_seconds, s.cpu_seconds, s.states_per_second
         );
-    } else if d.contains_key("generated_states") && !s.exact {
+    } else {
         println!(
-            "lossy         {} states found of {} generated",
-            s.states,
-            num("generated_states")
+            "time          {:.3} s, CPU {:.3} s over {} legs (resumed {} time{}) ({:.0} states/s)",
+            s.wall_seconds,
+            s.cpu_seconds,
+            s.resumes + 1,
+            s.resumes,
+            if s.resumes == 1 { "" } else { "s" },
+            s.states_per_second
         );
+        println!(
+            "  this leg    {:.3} s, CPU {:.3} s, {} new states ({:.0} states/s)",
+            s.leg_wall_seconds, s.leg_cpu_seconds, s.leg_states, s.leg_states_per_second
+        );
+    }
+    if let Some(line) = &s.store_summary {
+        println!("{:<14}{line}", s.store);
     }
     println!("peak RSS      {:.1} MiB", mib(s.peak_rss_bytes));
     if let (Some(out), Some(bytes)) = (&s.output, s.output_bytes) {

@@ -296,11 +296,13 @@ fn kill_suite(rel: &str, kills: usize, sig: Sig, stores: &[(&[&str], Option<&str
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn sigkill_twice_per_store_then_resume_gives_identical_lts() {
     kill_suite("PhilosophersDyn-PT-10.pnml", 2, Sig::Kill, STORES);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn sigint_twice_per_store_then_resume_gives_identical_lts() {
     kill_suite("PhilosophersDyn-PT-10.pnml", 2, Sig::Int, STORES);
 }
@@ -380,6 +382,7 @@ fn resume(dir: &Path) -> std::process::Output {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn damaged_checkpoints_are_refused_and_left_unchanged() {
     let Some((_tmp, dir, out, reference)) = stopped_run(&["--order", "dfs"]) else {
         return;
@@ -459,6 +462,7 @@ fn damaged_checkpoints_are_refused_and_left_unchanged() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn an_older_manifest_resumes_correctly_or_is_refused() {
     // BFS with the full store only appends to its files, so an older checkpoint's prefixes
     // stay intact and it resumes to the same result; a DFS stack truncates popped blocks
@@ -506,6 +510,7 @@ fn an_older_manifest_resumes_correctly_or_is_refused() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn resume_refuses_other_options_and_changed_models() {
     let Some((_tmp, dir, _out, _reference)) = stopped_run(&[]) else {
         return;
@@ -517,7 +522,7 @@ fn resume_refuses_other_options_and_changed_models() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("--store") && err.contains("recorded value"),
+        err.contains("--store") && err.contains("recorded when the run started"),
         "{err}"
     );
     // A run directory with a checkpoint is not reused by a new run.
@@ -562,6 +567,7 @@ fn resume_refuses_other_options_and_changed_models() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn resume_refuses_a_changed_model() {
     let Some(m) = model("PhilosophersDyn-PT-10.pnml") else {
         return;
@@ -592,6 +598,7 @@ fn can_mount_tmpfs() -> bool {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn full_disk_is_a_clear_error_and_the_last_checkpoint_resumes() {
     let Some(m) = model("SharedMemory-PT-000010.pnml") else {
         return;
@@ -674,6 +681,7 @@ fn full_disk_is_a_clear_error_and_the_last_checkpoint_resumes() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
     let Some(m) = model("SharedMemory-PT-000010.pnml") else {
         return;
@@ -714,6 +722,7 @@ fn sigusr1_writes_a_checkpoint_and_the_run_goes_on() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn a_running_directory_cannot_be_resumed_twice() {
     let Some(m) = model("SharedMemory-PT-000010.pnml") else {
         return;

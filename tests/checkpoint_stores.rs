@@ -6,13 +6,15 @@
 
 mod common;
 
-use spillway::engine::run::{make_store, resume_store, ExploreConfig, StoreKind, StoreOptions};
+use spillway::engine::run::{make_store, ExploreConfig};
 use spillway::model::{petri, pnml, Model};
 use spillway::storage::{Storage, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
+use spillway::store::hashcompact::HashCompactOptions;
+use spillway::store::StoreConfig;
 use spillway::store::{Insert, StateBatch, StateStore, StoreMark, Via};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -107,7 +109,7 @@ fn scratch() -> Storage {
 /// followed by `waste` expansions that are thrown away, a drop and a resume), and compares.
 fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: &str) {
     let st = scratch();
-    let mut store = make_store(cfg, model, Some(&st)).unwrap();
+    let mut store = make_store(cfg, model, Some(&st), None).unwrap();
     let mut plain = Explorer::start(model, store.as_mut());
     while plain.step(model, store.as_mut(), walk) {}
     let total = plain.states.len() as u64;
@@ -115,7 +117,7 @@ fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: 
 
     let dir = tempfile::tempdir().unwrap();
     let mut kept = Storage::kept(dir.path(), &cfg.storage);
-    let mut store = make_store(cfg, model, Some(&kept)).unwrap();
+    let mut store = make_store(cfg, model, Some(&kept), None).unwrap();
     let mut run = Explorer::start(model, store.as_mut());
     let mut checkpoints = at.iter().copied().peekable();
     let mut marks = 0;
@@ -139,7 +141,7 @@ fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: 
             drop(kept);
             // A new process: a fresh storage on the same directory.
             kept = Storage::kept(dir.path(), &cfg.storage);
-            store = resume_store(cfg, model, &kept, &mark).unwrap();
+            store = make_store(cfg, model, Some(&kept), Some(&mark)).unwrap();
             run = saved;
             marks += 1;
             assert_eq!(
@@ -177,7 +179,7 @@ fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: 
     // A checkpoint of the finished store, resumed once more, still knows every state.
     let mark = store.checkpoint().unwrap();
     drop(store);
-    let store = resume_store(cfg, model, &kept, &mark).unwrap();
+    let store = make_store(cfg, model, Some(&kept), Some(&mark)).unwrap();
     assert_eq!(store.len(), total, "{label}");
     let mut out = Vec::new();
     for id in (0..total).step_by(31) {
@@ -194,6 +196,7 @@ fn points(n: u64) -> Vec<u64> {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn comback_resumes_exactly() {
     let Some(model) = model() else { return };
     let d = CombackOptions::default();
@@ -236,11 +239,7 @@ fn comback_resumes_exactly() {
     let n = 20_754;
     for (name, opts) in variants {
         let cfg = ExploreConfig {
-            store: StoreKind::Comback,
-            store_options: StoreOptions {
-                comback: opts,
-                ..StoreOptions::default()
-            },
+            store: StoreConfig::Comback(opts),
             ..ExploreConfig::default()
         };
         for walk in [Walk::Bfs, Walk::Dfs] {
@@ -256,6 +255,7 @@ fn comback_resumes_exactly() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn delta_resumes_exactly() {
     let Some(model) = model() else { return };
     let n = 20_754;
@@ -293,8 +293,7 @@ fn delta_resumes_exactly() {
     }
     for (name, opts) in variants {
         let cfg = ExploreConfig {
-            store: StoreKind::Delta,
-            delta: opts,
+            store: StoreConfig::Delta(opts),
             ..ExploreConfig::default()
         };
         for walk in [Walk::Bfs, Walk::Dfs] {
@@ -310,22 +309,27 @@ fn delta_resumes_exactly() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn checkpoint_needs_a_kept_storage_and_resume_refuses_other_stores() {
     let Some(model) = model() else { return };
-    for store in [StoreKind::Comback, StoreKind::Delta] {
+    for store in [
+        StoreConfig::Comback(CombackOptions::default()),
+        StoreConfig::Delta(DeltaOptions::default()),
+    ] {
+        let name = store.name();
         let cfg = ExploreConfig {
             store,
             ..ExploreConfig::default()
         };
         let st = scratch();
-        let mut s = make_store(&cfg, model.as_ref(), Some(&st)).unwrap();
+        let mut s = make_store(&cfg, model.as_ref(), Some(&st), None).unwrap();
         Explorer::start(model.as_ref(), s.as_mut());
-        assert!(s.checkpoint().is_err(), "{store:?} on a scratch storage");
+        assert!(s.checkpoint().is_err(), "{name} on a scratch storage");
     }
     let cfg = ExploreConfig {
-        store: StoreKind::Hashcompact,
+        store: StoreConfig::Hashcompact(HashCompactOptions::default()),
         ..ExploreConfig::default()
     };
     let st = scratch();
-    assert!(resume_store(&cfg, model.as_ref(), &st, &StoreMark::default()).is_err());
+    assert!(make_store(&cfg, model.as_ref(), Some(&st), Some(&StoreMark::default())).is_err());
 }

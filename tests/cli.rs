@@ -61,6 +61,7 @@ fn philosophers_to_aut_has_reference_header_and_parses() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn vlts_aut_roundtrip_keeps_counts_and_labels() {
     let Some(models) = shared_models() else {
         return;
@@ -303,6 +304,7 @@ fn stats_json_has_the_documented_keys() {
 /// DFS point into clean sealed blocks: those repoints are skipped (`pred_updates_skipped`),
 /// the free ones made, and the run stays exact (same LTS as the full store, reference counts).
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn delta_dfs_repoints_only_where_free() {
     if shared_models().is_none() {
         return;
@@ -331,7 +333,7 @@ fn delta_dfs_repoints_only_where_free() {
         "--k-delta",
         "50",
         "--memory",
-        "8M",
+        "24M",
         "-o",
         delta.to_str().unwrap(),
         "--stats-json",

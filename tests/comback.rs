@@ -5,9 +5,12 @@
 mod common;
 
 use common::{bin, reference_rows, shipped};
-use spillway::engine::run::{explore_file, ExploreConfig, StoreKind, StoreOptions};
+use spillway::engine::run::{explore_file, ExploreConfig};
 use spillway::engine::{EngineOptions, Order};
+use spillway::store::bitstate::BitstateOptions;
 use spillway::store::comback::{CombackOptions, Reconstruction, WaitingSet};
+use spillway::store::hashcompact::HashCompactOptions;
+use spillway::store::StoreConfig;
 use std::path::Path;
 use std::process::Command;
 
@@ -39,6 +42,7 @@ fn native_file(model: &Path, dir: &Path, name: &str, flags: &[&str]) -> Vec<u8> 
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn bfs_native_file_from_comback_is_identical_to_full() {
     let dir = tempfile::tempdir().unwrap();
     let mut models = vec![
@@ -61,7 +65,7 @@ fn bfs_native_file_from_comback_is_identical_to_full() {
                 vec![
                     "--store",
                     "comback",
-                    "--hash-bits",
+                    "--comback-hash-bits",
                     "8",
                     "--comback-cache",
                     "0",
@@ -72,8 +76,7 @@ fn bfs_native_file_from_comback_is_identical_to_full() {
                 vec![
                     "--store",
                     "comback",
-                    "--comback-reconstruct",
-                    "backward",
+                    "--comback-backward",
                     "--comback-waiting",
                     "vectors",
                     "--comback-cache",
@@ -93,16 +96,10 @@ fn bfs_native_file_from_comback_is_identical_to_full() {
     }
 }
 
-fn explore(
-    model: &Path,
-    order: Order,
-    store: StoreKind,
-    opts: StoreOptions,
-) -> spillway::ExploreStats {
+fn explore(model: &Path, order: Order, store: StoreConfig) -> spillway::ExploreStats {
     let cfg = ExploreConfig {
         order,
         store,
-        store_options: opts,
         engine: EngineOptions { progress: false },
         ..ExploreConfig::default()
     };
@@ -115,15 +112,11 @@ fn comback_stats_report_reconstructions_collisions_and_bytes() {
     let s = explore(
         &m,
         Order::Bfs,
-        StoreKind::Comback,
-        StoreOptions {
-            comback: CombackOptions {
-                hash_bits: 6,
-                cache: 0,
-                ..CombackOptions::default()
-            },
-            ..StoreOptions::default()
-        },
+        StoreConfig::Comback(CombackOptions {
+            hash_bits: 6,
+            cache: 0,
+            ..CombackOptions::default()
+        }),
     );
     assert_eq!((s.states, s.transitions), (243, 945));
     assert!(s.exact);
@@ -153,45 +146,34 @@ fn comback_stats_report_reconstructions_collisions_and_bytes() {
 
 #[test]
 fn backward_reconstruction_stops_early_on_petri_nets_and_falls_back_on_aut() {
-    let opts = |bits| StoreOptions {
-        comback: CombackOptions {
+    let opts = |bits| {
+        StoreConfig::Comback(CombackOptions {
             hash_bits: bits,
             cache: 0,
             reconstruction: Reconstruction::Backward,
             waiting_set: WaitingSet::Vectors,
             ..CombackOptions::default()
-        },
-        ..StoreOptions::default()
+        })
     };
-    let s = explore(
-        &shipped("Philosophers-PT-000005.pnml"),
-        Order::Bfs,
-        StoreKind::Comback,
-        opts(4),
-    );
+    let s = explore(&shipped("Philosophers-PT-000005.pnml"), Order::Bfs, opts(4));
     assert_eq!((s.states, s.transitions), (243, 945));
     let d = &s.store_details;
     assert!(d["backward_unfires"].as_u64().unwrap() > 0, "{d:?}");
     assert!(d["backward_early_rejects"].as_u64().unwrap() > 0, "{d:?}");
     assert_eq!(d["backward_fallbacks"], 0);
-    let s = explore(
-        &shipped("vasy_0_1.aut"),
-        Order::Bfs,
-        StoreKind::Comback,
-        opts(4),
-    );
+    let s = explore(&shipped("vasy_0_1.aut"), Order::Bfs, opts(4));
     assert!(s.exact);
     assert!(s.store_details["backward_fallbacks"].as_u64().unwrap() > 0);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn lossy_stores_report_inexact_with_an_omission_probability() {
     for r in reference_rows(0, 20_000) {
         let hc = explore(
             &r.path,
             Order::Bfs,
-            StoreKind::Hashcompact,
-            StoreOptions::default(),
+            StoreConfig::Hashcompact(HashCompactOptions::default()),
         );
         assert!(!hc.exact, "{}", r.rel);
         // n (g - n) / 2^64 with g = transitions + 1 generated: zero only without revisits.
@@ -212,12 +194,10 @@ fn lossy_stores_report_inexact_with_an_omission_probability() {
         let bs = explore(
             &r.path,
             Order::Dfs,
-            StoreKind::Bitstate,
-            StoreOptions {
-                bitstate_log2_bits: 30,
-                bitstate_k: 3,
-                ..StoreOptions::default()
-            },
+            StoreConfig::Bitstate(BitstateOptions {
+                log2_bits: Some(30),
+                k: 3,
+            }),
         );
         assert!(!bs.exact, "{}", r.rel);
         assert!(
@@ -236,6 +216,7 @@ fn lossy_stores_report_inexact_with_an_omission_probability() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn lossy_stores_with_few_bits_lose_states_and_say_so() {
     let Some(r) = reference_rows(5_000, 200_000).into_iter().next() else {
         return;
@@ -243,14 +224,7 @@ fn lossy_stores_with_few_bits_lose_states_and_say_so() {
     let hc = explore(
         &r.path,
         Order::Bfs,
-        StoreKind::Hashcompact,
-        StoreOptions {
-            comback: CombackOptions {
-                hash_bits: 10,
-                ..CombackOptions::default()
-            },
-            ..StoreOptions::default()
-        },
+        StoreConfig::Hashcompact(HashCompactOptions { bits: 10 }),
     );
     assert!(
         hc.states <= 1024 && hc.states < r.states,
@@ -262,12 +236,10 @@ fn lossy_stores_with_few_bits_lose_states_and_say_so() {
     let bs = explore(
         &r.path,
         Order::Bfs,
-        StoreKind::Bitstate,
-        StoreOptions {
-            bitstate_log2_bits: 10,
-            bitstate_k: 2,
-            ..StoreOptions::default()
-        },
+        StoreConfig::Bitstate(BitstateOptions {
+            log2_bits: Some(10),
+            k: 2,
+        }),
     );
     assert!(bs.states < r.states, "{}: {}", r.rel, bs.states);
     assert_eq!(bs.omission_probability, 1.0);
@@ -308,4 +280,75 @@ fn bitstate_refuses_to_write_an_lts_and_cli_prints_inexact() {
     assert!(text.contains("states        243"), "{text}");
     let o = run(&["explore", m.to_str().unwrap(), "--hash-bits", "0"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Options of another store than the chosen one are refused (exit 2) with the option and
+/// its store named, never silently ignored; switches have one form, `--X` / `--no-X`, the
+/// later winning; `--help` lists each store's options under its own heading.
+#[test]
+fn options_of_another_store_are_refused() {
+    let m = shipped("Philosophers-PT-000005.pnml");
+    let m = m.to_str().unwrap();
+    for (store, flag, owner) in [
+        ("comback", "--no-backward", "delta"),
+        ("comback", "--hash-bits=8", "hashcompact"),
+        ("full", "--comback-cache=5", "comback"),
+        ("delta", "--no-comback-mtf", "comback"),
+        ("hashcompact", "--k-delta=5", "delta"),
+        ("full", "--bitstate-k=2", "bitstate"),
+    ] {
+        let o = run(&["explore", m, "--store", store, flag]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{store} {flag}: {err}");
+        assert!(
+            err.contains(&format!("option of --store {owner}"))
+                && err.contains(flag.split('=').next().unwrap()),
+            "{store} {flag}: {err}"
+        );
+    }
+    let o = run(&["explore", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for heading in [
+        "ComBack store (--store comback)",
+        "Δ-markings store (--store delta)",
+        "Hash compaction (--store hashcompact)",
+        "Bit-state hashing (--store bitstate)",
+    ] {
+        assert!(help.contains(heading), "{heading} in\n{help}");
+    }
+    // Every switch comes as a pair: --X and --no-X.
+    for line in help.lines().map(str::trim_start) {
+        if let Some(rest) = line.strip_prefix("--no-") {
+            let name = rest.split_whitespace().next().unwrap();
+            if name != "progress" {
+                assert!(
+                    help.contains(&format!("--{name} ")) || help.contains(&format!("--{name}\n")),
+                    "--no-{name} without --{name}"
+                );
+            }
+        }
+    }
+    let stats = |flags: &[&str]| {
+        let mut args = vec![
+            "explore",
+            m,
+            "-q",
+            "--stats-json",
+            "-",
+            "--store",
+            "comback",
+        ];
+        args.extend_from_slice(flags);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["store_details"]["comback_move_to_front"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(stats(&[]), "on");
+    assert_eq!(stats(&["--no-comback-mtf"]), "off");
+    assert_eq!(stats(&["--no-comback-mtf", "--comback-mtf"]), "on");
+    assert_eq!(stats(&["--comback-mtf", "--no-comback-mtf"]), "off");
 }

@@ -18,13 +18,15 @@
 mod common;
 
 use common::{reference_rows, Reference};
-use spillway::engine::run::{explore_file, ExploreConfig, StoreKind, StoreOptions};
+use spillway::engine::run::{explore_file, ExploreConfig};
 use spillway::engine::{EngineOptions, Order};
 use spillway::storage::{SegOptions, SpillPolicy, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
+use spillway::store::full::FullOptions;
+use spillway::store::StoreConfig;
 
 /// Whether the store's structures are forced into segment files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,22 +43,18 @@ enum Spill {
 #[derive(Clone)]
 struct Case {
     order: Order,
-    store: StoreKind,
+    store: StoreConfig,
     spill: Spill,
-    store_options: StoreOptions,
-    delta: DeltaOptions,
     /// Appended to failure messages to name the variant.
     variant: String,
 }
 
 impl Case {
-    fn new(order: Order, store: StoreKind) -> Self {
+    fn new(order: Order, store: StoreConfig) -> Self {
         Case {
             order,
             store,
             spill: Spill::InRam,
-            store_options: StoreOptions::default(),
-            delta: DeltaOptions::default(),
             variant: String::new(),
         }
     }
@@ -87,11 +85,9 @@ impl Case {
         };
         ExploreConfig {
             order: self.order,
-            store: self.store,
+            store: self.store.clone(),
             engine: EngineOptions { progress: false },
             storage,
-            store_options: self.store_options,
-            delta: self.delta.clone(),
             ..ExploreConfig::default()
         }
     }
@@ -99,17 +95,17 @@ impl Case {
 
 fn check_case(rows: &[Reference], case: &Case) {
     let cfg = case.config();
-    let (order, store, variant) = (case.order, case.store, &case.variant);
+    let (order, store, variant) = (case.order, case.store.name(), &case.variant);
     let mut failures = Vec::new();
     for r in rows {
         match explore_file(&r.path, &cfg, &mut |_| {}) {
             Ok(s) if (s.states, s.transitions) == (r.states, r.transitions) && s.exact => {}
             Ok(s) => failures.push(format!(
-                "{}: {order:?}/{store:?}{variant}: got {} states {} transitions (exact: {}), expected {} / {}",
+                "{}: {order:?}/{store}{variant}: got {} states {} transitions (exact: {}), expected {} / {}",
                 r.rel, s.states, s.transitions, s.exact, r.states, r.transitions
             )),
             Err(e) => failures.push(format!(
-                "{}: {order:?}/{store:?}{variant}: error {e}",
+                "{}: {order:?}/{store}{variant}: error {e}",
                 r.rel
             )),
         }
@@ -121,12 +117,12 @@ fn check_case(rows: &[Reference], case: &Case) {
         failures.join("\n")
     );
     eprintln!(
-        "{} models match REFERENCE.tsv ({order:?}, {store:?}{variant})",
+        "{} models match REFERENCE.tsv ({order:?}, {store}{variant})",
         rows.len()
     );
 }
 
-fn check(rows: &[Reference], order: Order, store: StoreKind) {
+fn check(rows: &[Reference], order: Order, store: StoreConfig) {
     check_case(rows, &Case::new(order, store));
 }
 
@@ -135,44 +131,64 @@ const LARGE: u64 = 3_000_000;
 const TINY: u64 = 5_000;
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_full() {
-    check(&reference_rows(0, SMALL), Order::Bfs, StoreKind::Full);
+    check(
+        &reference_rows(0, SMALL),
+        Order::Bfs,
+        StoreConfig::Full(FullOptions),
+    );
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_dfs_full() {
-    check(&reference_rows(0, SMALL), Order::Dfs, StoreKind::Full);
+    check(
+        &reference_rows(0, SMALL),
+        Order::Dfs,
+        StoreConfig::Full(FullOptions),
+    );
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_full_spilled() {
-    let case = Case::new(Order::Bfs, StoreKind::Full).spill(Spill::Forced);
+    let case = Case::new(Order::Bfs, StoreConfig::Full(FullOptions)).spill(Spill::Forced);
     check_case(&reference_rows(0, SMALL), &case);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_dfs_full_spilled() {
-    let case = Case::new(Order::Dfs, StoreKind::Full).spill(Spill::Forced);
+    let case = Case::new(Order::Dfs, StoreConfig::Full(FullOptions)).spill(Spill::Forced);
     check_case(&reference_rows(0, SMALL), &case);
 }
 
 #[test]
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_bfs_full_spilled() {
-    let case = Case::new(Order::Bfs, StoreKind::Full).spill(Spill::Always);
+    let case = Case::new(Order::Bfs, StoreConfig::Full(FullOptions)).spill(Spill::Always);
     check_case(&reference_rows(SMALL, LARGE), &case);
 }
 
 #[test]
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_bfs_full() {
-    check(&reference_rows(SMALL, LARGE), Order::Bfs, StoreKind::Full);
+    check(
+        &reference_rows(SMALL, LARGE),
+        Order::Bfs,
+        StoreConfig::Full(FullOptions),
+    );
 }
 
 #[test]
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_dfs_full() {
-    check(&reference_rows(SMALL, LARGE), Order::Dfs, StoreKind::Full);
+    check(
+        &reference_rows(SMALL, LARGE),
+        Order::Dfs,
+        StoreConfig::Full(FullOptions),
+    );
 }
 
 const KS: [u32; 4] = [1, 5, 20, 50];
@@ -245,9 +261,8 @@ fn delta_matrix(rows: &[Reference], order: Order) {
                 continue;
             }
             let case = Case {
-                delta: opts,
                 variant: name,
-                ..Case::new(order, StoreKind::Delta)
+                ..Case::new(order, StoreConfig::Delta(opts))
             };
             check_case(rows, &case);
         }
@@ -255,21 +270,25 @@ fn delta_matrix(rows: &[Reference], order: Order) {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_delta_matrix() {
     delta_matrix(&reference_rows(0, MATRIX_MAX), Order::Bfs);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_dfs_delta_matrix() {
     delta_matrix(&reference_rows(0, MATRIX_MAX), Order::Dfs);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn medium_models_bfs_delta_matrix() {
     delta_matrix(&reference_rows(MATRIX_MAX, SMALL), Order::Bfs);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn medium_models_dfs_delta_matrix() {
     delta_matrix(&reference_rows(MATRIX_MAX, SMALL), Order::Dfs);
 }
@@ -316,12 +335,8 @@ fn comback_variants() -> Vec<(&'static str, CombackOptions)> {
 
 fn comback_case(order: Order, opts: CombackOptions, name: &str) -> Case {
     Case {
-        store_options: StoreOptions {
-            comback: opts,
-            ..StoreOptions::default()
-        },
         variant: format!(" {name}"),
-        ..Case::new(order, StoreKind::Comback)
+        ..Case::new(order, StoreConfig::Comback(opts))
     }
 }
 
@@ -342,11 +357,13 @@ fn check_comback(min: u64, max: u64, order: Order, no_cache_max: u64) {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_comback_every_variant() {
     check_comback(0, SMALL, Order::Bfs, SMALL);
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_dfs_comback_every_variant() {
     // Every variant, the no-cache one included (DFS replays start from the pinned search
     // path, so the no-cache variant is no longer slow here).
@@ -354,6 +371,7 @@ fn small_models_dfs_comback_every_variant() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn weak_16_bit_hashes_are_resolved_by_reconstruction() {
     for order in [Order::Bfs, Order::Dfs] {
         for (name, reconstruction) in [
@@ -371,6 +389,7 @@ fn weak_16_bit_hashes_are_resolved_by_reconstruction() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn weak_8_bit_hashes_are_resolved_by_reconstruction() {
     for order in [Order::Bfs, Order::Dfs] {
         for (name, opts) in comback_variants() {

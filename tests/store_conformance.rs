@@ -6,13 +6,15 @@
 
 mod common;
 
-use spillway::engine::run::{make_store, needs_storage, ExploreConfig, StoreKind, StoreOptions};
+use spillway::engine::run::{make_store, ExploreConfig};
 use spillway::model::{aut::AutModel, petri, pnml, Model, TransitionId};
 use spillway::storage::{Storage, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
+use spillway::store::full::FullOptions;
+use spillway::store::StoreConfig;
 use spillway::store::{Exactness, Insert, StateBatch, StateStore, Via};
 use std::collections::HashMap;
 
@@ -130,9 +132,9 @@ fn models() -> Vec<(&'static str, Box<dyn Model>)> {
     ]
 }
 
-fn exact_stores() -> Vec<(String, StoreKind, StoreOptions)> {
+fn exact_stores() -> Vec<(String, StoreConfig)> {
     let d = CombackOptions::default();
-    let mut v = vec![("full".to_string(), StoreKind::Full, StoreOptions::default())];
+    let mut v = vec![("full".to_string(), StoreConfig::Full(FullOptions))];
     let variants = [
         ("default", d),
         ("no-cache", CombackOptions { cache: 0, ..d }),
@@ -159,14 +161,10 @@ fn exact_stores() -> Vec<(String, StoreKind, StoreOptions)> {
         for (name, o) in variants {
             v.push((
                 format!("comback {name} {bits}-bit"),
-                StoreKind::Comback,
-                StoreOptions {
-                    comback: CombackOptions {
-                        hash_bits: bits,
-                        ..o
-                    },
-                    ..StoreOptions::default()
-                },
+                StoreConfig::Comback(CombackOptions {
+                    hash_bits: bits,
+                    ..o
+                }),
             ));
         }
     }
@@ -180,15 +178,20 @@ fn store_for<'m>(
     cfg: &ExploreConfig,
     model: &'m dyn Model,
 ) -> (Box<dyn StateStore + 'm>, Option<Storage>) {
-    let storage =
-        needs_storage(cfg.store).then(|| Storage::new(&StorageConfig::default()).unwrap());
-    (make_store(cfg, model, storage.as_ref()).unwrap(), storage)
+    let storage = cfg
+        .store
+        .spec()
+        .needs_storage()
+        .then(|| Storage::new(&StorageConfig::default()).unwrap());
+    (
+        make_store(cfg, model, storage.as_ref(), None).unwrap(),
+        storage,
+    )
 }
 
-fn config(kind: StoreKind, opts: StoreOptions) -> ExploreConfig {
+fn config(store: StoreConfig) -> ExploreConfig {
     ExploreConfig {
-        store: kind,
-        store_options: opts,
+        store,
         ..ExploreConfig::default()
     }
 }
@@ -226,14 +229,7 @@ fn delta_stores() -> Vec<(String, ExploreConfig)> {
             ),
         ];
         for (name, d) in variants {
-            v.push((
-                format!("delta k={k} {name}"),
-                ExploreConfig {
-                    store: StoreKind::Delta,
-                    delta: d,
-                    ..ExploreConfig::default()
-                },
-            ));
+            v.push((format!("delta k={k} {name}"), config(StoreConfig::Delta(d))));
         }
     }
     v
@@ -243,7 +239,7 @@ fn delta_stores() -> Vec<(String, ExploreConfig)> {
 fn every_exact_store_conforms() {
     let stores: Vec<(String, ExploreConfig)> = exact_stores()
         .into_iter()
-        .map(|(name, kind, opts)| (name, config(kind, opts)))
+        .map(|(name, store)| (name, config(store)))
         .chain(delta_stores())
         .collect();
     for (mname, model) in models() {
@@ -261,16 +257,13 @@ fn every_exact_store_conforms() {
 #[test]
 fn weak_hashes_really_collide_and_repoints_happen() {
     let (_, model) = models().swap_remove(0);
-    let opts = StoreOptions {
-        comback: CombackOptions {
-            hash_bits: 4,
-            // No cache: every candidate must be rebuilt.
-            cache: 0,
-            ..CombackOptions::default()
-        },
-        ..StoreOptions::default()
-    };
-    let (mut store, _storage) = store_for(&config(StoreKind::Comback, opts), model.as_ref());
+    let opts = StoreConfig::Comback(CombackOptions {
+        hash_bits: 4,
+        // No cache: every candidate must be rebuilt.
+        cache: 0,
+        ..CombackOptions::default()
+    });
+    let (mut store, _storage) = store_for(&config(opts), model.as_ref());
     conform(
         model.as_ref(),
         store.as_mut(),

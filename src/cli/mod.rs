@@ -1,14 +1,18 @@
 //! Command-line definitions (clap) and the step from raw arguments to a validated config.
 
-use crate::engine::run::{CheckpointConfig, ExploreConfig, StoreKind, StoreOptions};
+use crate::engine::run::{CheckpointConfig, ExploreConfig};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::storage::budget::{parse_size, MemoryLimit};
 use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
+use crate::store::bitstate::BitstateOptions;
 use crate::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
 use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacement};
+use crate::store::full::FullOptions;
+use crate::store::hashcompact::HashCompactOptions;
+use crate::store::StoreConfig;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -58,56 +62,17 @@ pub struct ExploreArgs {
     pub model: PathBuf,
 
     /// Search order.
-    #[arg(long, value_enum, default_value = "bfs")]
+    #[arg(long, default_value = "bfs", value_parser = parse_order)]
     pub order: Order,
 
-    /// Visited-state store.
-    #[arg(long, value_enum, default_value = "full")]
-    pub store: StoreKind,
+    /// Visited-state store; each store's own options are listed under its heading below,
+    /// and an option of another store than the chosen one is refused.
+    #[arg(long, default_value = "full",
+          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate"])]
+    pub store: String,
 
-    /// Hash width in bits (1-64) for --store comback (the state descriptor; any width stays
-    /// exact) and --store hashcompact (fewer bits: less RAM, more omitted states).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub hash_bits: u32,
-
-    /// ComBack: full-state cache entries (0 = no cache). An entry takes 6 bytes + the state
-    /// packed: 1 bit per byte while states hold only 0s and 1s, 4 bits while every byte is at
-    /// most 15, else the bytes themselves (chosen automatically).
-    #[arg(long, default_value_t = CombackOptions::default().cache, value_name = "N")]
-    pub comback_cache: usize,
-
-    /// ComBack: bytes of decompressed backedge blocks to cache (0 = automatic: the whole
-    /// backedge table up to 2 MiB, at least 512 KiB; under --memory the budget decides).
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
-    pub comback_block_cache: u64,
-
-    /// ComBack: repoint a state's backedge when a shorter path to it is found.
-    #[arg(long, value_enum, default_value = "on")]
-    pub comback_path_opt: PathOptimisation,
-
-    /// ComBack: move a matched state to the front of its collision list.
-    #[arg(long, value_enum, default_value = "on")]
-    pub comback_mtf: MoveToFront,
-
-    /// ComBack: rebuild candidates by forward replay, or by unfiring from the new state
-    /// (P/T nets; other models fall back to forward).
-    #[arg(long, value_enum, default_value = "forward")]
-    pub comback_reconstruct: Reconstruction,
-
-    /// ComBack (BFS): keep only state numbers in the waiting set and rebuild states on
-    /// dequeue, or keep (number, vector) records.
-    #[arg(long, value_enum, default_value = "state-numbers")]
-    pub comback_waiting: WaitingSet,
-
-    /// Bit-state hashing: the bit array has 2^N bits (10-40).
-    #[arg(long, default_value_t = 30, value_name = "N", value_parser = clap::value_parser!(u32).range(10..=40))]
-    pub bitstate_log2_bits: u32,
-
-    /// Bit-state hashing: hash functions (bits set) per state (1-32).
-    #[arg(long, default_value_t = 3, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=32))]
-    pub bitstate_k: u32,
-
-    /// Write the LTS here: .slts (native, compressed) or .aut (Aldebaran).
+    /// Write the LTS here: .slts (native, compressed), .aut (Aldebaran), .fsm (mCRL2) or
+    /// .dot (GraphViz, small LTSs only).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: Option<PathBuf>,
 
@@ -120,13 +85,14 @@ pub struct ExploreArgs {
     pub token_bits: TokenWidth,
 
     /// RAM budget, e.g. 64M or 8G (powers of 1024). Structures that do not fit spill to
-    /// compressed segment files in the work directory; the state table's index must fit.
+    /// compressed segment files in the work directory; a budget below what the chosen store
+    /// needs at the least is refused at the start (exit 6, naming that figure).
     /// Default: unlimited (everything stays in RAM, no files).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     pub memory: Option<u64>,
 
-    /// Where segment files go: a fresh subdirectory is created here and removed at exit.
-    /// Default: the system temporary directory.
+    /// Where segment files go (created if missing): a fresh subdirectory is made in it and
+    /// removed at exit. Default: the system temporary directory.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
 
@@ -139,7 +105,7 @@ pub struct ExploreArgs {
 
     /// When structures use segment files: auto (only under --memory) or always (forces the
     /// state vectors to disk even without a budget; for testing and benchmarks).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = parse_spill)]
     pub spill: SpillPolicy,
 
     /// Raw bytes per segment block (tuning; default 32K).
@@ -150,42 +116,6 @@ pub struct ExploreArgs {
     /// (tuning; default 64M). Under --memory the cache takes what the budget leaves.
     #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
     pub cache: Option<u64>,
-    /// Δ store: states at depths that are multiples of K are stored explicitly, the others as
-    /// (predecessor, transition); membership replays at most K-1 transitions.
-    #[arg(long = "k-delta", value_name = "K", default_value_t = 20,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub k_delta: u32,
-
-    /// Δ store: do not repoint Δ records to shorter paths (predecessor update).
-    #[arg(long)]
-    pub no_pred_update: bool,
-
-    /// Δ store: compare candidates by forward firing only (no "unfire and check").
-    #[arg(long)]
-    pub no_backward: bool,
-
-    /// Δ store: store explicit states as raw vectors (no per-component dictionaries).
-    #[arg(long)]
-    pub no_collapse: bool,
-
-    /// Δ store: entries of the reconstitution cache (0 = about 512 KiB of states).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub delta_cache_states: usize,
-
-    /// Δ store, DFS only: stratified caching. The hash index remembers at most N states
-    /// (about 5 bytes of RAM each); when full it forgets a stratum of states (depth mod
-    /// --delta-strata), never those on the search path. Every state is still visited, but
-    /// forgotten states met again are numbered again: counts become upper bounds and the LTS
-    /// is strongly bisimilar to the state space (`spillway lts reduce` gives the exact one).
-    #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub delta_index_limit: Option<u64>,
-
-    /// Δ store: number of strata for --delta-index-limit (a state's stratum is its depth
-    /// mod S; one stratum is forgotten at a time).
-    #[arg(long, value_name = "S", default_value_t = 8,
-          value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub delta_strata: u32,
 
     /// Do not show the live progress line.
     #[arg(long)]
@@ -194,6 +124,202 @@ pub struct ExploreArgs {
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub comback: CombackArgs,
+
+    #[command(flatten)]
+    pub delta: DeltaArgs,
+
+    #[command(flatten)]
+    pub hashcompact: HashCompactArgs,
+
+    #[command(flatten)]
+    pub bitstate: BitstateArgs,
+}
+
+/// The options of `--store comback`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "ComBack store (--store comback)")]
+pub struct CombackArgs {
+    /// Descriptor width in bits (1-64): the top bits of the state hash kept in the table.
+    /// Any width stays exact (fewer bits: longer collision lists, more replays).
+    #[arg(long, default_value_t = 64, value_name = "B",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub comback_hash_bits: u32,
+
+    /// Full-state cache entries (0 = no cache). An entry takes 6 bytes + the state packed: 1
+    /// bit per byte while states hold only 0s and 1s, 4 bits while every byte is at most 15,
+    /// else the bytes themselves (chosen automatically).
+    #[arg(long, default_value_t = CombackOptions::default().cache, value_name = "N")]
+    pub comback_cache: usize,
+
+    /// Bytes of decompressed backedge blocks to cache (0 = automatic: the whole backedge
+    /// table up to 2 MiB, at least 512 KiB; under --memory the budget decides).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub comback_block_cache: u64,
+
+    /// Repoint a state's backedge when a shorter path to it is found (default: on).
+    #[arg(long, overrides_with = "no_comback_path_opt")]
+    pub comback_path_opt: bool,
+    /// Do not repoint backedges to shorter paths.
+    #[arg(long, overrides_with = "comback_path_opt")]
+    pub no_comback_path_opt: bool,
+
+    /// Move a matched state to the front of its collision list (default: on).
+    #[arg(long, overrides_with = "no_comback_mtf")]
+    pub comback_mtf: bool,
+    /// Do not move matched states to the front of their collision lists.
+    #[arg(long, overrides_with = "comback_mtf")]
+    pub no_comback_mtf: bool,
+
+    /// Rebuild candidates by unfiring the path from the new state (P/T nets; other models
+    /// fall back to forward replay) instead of replaying it forward (default: off).
+    #[arg(long, overrides_with = "no_comback_backward")]
+    pub comback_backward: bool,
+    /// Rebuild candidates by forward replay only (the default).
+    #[arg(long, overrides_with = "comback_backward")]
+    pub no_comback_backward: bool,
+
+    /// BFS waiting set: state numbers only (states rebuilt on dequeue) or (number, vector)
+    /// records.
+    #[arg(long, default_value = "state-numbers", value_parser = parse_waiting)]
+    pub comback_waiting: WaitingSet,
+}
+
+/// The options of `--store delta`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Δ-markings store (--store delta)")]
+pub struct DeltaArgs {
+    /// States at depths that are multiples of K are stored explicitly, the others as
+    /// (predecessor, transition); membership replays at most K-1 transitions.
+    #[arg(long = "k-delta", value_name = "K", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub k_delta: u32,
+
+    /// Repoint Δ records to shorter paths (predecessor update; default: on).
+    #[arg(long, overrides_with = "no_delta_pred_update")]
+    pub delta_pred_update: bool,
+    /// Do not repoint Δ records to shorter paths.
+    #[arg(long, overrides_with = "delta_pred_update", alias = "no-pred-update")]
+    pub no_delta_pred_update: bool,
+
+    /// Compare candidates by unfiring the new state ("unfire and check", where the model
+    /// can fire backwards; default: on).
+    #[arg(long, overrides_with = "no_delta_backward")]
+    pub delta_backward: bool,
+    /// Compare candidates by forward firing only.
+    #[arg(long, overrides_with = "delta_backward", alias = "no-backward")]
+    pub no_delta_backward: bool,
+
+    /// Store explicit states as per-component dictionary indices (default: on).
+    #[arg(long, overrides_with = "no_delta_collapse")]
+    pub delta_collapse: bool,
+    /// Store explicit states as raw vectors.
+    #[arg(long, overrides_with = "delta_collapse", alias = "no-collapse")]
+    pub no_delta_collapse: bool,
+
+    /// Entries of the reconstitution cache (0 = about 512 KiB of states).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub delta_cache_states: usize,
+
+    /// DFS only: stratified caching. The hash index remembers at most N states (about 5
+    /// bytes of RAM each); when full it forgets a stratum of states (depth mod
+    /// --delta-strata), never those on the search path. Every state is still visited, but
+    /// forgotten states met again are numbered again: counts become upper bounds and the LTS
+    /// is strongly bisimilar to the state space (`spillway lts reduce` gives the exact one).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub delta_index_limit: Option<u64>,
+
+    /// Number of strata for --delta-index-limit (a state's stratum is its depth mod S; one
+    /// stratum is forgotten at a time).
+    #[arg(long, value_name = "S", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub delta_strata: u32,
+}
+
+/// The options of `--store hashcompact`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Hash compaction (--store hashcompact)")]
+pub struct HashCompactArgs {
+    /// Bits of the state hash kept per state (1-64): fewer bits, less RAM, more omitted
+    /// states.
+    #[arg(long, default_value_t = 64, value_name = "B",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub hash_bits: u32,
+}
+
+/// The options of `--store bitstate`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Bit-state hashing (--store bitstate)")]
+pub struct BitstateArgs {
+    /// The bit array has 2^N bits (10-40). Default: 30 (128 MiB), or under --memory the
+    /// largest that takes at most half the budget.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(10..=40))]
+    pub bitstate_log2_bits: Option<u32>,
+
+    /// Hash functions (bits set) per state (1-32).
+    #[arg(long, default_value_t = 3, value_name = "K",
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub bitstate_k: u32,
+}
+
+/// A `--X` / `--no-X` switch pair: the later on the command line wins (`overrides_with`),
+/// neither gives `default`.
+fn switch(on: bool, off: bool, default: bool) -> bool {
+    if on {
+        true
+    } else if off {
+        false
+    } else {
+        default
+    }
+}
+
+/// The store a help heading of [`ExploreArgs`] belongs to: the `X` of `(--store X)`.
+fn heading_store(heading: &str) -> Option<&str> {
+    heading.split("(--store ").nth(1)?.strip_suffix(')')
+}
+
+/// Refuses an option of a store other than the chosen one (exit 2, naming the option and
+/// its store) instead of ignoring it silently. `matches` are the `explore` subcommand's.
+pub fn refuse_foreign_options(
+    matches: &clap::ArgMatches,
+    args: &ExploreArgs,
+) -> Result<(), String> {
+    use clap::parser::ValueSource;
+    let chosen = args.store.as_str();
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let explore = cmd
+        .find_subcommand("explore")
+        .expect("the explore subcommand exists");
+    for arg in explore.get_arguments() {
+        let Some(owner) = arg.get_help_heading().and_then(heading_store) else {
+            continue;
+        };
+        if owner == chosen
+            || matches.value_source(arg.get_id().as_str()) != Some(ValueSource::CommandLine)
+        {
+            continue;
+        }
+        let long = arg.get_long().unwrap_or(arg.get_id().as_str());
+        let aliases = arg
+            .get_all_aliases()
+            .map(|a| {
+                a.iter()
+                    .map(|x| format!("--{x}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .filter(|a| !a.is_empty())
+            .map(|a| format!(" (or {a})"))
+            .unwrap_or_default();
+        return Err(format!(
+            "--{long}{aliases} is an option of --store {owner}, and this run uses --store {chosen}: drop it or choose --store {owner} (options of another store are refused, not ignored)"
+        ));
+    }
+    Ok(())
 }
 
 /// A checkpoint interval; `None` checkpoints only on signals.
@@ -241,25 +367,71 @@ pub struct ResumeArgs {
 }
 
 impl ResumeArgs {
-    /// Why the first option in `other` cannot change on resume, if there is one.
+    /// Why the first option in `other` cannot change on resume, if there is one. Which
+    /// options may change is declared once, by [`ResumeArgs`] itself; every other option of
+    /// `explore` was recorded in the checkpoint.
     pub fn refusal(&self) -> Option<String> {
         let first = self.other.first()?;
         let flag = first.split('=').next().unwrap_or(first);
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let longs = |sub: &str| -> Vec<String> {
+            cmd.find_subcommand(sub)
+                .into_iter()
+                .flat_map(|c| c.get_arguments())
+                .flat_map(|a| {
+                    let mut names: Vec<String> =
+                        a.get_long().map(|l| format!("--{l}")).into_iter().collect();
+                    names.extend(a.get_short().map(|c| format!("-{c}")));
+                    names.extend(
+                        a.get_all_aliases()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|x| format!("--{x}")),
+                    );
+                    names
+                })
+                .collect()
+        };
+        let may_change: Vec<String> = longs("resume")
+            .into_iter()
+            .filter(|l| l.starts_with("--") && l != "--help")
+            .collect();
         let why = match flag {
             "-o" | "--output" => "the output file is part of the checkpoint",
             "--workdir" => "the run directory is resume's argument",
-            "--order" | "--store" | "--hash-bits" | "--k-delta" | "--token-bits"
-            | "--bitstate-log2-bits" | "--bitstate-k" | "--spill" | "--block-size" => {
-                "the checkpoint's files were written with the recorded value, and the resumed run must finish the run that was started"
-            }
-            f if f.starts_with("--comback-") || f.starts_with("--no-") || f.starts_with("--delta-") => {
-                "the checkpoint's files were written with the recorded value, and the resumed run must finish the run that was started"
+            f if longs("explore").iter().any(|l| l == f) => {
+                "it was recorded when the run started: the checkpoint's files were written with it, and the resumed run must finish the run that was started"
             }
             _ => "it is not an option of `spillway resume`",
         };
         Some(format!(
-            "cannot use '{first}' with resume: {why}. Only --memory, --checkpoint-every, --stats-json, --no-progress and --quiet may change"
+            "cannot use '{first}' with resume: {why}. Only {} may change",
+            may_change.join(", ")
         ))
+    }
+}
+
+fn parse_order(s: &str) -> Result<Order, String> {
+    match s {
+        "bfs" => Ok(Order::Bfs),
+        "dfs" => Ok(Order::Dfs),
+        other => Err(format!("'{other}' is not one of bfs, dfs")),
+    }
+}
+
+fn parse_spill(s: &str) -> Result<SpillPolicy, String> {
+    match s {
+        "auto" => Ok(SpillPolicy::Auto),
+        "always" => Ok(SpillPolicy::Always),
+        other => Err(format!("'{other}' is not one of auto, always")),
+    }
+}
+
+fn parse_waiting(s: &str) -> Result<WaitingSet, String> {
+    match s {
+        "state-numbers" => Ok(WaitingSet::StateNumbers),
+        "vectors" => Ok(WaitingSet::Vectors),
+        other => Err(format!("'{other}' is not one of state-numbers, vectors")),
     }
 }
 
@@ -282,20 +454,7 @@ impl ExploreArgs {
     pub fn config(&self) -> ExploreConfig {
         ExploreConfig {
             order: self.order,
-            store: self.store,
-            store_options: StoreOptions {
-                comback: CombackOptions {
-                    hash_bits: self.hash_bits,
-                    cache: self.comback_cache,
-                    path_optimisation: self.comback_path_opt,
-                    move_to_front: self.comback_mtf,
-                    reconstruction: self.comback_reconstruct,
-                    waiting_set: self.comback_waiting,
-                    block_cache: self.comback_block_cache,
-                },
-                bitstate_log2_bits: self.bitstate_log2_bits,
-                bitstate_k: self.bitstate_k,
-            },
+            store: self.store_config(),
             token_width: self.token_bits,
             output: self.output.clone(),
             engine: EngineOptions {
@@ -318,53 +477,77 @@ impl ExploreArgs {
                     o
                 },
             },
-            delta: DeltaOptions {
-                k: self.k_delta,
-                pred_update: if self.no_pred_update {
-                    PredUpdate::Off
-                } else {
-                    PredUpdate::On
-                },
-                firing: if self.no_backward {
-                    Firing::Forward
-                } else {
-                    Firing::Backward
-                },
-                collapse: if self.no_collapse {
-                    Collapse::Off
-                } else {
-                    Collapse::PerComponent
-                },
-                cache_states: self.delta_cache_states,
-                replace: self.delta_index_limit.map(|limit| Replacement {
-                    limit,
-                    strata: self.delta_strata,
-                }),
-            },
             checkpoint: match (self.checkpoint_every, &self.workdir) {
                 (Some(Interval(interval)), Some(dir)) => Some(CheckpointConfig {
                     dir: dir.clone(),
                     interval,
-                    args: Vec::new(),
                 }),
                 _ => None,
             },
         }
     }
 
-    /// Makes the model, output and work directory paths absolute against `cwd`.
-    pub fn resolve_paths(&mut self, cwd: &std::path::Path) {
-        let abs = |p: &mut PathBuf| {
-            if p.is_relative() {
-                *p = cwd.join(&*p);
+    /// The chosen store with its options (those of other stores were refused).
+    fn store_config(&self) -> StoreConfig {
+        match self.store.as_str() {
+            "comback" => {
+                let c = &self.comback;
+                StoreConfig::Comback(CombackOptions {
+                    hash_bits: c.comback_hash_bits,
+                    cache: c.comback_cache,
+                    path_optimisation: if switch(c.comback_path_opt, c.no_comback_path_opt, true) {
+                        PathOptimisation::On
+                    } else {
+                        PathOptimisation::Off
+                    },
+                    move_to_front: if switch(c.comback_mtf, c.no_comback_mtf, true) {
+                        MoveToFront::On
+                    } else {
+                        MoveToFront::Off
+                    },
+                    reconstruction: if switch(c.comback_backward, c.no_comback_backward, false) {
+                        Reconstruction::Backward
+                    } else {
+                        Reconstruction::Forward
+                    },
+                    waiting_set: c.comback_waiting,
+                    block_cache: c.comback_block_cache,
+                })
             }
-        };
-        abs(&mut self.model);
-        if let Some(o) = &mut self.output {
-            abs(o);
-        }
-        if let Some(w) = &mut self.workdir {
-            abs(w);
+            "delta" => {
+                let d = &self.delta;
+                StoreConfig::Delta(DeltaOptions {
+                    k: d.k_delta,
+                    pred_update: if switch(d.delta_pred_update, d.no_delta_pred_update, true) {
+                        PredUpdate::On
+                    } else {
+                        PredUpdate::Off
+                    },
+                    firing: if switch(d.delta_backward, d.no_delta_backward, true) {
+                        Firing::Backward
+                    } else {
+                        Firing::Forward
+                    },
+                    collapse: if switch(d.delta_collapse, d.no_delta_collapse, true) {
+                        Collapse::PerComponent
+                    } else {
+                        Collapse::Off
+                    },
+                    cache_states: d.delta_cache_states,
+                    replace: d.delta_index_limit.map(|limit| Replacement {
+                        limit,
+                        strata: d.delta_strata,
+                    }),
+                })
+            }
+            "hashcompact" => StoreConfig::Hashcompact(HashCompactOptions {
+                bits: self.hashcompact.hash_bits,
+            }),
+            "bitstate" => StoreConfig::Bitstate(BitstateOptions {
+                log2_bits: self.bitstate.bitstate_log2_bits,
+                k: self.bitstate.bitstate_k,
+            }),
+            _ => StoreConfig::Full(FullOptions),
         }
     }
 }

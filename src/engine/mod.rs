@@ -22,27 +22,10 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// The search order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Order {
-    /// Breadth-first: depth is the number of BFS levels.
-    Bfs,
-    /// Depth-first: depth is the largest stack size.
-    Dfs,
-}
-
-impl Order {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Order::Bfs => "bfs",
-            Order::Dfs => "dfs",
-        }
-    }
-}
+pub use crate::store::Order;
 
 /// Options common to every engine.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EngineOptions {
     /// Show a live progress line on stderr (only honoured when stderr is a terminal).
     pub progress: bool,
@@ -94,32 +77,26 @@ pub struct ExploreStats {
     pub checkpoint_seconds: f64,
     /// The checkpoint generation this process resumed from (`spillway resume`).
     pub resumed_from: Option<u64>,
-    /// Checkpointed runs: seconds explored by every process of the run, this one included
-    /// (`wall_seconds` and `states_per_second` are this process's).
+    /// Checkpointed runs: the same as `wall_seconds` (kept for scripts that read it).
     pub run_seconds: Option<f64>,
+    /// CPU seconds (user + system) of the whole run, over every leg like `wall_seconds`.
+    pub cpu_seconds: f64,
+    /// How many times the run was resumed (0 for a run that went through in one process).
+    pub resumes: u64,
+    /// This process's part of the run (its *leg*: the `explore`, or the last `resume`),
+    /// from its start (model loading and index rebuilding included): wall and CPU
+    /// seconds, the states it added and their rate.
+    pub leg_wall_seconds: f64,
+    pub leg_cpu_seconds: f64,
+    pub leg_states: u64,
+    pub leg_states_per_second: f64,
+    /// The store's line for humans ([`StateStore::summary`]); not in the JSON, whose
+    /// `store_details` say the same and more.
+    #[serde(skip)]
+    pub store_summary: Option<String>,
 }
 
-/// Peak resident set size of this process (the kernel's VmHWM), in bytes.
-pub fn peak_rss_bytes() -> u64 {
-    proc_status_kb("VmHWM:") * 1024
-}
-
-/// Current resident set size (VmRSS), in bytes.
-pub fn rss_bytes() -> u64 {
-    proc_status_kb("VmRSS:") * 1024
-}
-
-fn proc_status_kb(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
+pub use crate::sys::{peak_rss_bytes, rss_bytes};
 
 /// Counts and bookkeeping shared by the engines while they run.
 pub(crate) struct Run<'a> {
@@ -130,6 +107,7 @@ pub(crate) struct Run<'a> {
     pub deadlocks: u64,
     pub max_depth: u64,
     start: Instant,
+    cpu_at_start: f64,
     progress: Option<Progress>,
 }
 
@@ -153,6 +131,7 @@ impl<'a> Run<'a> {
             deadlocks: 0,
             max_depth: 0,
             start: Instant::now(),
+            cpu_at_start: crate::sys::process_cpu_seconds(),
             progress: (opts.progress && std::io::stderr().is_terminal()).then(|| Progress {
                 last: Instant::now(),
                 last_states: 0,
@@ -214,6 +193,8 @@ impl<'a> Run<'a> {
             deadlocks: self.deadlocks,
             max_depth: self.max_depth,
             elapsed_seconds: 0.0,
+            cpu_seconds: 0.0,
+            resumes: 0,
         }
     }
 
@@ -278,6 +259,7 @@ impl<'a> Run<'a> {
             },
             store_disk_bytes: store.disk_bytes(),
             store_details: store.report(),
+            store_summary: store.summary(),
             structures: Vec::new(),
             memory_limit_bytes: None,
             workdir: None,
@@ -288,6 +270,16 @@ impl<'a> Run<'a> {
             checkpoint_seconds: 0.0,
             resumed_from: None,
             run_seconds: None,
+            cpu_seconds: crate::sys::process_cpu_seconds() - self.cpu_at_start,
+            resumes: 0,
+            leg_wall_seconds: wall,
+            leg_cpu_seconds: crate::sys::process_cpu_seconds() - self.cpu_at_start,
+            leg_states: states,
+            leg_states_per_second: if wall > 0.0 {
+                states as f64 / wall
+            } else {
+                0.0
+            },
         }
     }
 }

@@ -9,164 +9,103 @@
 //! Overflow at 32 bits is an error.
 
 use super::{EngineOptions, ExploreStats, Order, Session};
-use crate::checkpoint::{self, Checkpointer, Manifest, RunSpec};
+use crate::checkpoint::{self, Checkpointer, Leg, Manifest, RunSpec};
 use crate::error::{CheckpointError, ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
 use crate::model::{Model, Source};
 use crate::storage::{MemoryLimit, Storage, StorageConfig};
-use crate::store::bitstate::BitstateStore;
-use crate::store::comback::{CombackOptions, CombackStore};
-use crate::store::delta::{DeltaOptions, DeltaStore};
-use crate::store::full::FullStore;
-use crate::store::hashcompact::HashCompactStore;
-use crate::store::{StateStore, StoreMark};
+use crate::store::{RunShape, StateStore, StoreConfig, StoreMark};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The visited-state store to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StoreKind {
-    /// Full state table (exact baseline).
-    Full,
-    /// Δ-markings: every kδ-th depth explicit, other states as (predecessor, transition).
-    Delta,
-    /// ComBack: hash → state numbers + backedge table, exact by reconstruction.
-    Comback,
-    /// Hash compaction: a b-bit hash per state (inexact baseline).
-    Hashcompact,
-    /// Bit-state hashing: k bits per state in a bit array (inexact baseline, no LTS output).
-    Bitstate,
-}
-
-/// Settings of the memory-reduced stores (ignored by the others).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoreOptions {
-    /// ComBack settings; `comback.hash_bits` is also the hash-compaction width.
-    pub comback: CombackOptions,
-    /// Bit-state array size: `2^bitstate_log2_bits` bits.
-    pub bitstate_log2_bits: u32,
-    /// Bit-state hash functions per state.
-    pub bitstate_k: u32,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            comback: CombackOptions::default(),
-            bitstate_log2_bits: 30,
-            bitstate_k: 3,
-        }
-    }
-}
-
 /// Everything `explore` needs besides the model path.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ExploreConfig {
     pub order: Order,
-    pub store: StoreKind,
-    pub store_options: StoreOptions,
+    /// The store and its options.
+    pub store: StoreConfig,
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
     pub engine: EngineOptions,
     /// RAM budget, work directory and spill policy.
     pub storage: StorageConfig,
-    /// Options of the Δ store (used with `StoreKind::Delta`).
-    pub delta: DeltaOptions,
     /// Checkpointing (`--checkpoint-every`): the run directory, the interval, and how the
     /// run was started.
     pub checkpoint: Option<CheckpointConfig>,
 }
 
 /// Settings of a checkpointed run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CheckpointConfig {
     /// The run directory: holds the segment files and the manifest.
     pub dir: PathBuf,
     /// Time between periodic checkpoints (`None`: only on SIGUSR1, SIGINT, SIGTERM).
     pub interval: Option<Duration>,
-    /// The `spillway explore` arguments, recorded so that `resume` rebuilds the options.
-    pub args: Vec<String>,
 }
 
 impl Default for ExploreConfig {
     fn default() -> Self {
         ExploreConfig {
             order: Order::Bfs,
-            store: StoreKind::Full,
-            store_options: StoreOptions::default(),
+            store: StoreConfig::default(),
             token_width: TokenWidth::Auto,
             output: None,
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
-            delta: DeltaOptions::default(),
             checkpoint: None,
         }
     }
 }
 
-/// Whether the store keeps its records in segment vectors whatever the spill policy (ComBack
-/// and Δ: their backedges and records are meant for disk), so that it needs a [`Storage`].
-pub fn needs_storage(kind: StoreKind) -> bool {
-    matches!(kind, StoreKind::Comback | StoreKind::Delta)
-}
-
-fn storage_needed(kind: StoreKind) -> ExploreError {
-    ExploreError::Config(format!(
-        "--store {} keeps its records in segment files and needs a storage",
-        format!("{kind:?}").to_lowercase()
-    ))
-}
-
-/// Builds the store `cfg.store`; ComBack and Δ borrow the model to replay paths and keep their
-/// records in segment vectors of `storage`, which they need ([`needs_storage`]). With
-/// `storage`, the full store keeps its state vectors in segment files.
+/// Builds the store `cfg.store`, or reopens it from a checkpoint's `mark`.
 pub fn make_store<'m>(
     cfg: &ExploreConfig,
     model: &'m dyn Model,
     storage: Option<&Storage>,
+    mark: Option<&StoreMark>,
 ) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
-    let opts = &cfg.store_options;
-    Ok(match (cfg.store, storage) {
-        (StoreKind::Full, None) => Box::new(FullStore::new(model.state_len())),
-        (StoreKind::Full, Some(st)) => Box::new(FullStore::spilling(model.state_len(), st)?),
-        (StoreKind::Delta, Some(st)) => Box::new(DeltaStore::new(model, cfg.delta.clone(), st)?),
-        (StoreKind::Comback, Some(st)) => Box::new(CombackStore::new(model, opts.comback, st)?),
-        (kind @ (StoreKind::Delta | StoreKind::Comback), None) => return Err(storage_needed(kind)),
-        // A checkpointed run's lossy stores log their hashes so that a resume can rebuild
-        // them without the checkpoint copying them.
-        (StoreKind::Hashcompact, Some(st)) if st.is_kept() => {
-            Box::new(HashCompactStore::logged(opts.comback.hash_bits, st)?)
+    let spec = cfg.store.spec();
+    Ok(match (mark, storage) {
+        (Some(m), Some(st)) => spec.resume(model, st, m)?,
+        (Some(_), None) => {
+            return Err(ExploreError::Config(
+                "resuming a store needs the run's kept storage".into(),
+            ))
         }
-        (StoreKind::Bitstate, Some(st)) if st.is_kept() => Box::new(BitstateStore::logged(
-            opts.bitstate_log2_bits,
-            opts.bitstate_k,
-            st,
-        )?),
-        (StoreKind::Hashcompact, _) => Box::new(HashCompactStore::new(opts.comback.hash_bits)?),
-        (StoreKind::Bitstate, _) => Box::new(BitstateStore::new(
-            opts.bitstate_log2_bits,
-            opts.bitstate_k,
-        )?),
+        (None, st) => spec.build(model, st)?,
     })
 }
 
-/// Reopens the store `cfg.store` of a checkpoint from its `mark` (see
-/// [`StateStore::checkpoint`]); `storage` is the checkpointed run's kept storage.
-pub fn resume_store<'m>(
-    cfg: &ExploreConfig,
-    model: &'m dyn Model,
+/// Refuses, before the search starts, a `--memory` budget below what the run needs at the
+/// least: the store's own minimum ([`StateStore::min_ram_bytes`]), the minimal buffers of
+/// the engine's open set or stack when they spill, and the output writer's buffers, plus
+/// the reserve for the rest of the process. Exit 6, naming the figure.
+fn check_minimum(
     storage: &Storage,
-    mark: &StoreMark,
-) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
-    let opts = &cfg.store_options;
-    Ok(match cfg.store {
-        StoreKind::Full => Box::new(FullStore::resume(storage, mark)?),
-        StoreKind::Hashcompact => Box::new(HashCompactStore::resume(storage, mark)?),
-        StoreKind::Bitstate => Box::new(BitstateStore::resume(storage, mark)?),
-        StoreKind::Delta => Box::new(DeltaStore::resume(model, cfg.delta.clone(), storage, mark)?),
-        StoreKind::Comback => Box::new(CombackStore::resume(model, opts.comback, storage, mark)?),
-    })
+    store: &dyn StateStore,
+    engine_spills: bool,
+    cfg: &ExploreConfig,
+) -> Result<(), ExploreError> {
+    if storage.config.memory == MemoryLimit::Unlimited {
+        return Ok(());
+    }
+    let engine = if engine_spills {
+        storage.min_container_bytes()
+    } else {
+        0
+    };
+    let writer = match &cfg.output {
+        Some(out) => LtsFormat::from_path(out)?.writer_ram_bytes(),
+        None => 0,
+    };
+    storage.budget.claim(
+        &format!("the {} store", store.name()),
+        store.min_ram_bytes(),
+        engine + writer,
+        "its tables, caches and minimal file buffers at the start, next to the engine's open set or stack and the output writer",
+    )?;
+    Ok(())
 }
 
 /// The temporary name an output file has until it is complete.
@@ -177,8 +116,15 @@ pub fn partial_path(out: &Path) -> PathBuf {
 }
 
 /// Explores one model with the given store and writes the output, if any.
+/// A checkpointed configuration is refused: a checkpoint records the model file (and its
+/// digest) to continue from, so checkpointed runs go through [`explore_file`].
 pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
-    explore_model_from(model, cfg, None, None)
+    if cfg.checkpoint.is_some() {
+        return Err(ExploreError::Config(
+            "a checkpointed run needs its model file: use explore_file (explore_model cannot record what to resume from)".into(),
+        ));
+    }
+    explore_model_from(model, cfg, None, None, &Leg::start(None))
 }
 
 /// [`explore_model`] for a checkpointed run (`spec` says how it was started), continuing
@@ -188,27 +134,15 @@ fn explore_model_from(
     cfg: &ExploreConfig,
     spec: Option<RunSpec>,
     resume: Option<&Manifest>,
+    leg: &Leg,
 ) -> Result<ExploreStats, ExploreError> {
-    if cfg.delta.replace.is_some() {
-        let why = if cfg.store != StoreKind::Delta {
-            Some("it applies to --store delta")
-        } else if cfg.order != Order::Dfs {
-            Some("it needs --order dfs (a DFS never forgets the states of its search path, so it terminates; a BFS could meet forgotten states forever)")
-        } else if cfg.checkpoint.is_some() {
-            Some("a run that forgets states cannot be checkpointed (its index is not saved)")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(ExploreError::Config(format!(
-                "--delta-index-limit cannot be used here: {why}"
-            )));
-        }
-    }
-    if cfg.store == StoreKind::Bitstate && cfg.output.is_some() {
-        return Err(ExploreError::Config(
-            "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".into(),
-        ));
+    let shape = RunShape {
+        order: cfg.order,
+        writes_lts: cfg.output.is_some(),
+        checkpointed: cfg.checkpoint.is_some(),
+    };
+    if let Some(why) = cfg.store.spec().refuse(&shape) {
+        return Err(ExploreError::Config(why));
     }
     // Declared before the store so that it is dropped after it: the work directory goes last.
     // ComBack and Δ always keep their records in segment files (a scratch storage when the
@@ -216,7 +150,7 @@ fn explore_model_from(
     // checkpointed).
     let storage = match &cfg.checkpoint {
         Some(ck) => Some(Storage::kept(&ck.dir, &cfg.storage)),
-        None if cfg.storage.spills() || needs_storage(cfg.store) => {
+        None if cfg.storage.spills() || cfg.store.spec().needs_storage() => {
             Some(Storage::new(&cfg.storage)?)
         }
         None => None,
@@ -224,10 +158,11 @@ fn explore_model_from(
     let engine_storage = storage
         .as_ref()
         .filter(|_| cfg.storage.spills() || cfg.checkpoint.is_some());
-    let mut store = match (resume, &storage) {
-        (Some(m), Some(st)) => resume_store(cfg, model, st, &m.store)?,
-        _ => make_store(cfg, model, storage.as_ref())?,
-    };
+    let mut store = make_store(cfg, model, storage.as_ref(), resume.map(|m| &m.store))?;
+    if let Some(st) = &storage {
+        check_minimum(st, store.as_ref(), engine_storage.is_some(), cfg)?;
+    }
+    let states_at_start = store.len();
     let partial = cfg.output.as_ref().map(|out| partial_path(out));
     let mut checkpointer = match (&cfg.checkpoint, spec) {
         (Some(ck), Some(spec)) => Some(Checkpointer::new(
@@ -236,6 +171,7 @@ fn explore_model_from(
             spec,
             partial.clone(),
             resume,
+            *leg,
         )),
         _ => None,
     };
@@ -290,14 +226,25 @@ fn explore_model_from(
         stats.output_bytes = std::fs::metadata(out).ok().map(|m| m.len());
     }
     stats.model = model.describe();
+    // Time of the whole run, over every leg, and of this leg alone; rates over the
+    // matching spans (every state over the whole run, this leg's new states over it).
+    let (leg_wall, leg_cpu) = leg.spent();
+    stats.leg_wall_seconds = leg_wall;
+    stats.leg_cpu_seconds = leg_cpu;
+    stats.leg_states = stats.states.saturating_sub(states_at_start);
+    stats.leg_states_per_second = rate(stats.leg_states, leg_wall);
+    stats.wall_seconds = leg.elapsed_before + leg_wall;
+    stats.cpu_seconds = leg.cpu_before + leg_cpu;
+    stats.states_per_second = rate(stats.states, stats.wall_seconds);
+    stats.resumes = leg.resumes;
     if let Some(ck) = &checkpointer {
         stats.checkpoints = ck.written;
         stats.checkpoint_seconds = ck.seconds;
-        stats.run_seconds = Some(ck.elapsed_before + stats.wall_seconds);
+        stats.run_seconds = Some(stats.wall_seconds);
     }
     stats.resumed_from = resume.map(|m| m.generation);
     if let Some(st) = &storage {
-        store.report();
+        store.sync_accounts();
         stats.structures = st.budget.usage();
         stats.workdir = Some(st.dir().display().to_string());
         stats.memory_limit_bytes = match st.config.memory {
@@ -315,24 +262,53 @@ pub fn explore_file(
     cfg: &ExploreConfig,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
-    let created = match &cfg.checkpoint {
-        Some(ck) => prepare_run_dir(&ck.dir)?,
-        None => false,
+    let leg = Leg::start(None);
+    warn_if_budget_exceeds_machine(cfg, note);
+    let (created, _lock) = match &cfg.checkpoint {
+        Some(ck) => {
+            let (created, lock) = prepare_run_dir(&ck.dir)?;
+            (created, Some(lock))
+        }
+        None => (false, None),
     };
-    let _lock = match &cfg.checkpoint {
-        Some(ck) => Some(checkpoint::lock_dir(&ck.dir)?),
-        None => None,
+    let start = RunStart {
+        leg,
+        created_dir: created,
     };
     let result = match Source::read(path) {
         Err(e) => Err(e.into()),
-        Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None),
+        Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None, &start),
         Ok(Source::Pnml(net)) => {
             let bits = petri::initial_bits(&net, cfg.token_width);
-            explore_net(&net, bits, cfg, path, None, note)
+            explore_net(&net, bits, cfg, path, None, note, &start)
         }
     };
     finish_run_dir(cfg, created, &result);
     result
+}
+
+/// How this process's part of a run began: its leg (times), and whether `explore` created
+/// the run directory.
+struct RunStart {
+    leg: Leg,
+    created_dir: bool,
+}
+
+fn rate(states: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        states as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Warns (through `note`) when `--memory` is more than the machine can give now.
+fn warn_if_budget_exceeds_machine(cfg: &ExploreConfig, note: &mut dyn FnMut(&str)) {
+    if let MemoryLimit::Bytes(b) = cfg.storage.memory {
+        if let Some(w) = crate::sys::MachineMemory::read().warn_if_short(b) {
+            note(&format!("warning: {w}"));
+        }
+    }
 }
 
 /// Explores a P/T net from `bits`-bit counters, restarting with wider ones on overflow
@@ -344,10 +320,11 @@ fn explore_net(
     path: &Path,
     mut resume: Option<&Manifest>,
     note: &mut dyn FnMut(&str),
+    start: &RunStart,
 ) -> Result<ExploreStats, ExploreError> {
     loop {
         let model = petri::build(net.clone(), bits)?;
-        match run_checkpointed(model.as_ref(), cfg, path, bits, resume.take()) {
+        match run_checkpointed(model.as_ref(), cfg, path, bits, resume.take(), start) {
             Err(ExploreError::Model(ModelError::TokenOverflow { place, limit }))
                 if cfg.token_width == TokenWidth::Auto =>
             {
@@ -358,7 +335,7 @@ fn explore_net(
                         ));
                         if let Some(ck) = &cfg.checkpoint {
                             // The checkpoint's files are of the narrower run: start afresh.
-                            clear_dir(&ck.dir)?;
+                            clear_dir(&ck.dir, true)?;
                         }
                         bits = wider;
                     }
@@ -377,64 +354,100 @@ fn run_checkpointed(
     path: &Path,
     bits: u8,
     resume: Option<&Manifest>,
+    start: &RunStart,
 ) -> Result<ExploreStats, ExploreError> {
     let spec = match (&cfg.checkpoint, resume) {
         (_, Some(m)) => Some(RunSpec {
             token_bits: bits,
             ..m.run.clone()
         }),
-        (Some(ck), None) => Some(RunSpec {
-            args: ck.args.clone(),
-            cwd: std::env::current_dir().map_err(|e| CheckpointError::io(Path::new("."), e))?,
+        (Some(_), None) => Some(RunSpec {
+            config: crate::codec::encode(&absolute_config(cfg)?),
             model: absolute(path)?,
             model_digest: checkpoint::file_digest(path)?,
             token_bits: bits,
             output: cfg.output.as_deref().map(absolute).transpose()?,
+            created_dir: start.created_dir,
         }),
         (None, None) => None,
     };
-    explore_model_from(model, cfg, spec, resume)
+    explore_model_from(model, cfg, spec, resume, &start.leg)
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, ExploreError> {
     std::path::absolute(p).map_err(|e| CheckpointError::io(p, e).into())
 }
 
-/// Makes `dir` ready for a new checkpointed run: created if missing; refused if it holds a
-/// checkpoint or anything else. Returns whether it was created.
-fn prepare_run_dir(dir: &Path) -> Result<bool, ExploreError> {
+/// `cfg` with every path absolute, as a checkpoint records it (a resume may run elsewhere).
+fn absolute_config(cfg: &ExploreConfig) -> Result<ExploreConfig, ExploreError> {
+    let mut c = cfg.clone();
+    c.output = c.output.as_deref().map(absolute).transpose()?;
+    c.storage.workdir = c.storage.workdir.as_deref().map(absolute).transpose()?;
+    if let Some(ck) = &mut c.checkpoint {
+        ck.dir = absolute(&ck.dir)?;
+    }
+    Ok(c)
+}
+
+/// Makes `dir` ready for a new checkpointed run and locks it: created if missing; refused
+/// if it holds a checkpoint, if another process runs in it, or if it holds files spillway
+/// did not make. A directory left by a run stopped before its first checkpoint (spillway's
+/// lock file, no manifest, no live lock) is cleared and reused. Returns whether it was
+/// created, and the lock.
+fn prepare_run_dir(dir: &Path) -> Result<(bool, checkpoint::DirLock), ExploreError> {
     if checkpoint::exists(dir) {
         return Err(CheckpointError::Refused(format!(
-            "{} holds the checkpoint of an unfinished run: continue it with `spillway resume {}`, or delete the directory",
+            "{} holds the checkpoint of an unfinished run: continue it with `spillway resume {}`, or delete the directory to start over",
             dir.display(),
             dir.display()
         ))
         .into());
     }
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
+    let (created, had_lock) = match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut had_lock = false;
+            let mut foreign = None;
+            for e in entries.flatten() {
+                if e.file_name() == checkpoint::LOCK {
+                    had_lock = true;
+                } else {
+                    foreign.get_or_insert(e.file_name());
+                }
+            }
+            if let (Some(f), false) = (&foreign, had_lock) {
                 return Err(CheckpointError::Refused(format!(
-                    "{}: a checkpointed run needs an empty or new --workdir (its files are deleted when the run completes)",
-                    dir.display()
+                    "{}: a checkpointed run needs an empty or new --workdir (its files are deleted when the run completes), and this one holds {:?}, which spillway did not write; empty it or pick another directory",
+                    dir.display(),
+                    f
                 ))
                 .into());
             }
-            Ok(false)
+            (false, had_lock)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, e))?;
-            Ok(true)
+            (true, false)
         }
-        Err(e) => Err(CheckpointError::io(dir, e).into()),
+        Err(e) => return Err(CheckpointError::io(dir, e).into()),
+    };
+    // Refuses if a live process holds it (a run still going, or a resume).
+    let lock = checkpoint::lock_dir(dir)?;
+    if had_lock {
+        // A run stopped before its first checkpoint: nothing to resume, start over.
+        clear_dir(dir, true)?;
     }
+    Ok((created, lock))
 }
 
-/// Deletes every file in `dir` (a run directory: spillway made them all).
-fn clear_dir(dir: &Path) -> Result<(), ExploreError> {
+/// Deletes every file in `dir` (a run directory: spillway made them all), but the lock
+/// file when `keep_lock` (this process holds it).
+fn clear_dir(dir: &Path, keep_lock: bool) -> Result<(), ExploreError> {
     let entries = std::fs::read_dir(dir).map_err(|e| CheckpointError::io(dir, e))?;
     for e in entries.flatten() {
         let p = e.path();
+        if keep_lock && e.file_name() == checkpoint::LOCK {
+            continue;
+        }
         if p.is_file() {
             std::fs::remove_file(&p).map_err(|e| CheckpointError::io(&p, e))?;
         }
@@ -442,17 +455,28 @@ fn clear_dir(dir: &Path) -> Result<(), ExploreError> {
     Ok(())
 }
 
-/// After a checkpointed run: on success its files go (and the directory, if the run made
-/// it); after a failure they stay for `spillway resume` — unless no checkpoint was ever
-/// committed, in which case there is nothing to resume and the directory is left as found.
+/// After a run: on success a checkpointed run's files go (and the directory, if `explore`
+/// made it). After a failure they stay for `spillway resume` — unless no checkpoint was
+/// ever committed: then there is nothing to resume, the run directory is emptied (it is
+/// reused by the next `explore`) and the unfinished `OUT.partial` is deleted, so that a
+/// full disk gets its space back. A run stopped by a signal after a checkpoint keeps both.
 fn finish_run_dir(cfg: &ExploreConfig, created: bool, result: &Result<ExploreStats, ExploreError>) {
+    let resumable = cfg
+        .checkpoint
+        .as_ref()
+        .is_some_and(|ck| checkpoint::exists(&ck.dir));
+    if result.is_err() {
+        if resumable {
+            return;
+        }
+        if let Some(out) = &cfg.output {
+            let _ = std::fs::remove_file(partial_path(out));
+        }
+    }
     let Some(ck) = &cfg.checkpoint else {
         return;
     };
-    if result.is_err() && checkpoint::exists(&ck.dir) {
-        return;
-    }
-    if clear_dir(&ck.dir).is_ok() && created {
+    if clear_dir(&ck.dir, false).is_ok() && created {
         let _ = std::fs::remove_dir(&ck.dir);
     }
 }
@@ -466,13 +490,11 @@ pub struct ResumeOverrides {
     pub progress: Option<bool>,
 }
 
-/// Continues the checkpointed run in `dir`. `rebuild` turns the recorded arguments into a
-/// configuration (the CLI's parser), resolving relative paths against the recorded
-/// working directory.
+/// Continues the checkpointed run in `dir` with the configuration its manifest records and
+/// the `overrides` (the only settings a resume may change).
 pub fn resume_dir(
     dir: &Path,
     overrides: &ResumeOverrides,
-    rebuild: &dyn Fn(&RunSpec) -> Result<ExploreConfig, ExploreError>,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
     if !checkpoint::exists(dir) {
@@ -481,7 +503,13 @@ pub fn resume_dir(
     }
     let _lock = checkpoint::lock_dir(dir)?;
     let manifest = checkpoint::load(dir)?;
-    let mut cfg = rebuild(&manifest.run)?;
+    let leg = Leg::start(Some(&manifest.counters));
+    // The recorded configuration, and only the declared overrides on top.
+    let mut cfg: ExploreConfig =
+        crate::codec::decode(&manifest.run.config).map_err(|e| CheckpointError::Corrupt {
+            path: dir.join(checkpoint::MANIFEST),
+            problem: format!("the recorded configuration {e}"),
+        })?;
     let digest = checkpoint::file_digest(&manifest.run.model)?;
     if digest != manifest.run.model_digest {
         return Err(CheckpointError::Refused(format!(
@@ -502,18 +530,24 @@ pub fn resume_dir(
     cfg.checkpoint = Some(CheckpointConfig {
         dir: dir.to_path_buf(),
         interval,
-        args: manifest.run.args.clone(),
     });
     cfg.output = manifest.run.output.clone();
+    warn_if_budget_exceeds_machine(&cfg, note);
     note(&format!(
-        "resuming checkpoint {} of {}: {} transitions so far",
+        "resuming checkpoint {} of {}: {} transitions so far, {:.1} s of the run before (resume {})",
         manifest.generation,
         manifest.run.model.display(),
-        manifest.counters.transitions
+        manifest.counters.transitions,
+        manifest.counters.elapsed_seconds,
+        leg.resumes
     ));
     let path = manifest.run.model.clone();
+    let start = RunStart {
+        leg,
+        created_dir: manifest.run.created_dir,
+    };
     let result = match Source::read(&path)? {
-        Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest)),
+        Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest), &start),
         Source::Pnml(net) => explore_net(
             &net,
             manifest.run.token_bits,
@@ -521,9 +555,10 @@ pub fn resume_dir(
             &path,
             Some(&manifest),
             note,
+            &start,
         ),
     };
-    // A resumed run's directory existed already: keep it, delete only its files.
-    finish_run_dir(&cfg, false, &result);
+    // The directory goes too if the run's `explore` created it.
+    finish_run_dir(&cfg, manifest.run.created_dir, &result);
     result
 }

@@ -8,9 +8,9 @@
 //! and parentheses, so a line is split at its *first* and *last* comma. Labels are stored without
 //! their quotes; the writer quotes every label.
 
+use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark};
 use crate::error::LtsError;
-use crate::model::LabelId;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
@@ -321,7 +321,7 @@ impl LtsSink for AutWriter {
         let pending = (self.transitions, self.labels.clone());
         Ok(SinkMark {
             len,
-            pending: crate::checkpoint::encode(&pending),
+            pending: crate::codec::encode(&pending),
         })
     }
 }

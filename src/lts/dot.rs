@@ -7,9 +7,9 @@
 //! graphs, `spillway lts convert` refuses to write big LTSs as `.dot` unless forced; the writer
 //! itself has no limit.
 
+use super::LabelId;
 use super::{LtsSink, LtsSummary};
 use crate::error::LtsError;
-use crate::model::LabelId;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -11,9 +11,9 @@
 //! by a transition, so trailing states without any transition are not represented (see
 //! docs/FORMATS.md). Labels may not contain a double quote: the format has no escape for it.
 
+use super::LabelId;
 use super::{LtsSink, LtsSummary};
 use crate::error::LtsError;
-use crate::model::LabelId;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -7,8 +7,12 @@ pub mod dot;
 pub mod fsm;
 pub mod native;
 
+/// A label (action name) identifier, dense in `0..label_count()` of the model or LTS that
+/// numbers it (`crate::model::LabelId` is this type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LabelId(pub u32);
+
 use crate::error::LtsError;
-use crate::model::LabelId;
 use std::path::Path;
 
 /// Final counts handed to a sink when the exploration is complete.
@@ -46,12 +50,12 @@ pub struct SinkMark {
     pub pending: Vec<u8>,
 }
 
-/// Reads a writer's pending state back from a checkpoint ([`crate::checkpoint::decode`]).
+/// Reads a writer's pending state back from a checkpoint ([`crate::codec::decode`]).
 pub(crate) fn decode_pending<T: serde::de::DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
 ) -> Result<T, LtsError> {
-    crate::checkpoint::decode(bytes).map_err(|e| {
+    crate::codec::decode(bytes).map_err(|e| {
         LtsError::Invalid(format!(
             "{}: the checkpoint's writer state {e}",
             path.display()

@@ -7,9 +7,9 @@
 //! a killed run — is rejected, never read as a shorter LTS. Block boundaries depend only on the
 //! edge count, never on timing, so equal explorations give byte-identical files.
 
+use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark};
 use crate::error::LtsError;
-use crate::model::LabelId;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -320,7 +320,7 @@ impl LtsSink for NativeWriter {
             labels: self.labels.clone(),
         };
         // Compressed: the partial block is up to 65,536 edges and goes into the manifest.
-        let raw = crate::checkpoint::encode(&pending);
+        let raw = crate::codec::encode(&pending);
         let pending = zstd::bulk::compress(&raw, ZSTD_LEVEL).map_err(|e| LtsError::Io {
             path: self.path.clone(),
             source: e,

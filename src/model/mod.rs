@@ -22,8 +22,9 @@ pub struct TransitionId(pub u32);
 
 /// A label (action name) identifier, dense in `0..label_count()`. Several transitions may share a
 /// label; the label table may grow while exploring (typed models intern labels lazily).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LabelId(pub u32);
+/// Defined with the LTS formats (`lts` sits below the front ends, which read `.aut` with its
+/// reader) and the same type here.
+pub use crate::lts::LabelId;
 
 /// The outcome of firing (or unfiring) one transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

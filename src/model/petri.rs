@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// The counter width requested for place markings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TokenWidth {
     /// Start with the smallest width that holds the initial marking and arc weights; the
     /// explore driver restarts with a wider counter if a place overflows.

@@ -17,12 +17,17 @@ use std::sync::{Arc, Mutex};
 pub const UNTRACKED_RESERVE: u64 = 8 << 20;
 
 /// How much RAM spillway may keep resident.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MemoryLimit {
     /// No limit: structures stay in plain RAM vectors unless spilling is forced.
     Unlimited,
     /// At most this many bytes (including [`UNTRACKED_RESERVE`]).
     Bytes(u64),
+}
+
+/// `bytes` rounded up to whole MiB, as `--memory` takes it (`12M`).
+pub fn mib_ceil(bytes: u64) -> String {
+    format!("{}M", bytes.div_ceil(1 << 20))
 }
 
 /// Parses `64M`, `8G`, `512K`, `1T` or a plain byte count (suffixes are powers of 1024; an
@@ -169,6 +174,12 @@ impl Budget {
                     budget: limit,
                     message: format!(
                         "{what}; plus {floor} bytes of minimal spill buffers and {UNTRACKED_RESERVE} bytes reserved for the rest of the process"
+                    ),
+                    // Segment containers size their hot windows from the budget (up to
+                    // 1/16 of it each, about three of them in a run), so a larger budget
+                    // needs more: name one with room for that, so that the figure is enough.
+                    minimum: mib_ceil(
+                        (need.saturating_add(floor) + UNTRACKED_RESERVE).saturating_mul(16) / 13,
                     ),
                 });
             }

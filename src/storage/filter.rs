@@ -25,7 +25,7 @@ use crate::error::StorageError;
 use std::path::Path;
 
 /// The transform a segment file applies to its blocks (header byte 15, parameter at byte 32).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Filter {
     /// Raw bytes go straight to zstd.
     #[default]

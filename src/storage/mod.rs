@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// When structures keep their data in segment files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SpillPolicy {
     /// Plain RAM vectors when the memory is unlimited; segment files under a `--memory` budget.
     Auto,
@@ -41,7 +41,7 @@ pub enum SpillPolicy {
 }
 
 /// Storage settings of a run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StorageConfig {
     pub memory: MemoryLimit,
     /// Parent of the run's work directory (the system temporary directory when `None`).
@@ -108,6 +108,9 @@ impl Storage {
     /// Creates a fresh directory `spillway-XXXXXX` under the configured work directory.
     pub fn new(config: &StorageConfig) -> Result<Storage, StorageError> {
         let parent = config.workdir.clone().unwrap_or_else(std::env::temp_dir);
+        // A --workdir that does not exist yet is created (and left, as the user named it).
+        std::fs::create_dir_all(&parent)
+            .map_err(segment::io_err(&parent, "create the work directory"))?;
         let dir = tempfile::Builder::new()
             .prefix("spillway-")
             .tempdir_in(&parent)
@@ -208,6 +211,13 @@ impl Storage {
             o.hot_blocks = o.hot_blocks.min(floor_pow2).max(1);
         }
         o
+    }
+
+    /// The least RAM one queue or stack of this storage needs: its hot window and one
+    /// block being read or written.
+    pub fn min_container_bytes(&self) -> u64 {
+        let o = self.options();
+        (o.hot_blocks as u64 + 1) * o.block_bytes as u64
     }
 
     /// A new vector of `width`-byte records named `name`, accounted to the budget.

@@ -50,7 +50,7 @@ const COMPRESSION_ZSTD: u8 = 1;
 const COMPRESSION_COLUMNS: u8 = 2;
 
 /// How a segment's blocks are compressed (header byte 11).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Codec {
     /// A zstd frame per block.
     #[default]
@@ -358,7 +358,7 @@ impl BlockMeta {
 }
 
 /// What happens to a segment container's files in its directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FileLifetime {
     /// The files keep their names until the container is dropped (a flushed vector's
     /// segment file stays): they can be reopened, e.g. by a checkpoint.

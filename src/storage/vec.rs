@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Sizes of a segment container.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SegOptions {
     /// Target raw bytes per block (rounded down to a power-of-two number of records).
     pub block_bytes: usize,

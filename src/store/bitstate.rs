@@ -14,7 +14,10 @@
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via, UNNUMBERED,
 };
+use super::{RunShape, StoreSpec};
 use crate::error::StoreError;
+use crate::model::Model;
+use crate::storage::budget::{MemoryLimit, UNTRACKED_RESERVE};
 use crate::storage::segment::HashId;
 use crate::storage::{FileMark, SegVec, Storage, VecMark};
 use serde_json::json;
@@ -40,6 +43,76 @@ struct Mark {
     generated: u64,
     expected_omitted: f64,
     log: VecMark,
+}
+
+/// `--store bitstate` and its options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BitstateOptions {
+    /// The array has `2^log2_bits` bits; `None`: 2^30 (128 MiB), or under `--memory` the
+    /// largest power of two that takes at most half the budget.
+    pub log2_bits: Option<u32>,
+    /// Hash functions (bits set) per state.
+    pub k: u32,
+}
+
+impl Default for BitstateOptions {
+    fn default() -> Self {
+        BitstateOptions {
+            log2_bits: None,
+            k: 3,
+        }
+    }
+}
+
+impl BitstateOptions {
+    /// The array's size: as asked, or 2^30 bits cut down to half the budget.
+    fn bits(&self, storage: Option<&Storage>) -> u32 {
+        if let Some(b) = self.log2_bits {
+            return b;
+        }
+        match storage.map(|st| st.config.memory) {
+            Some(MemoryLimit::Bytes(limit)) => {
+                let bytes = limit.saturating_sub(UNTRACKED_RESERVE) / 2;
+                (bytes.max(1) * 8).ilog2().clamp(10, 30)
+            }
+            _ => 30,
+        }
+    }
+}
+
+impl StoreSpec for BitstateOptions {
+    fn name(&self) -> &'static str {
+        "bitstate"
+    }
+
+    fn refuse(&self, run: &RunShape) -> Option<String> {
+        run.writes_lts.then(|| {
+            "--store bitstate keeps no state numbers, so it cannot write an LTS; drop -o or use another store".to_string()
+        })
+    }
+
+    /// A checkpointed run's store logs its hashes so that a resume can set the bits again
+    /// without the checkpoint copying the array.
+    fn build<'m>(
+        &self,
+        _model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        let bits = self.bits(storage);
+        Ok(Box::new(match storage {
+            Some(st) if st.is_kept() => BitstateStore::logged(bits, self.k, st)?,
+            _ => BitstateStore::new(bits, self.k)?,
+        }))
+    }
+
+    fn resume<'m>(
+        &self,
+        _model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(BitstateStore::resume(storage, mark)?))
+    }
 }
 
 const LOG: &str = "bitstate.log";
@@ -169,6 +242,13 @@ impl StateStore for BitstateStore {
             }),
             files: vec![FileMark::segment(LOG, lm.segment_len)],
         })
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(format!(
+            "{} states found of {} generated (lossy)",
+            self.count, self.generated
+        ))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

@@ -13,10 +13,12 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::slots::Slots;
+use super::StoreSpec;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark, Via,
 };
 use crate::error::{StorageError, StoreError};
+use crate::model::Model;
 use crate::storage::segment::HashId;
 use crate::storage::{Account, Budget, FileMark, SegVec, Storage, VecMark};
 use std::sync::Arc;
@@ -123,6 +125,38 @@ fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
     }
 }
 
+/// `--store full` (it has no options of its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FullOptions;
+
+impl StoreSpec for FullOptions {
+    fn name(&self) -> &'static str {
+        "full"
+    }
+
+    /// With the run's storage (under `--memory`, `--spill always` or checkpoints) the state
+    /// vectors live in segment files; without, everything stays in RAM.
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(match storage {
+            Some(st) => FullStore::spilling(model.state_len(), st)?,
+            None => FullStore::new(model.state_len()),
+        }))
+    }
+
+    fn resume<'m>(
+        &self,
+        _model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(FullStore::resume(storage, mark)?))
+    }
+}
+
 impl FullStore {
     /// A store for states of `width` bytes, or of varying width when `None`, kept in RAM.
     pub fn new(width: Option<usize>) -> Self {
@@ -148,7 +182,9 @@ impl FullStore {
             )
             .into());
         };
-        let states = storage.vec(STATES, w)?;
+        // A zero-width state (a net without places) is stored as one padding byte: segment
+        // records have a width, and such a model has a single state anyway.
+        let states = storage.vec(STATES, w.max(1))?;
         let hashes = if w > HASHES_ABOVE_WIDTH {
             Some(Box::new(storage.sequential_vec(
                 HASHES,
@@ -230,7 +266,10 @@ impl FullStore {
                     hv.scan(|id, h| put(id, u64::from_le_bytes(h.try_into().expect("8 bytes"))))?;
                     hv.update_account();
                 }
-                None => states.scan(|id, st| put(id, state_hash(st)))?,
+                None => {
+                    let w = self.width.unwrap_or(0);
+                    states.scan(|id, st| put(id, state_hash(&st[..w])))?
+                }
             }
             self.slots = slots;
             states.update_account();
@@ -273,7 +312,9 @@ impl FullStore {
                     Arena::Ram { bytes, ends } => {
                         eq_bytes(slice(bytes, ends, self.width, id), state)
                     }
-                    Arena::Seg { states, .. } => states.with(id as u64, |r| eq_bytes(r, state))?,
+                    Arena::Seg { states, .. } => {
+                        states.with(id as u64, |r| eq_bytes(&r[..state.len()], state))?
+                    }
                 };
                 if equal {
                     return Ok(Insert::Seen(id as StateId));
@@ -290,7 +331,7 @@ impl FullStore {
                 }
             }
             Arena::Seg { states, hashes } => {
-                states.push(state)?;
+                states.push(if state.is_empty() { &[0] } else { state })?;
                 if let Some(hv) = hashes {
                     hv.push(&h.to_le_bytes())?;
                 }
@@ -391,7 +432,8 @@ impl StateStore for FullStore {
             // Engines load states in id order (the BFS head): don't let that pass evict the
             // blocks that duplicate checks keep hitting.
             Arena::Seg { states, .. } => {
-                states.with_sequential(id, |r| out.extend_from_slice(r))?
+                let w = self.width.unwrap_or(0);
+                states.with_sequential(id, |r| out.extend_from_slice(&r[..w]))?
             }
         }
         Ok(true)
@@ -409,6 +451,17 @@ impl StateStore for FullStore {
             }
         };
         arena + self.slots.len() as u64 * 8
+    }
+
+    /// The index (at least its first 1,024 slots) and the state vectors' minimal buffers.
+    fn min_ram_bytes(&self) -> u64 {
+        let arena = match &self.arena {
+            Arena::Ram { .. } => 0,
+            Arena::Seg { states, hashes } => {
+                states.min_ram_bytes() + hashes.as_ref().map_or(0, |h| h.min_ram_bytes())
+            }
+        };
+        arena + self.slots.len().max(1 << 10) as u64 * 8
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -447,13 +500,18 @@ impl StateStore for FullStore {
         })
     }
 
-    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
+    fn sync_accounts(&self) {
         if let Arena::Seg { states, hashes } = &self.arena {
             states.update_account();
             if let Some(hv) = hashes {
                 hv.update_account();
             }
+        }
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if let Arena::Seg { states, .. } = &self.arena {
             let (hits, misses) = states.cache_counts();
             m.insert("state_cache_hits".into(), hits.into());
             m.insert("state_cache_misses".into(), misses.into());

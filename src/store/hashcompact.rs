@@ -11,15 +11,62 @@
 //! each of the `g - n` revisits could have been a new state that collided with one of at most
 //! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
 
+use super::StoreSpec;
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via,
 };
 use crate::error::StoreError;
+use crate::model::Model;
+use crate::storage::budget::{Account, Budget, MemoryLimit};
 use crate::storage::segment::HashId;
 use crate::storage::{FileMark, SegVec, Storage, VecMark};
 use serde_json::json;
+use std::sync::Arc;
 
 const MAX_STATES: u64 = u32::MAX as u64 - 1;
+
+/// `--store hashcompact` and its options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HashCompactOptions {
+    /// Bits of the state hash kept per state (`--hash-bits`, 1..=64).
+    pub bits: u32,
+}
+
+impl Default for HashCompactOptions {
+    fn default() -> Self {
+        HashCompactOptions { bits: 64 }
+    }
+}
+
+impl StoreSpec for HashCompactOptions {
+    fn name(&self) -> &'static str {
+        "hashcompact"
+    }
+
+    /// A checkpointed run's store logs its descriptors so that a resume can rebuild the
+    /// table without the checkpoint copying it; under `--memory` the table is charged to
+    /// the budget.
+    fn build<'m>(
+        &self,
+        _model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(match storage {
+            Some(st) if st.is_kept() => HashCompactStore::logged(self.bits, st)?.budgeted(st),
+            Some(st) => HashCompactStore::new(self.bits)?.budgeted(st),
+            None => HashCompactStore::new(self.bits)?,
+        }))
+    }
+
+    fn resume<'m>(
+        &self,
+        _model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(HashCompactStore::resume(storage, mark)?))
+    }
+}
 
 pub struct HashCompactStore {
     bits: u32,
@@ -31,6 +78,9 @@ pub struct HashCompactStore {
     /// Checkpointed runs: every new state's descriptor in id order, so that a resume can
     /// rebuild the table (a checkpoint never copies it).
     log: Option<SegVec>,
+    /// Under `--memory`: the table's account and the budget a growth must fit in (old and
+    /// new tables coexist while it re-inserts).
+    budget: Option<(Account, Arc<Budget>)>,
 }
 
 /// What a checkpoint records (see [`StateStore::checkpoint`]).
@@ -65,7 +115,19 @@ impl HashCompactStore {
             generated: 0,
             shift: 64 - 10,
             log: None,
+            budget: None,
         })
+    }
+
+    /// Charges the table to `storage`'s budget (when it has a limit): growing past it is
+    /// a clear error (exit 6), not a silent overrun.
+    pub fn budgeted(mut self, storage: &Storage) -> Self {
+        if storage.config.memory != MemoryLimit::Unlimited {
+            let a = storage.budget.account("hashcompact.table");
+            a.set(self.ram_bytes(), 0, 0);
+            self.budget = Some((a, storage.budget.clone()));
+        }
+        self
     }
 
     /// A store that logs its descriptors in `storage` (a checkpointed run's directory).
@@ -80,9 +142,10 @@ impl HashCompactStore {
         let m: Mark = decode_blob("hashcompact", &mark.blob)?;
         let log = storage.open_sequential_vec(LOG, m.log)?;
         let mut s = Self::new(m.bits)?;
+        let mut grown = Ok(());
         log.scan(|id, k| {
-            if (id + 1) * 4 > s.keys.len() as u64 * 3 {
-                s.grow();
+            if (id + 1) * 4 > s.keys.len() as u64 * 3 && grown.is_ok() {
+                grown = s.grow();
             }
             let k = u64::from_le_bytes(k.try_into().expect("8-byte records"));
             let mask = s.keys.len() - 1;
@@ -93,14 +156,28 @@ impl HashCompactStore {
             s.keys[i] = k;
             s.ids[i] = id as u32 + 1;
         })?;
+        grown?;
         s.count = m.count;
         s.generated = m.generated;
         s.log = Some(log);
         Ok(s)
     }
 
-    fn grow(&mut self) {
+    fn grow(&mut self) -> Result<(), StoreError> {
         let cap = self.keys.len() * 2;
+        if let Some((account, budget)) = &self.budget {
+            let old = self.ram_bytes();
+            budget.claim(
+                "the hash-compaction table",
+                old + cap as u64 * 12,
+                0,
+                &format!(
+                    "{cap} slots of 12 bytes for more than {} states, while the old table is re-inserted",
+                    self.count
+                ),
+            )?;
+            account.set(cap as u64 * 12, 0, 0);
+        }
         let shift = self.shift - 1;
         let mut keys = vec![0u64; cap];
         let mut ids = vec![0u32; cap];
@@ -119,6 +196,7 @@ impl HashCompactStore {
         self.keys = keys;
         self.ids = ids;
         self.shift = shift;
+        Ok(())
     }
 
     /// The estimated probability that at least one state was omitted.
@@ -142,7 +220,7 @@ impl StateStore for HashCompactStore {
             });
         }
         if (self.count + 1) * 4 > self.keys.len() as u64 * 3 {
-            self.grow();
+            self.grow()?;
         }
         self.generated += 1;
         let k = descriptor(state, self.bits);
@@ -207,6 +285,13 @@ impl StateStore for HashCompactStore {
 
     fn ram_bytes(&self) -> u64 {
         (self.keys.capacity() * 8 + self.ids.capacity() * 4) as u64
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(format!(
+            "{} states found of {} generated (lossy)",
+            self.count, self.generated
+        ))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

@@ -3,6 +3,7 @@
 
 pub mod bitstate;
 pub mod comback;
+pub mod config;
 pub mod delta;
 pub mod full;
 pub mod hashcompact;
@@ -10,8 +11,31 @@ pub mod records;
 pub mod slots;
 
 use crate::error::StoreError;
-use crate::model::TransitionId;
-use crate::storage::FileMark;
+use crate::model::{Model, TransitionId};
+use crate::storage::{FileMark, Storage};
+
+pub use config::StoreConfig;
+
+/// The search order. Defined here, below the engines, because stores depend on it too
+/// (stratified caching needs DFS; the Δ store's explicit depths are BFS levels or DFS stack
+/// sizes); `crate::engine::Order` is the same type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Breadth-first: depth is the number of BFS levels.
+    Bfs,
+    /// Depth-first: depth is the largest stack size.
+    Dfs,
+}
+
+impl Order {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Bfs => "bfs",
+            Order::Dfs => "dfs",
+        }
+    }
+}
 
 /// A state number: dense, in discovery order, the initial state is 0.
 pub type StateId = u64;
@@ -113,10 +137,27 @@ pub trait StateStore {
     fn disk_bytes(&self) -> u64 {
         0
     }
-    /// Store-specific counters for the stats (e.g. reconstructions), as JSON values.
+    /// The least RAM the store can work in from now on: its fixed structures (tables, bit
+    /// arrays, caches it cannot do without) and the minimal buffers of its files. Under
+    /// `--memory` the driver refuses, before exploring, a budget below this plus the
+    /// engine's and the writer's minimum (exit 6, naming the figure), instead of running
+    /// over the budget or crawling in a cache of a few blocks.
+    fn min_ram_bytes(&self) -> u64 {
+        self.ram_bytes()
+    }
+    /// Store-specific counters for the stats (e.g. reconstructions), as JSON values. Only
+    /// reads: [`StateStore::sync_accounts`] is what brings budget accounts up to date.
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
     }
+    /// One line for humans about the store's own work, printed after the run's figures
+    /// (e.g. ComBack's reconstructions), when it has something to say.
+    fn summary(&self) -> Option<String> {
+        None
+    }
+    /// Brings the budget accounts of the store's structures up to date (the driver calls it
+    /// before it reads them for the stats).
+    fn sync_accounts(&self) {}
     /// Makes everything stored so far durable (flushes and syncs the store's segment files)
     /// and says how to reopen the store exactly as it is now (see docs/CHECKPOINT.md). Costs
     /// time in what changed since the last checkpoint, never a copy of the visited set: RAM
@@ -138,9 +179,9 @@ pub struct StoreMark {
     pub files: Vec<FileMark>,
 }
 
-/// Serialises a store's checkpoint description ([`crate::checkpoint::encode`]).
+/// Serialises a store's checkpoint description ([`crate::codec::encode`]).
 pub fn encode_blob<T: serde::Serialize>(v: &T) -> Vec<u8> {
-    crate::checkpoint::encode(v)
+    crate::codec::encode(v)
 }
 
 /// Reads back what [`encode_blob`] wrote; a blob that does not decode (or has bytes left
@@ -149,7 +190,7 @@ pub fn decode_blob<T: serde::de::DeserializeOwned>(
     store: &'static str,
     blob: &[u8],
 ) -> Result<T, StoreError> {
-    crate::checkpoint::decode(blob).map_err(|e| StoreError::Invalid {
+    crate::codec::decode(blob).map_err(|e| StoreError::Invalid {
         store,
         message: format!("checkpoint description {e}"),
     })
@@ -189,5 +230,57 @@ impl StateBatch {
     pub fn get(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
+    }
+}
+
+/// How a run is shaped, for a store to say whether it can serve it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunShape {
+    pub order: Order,
+    /// The run writes an LTS (`-o`).
+    pub writes_lts: bool,
+    /// The run is checkpointed (`--checkpoint-every`).
+    pub checkpointed: bool,
+}
+
+/// What each store says about itself to the driver.
+pub trait StoreSpec {
+    /// The `--store` value (also the `store` key of the stats).
+    fn name(&self) -> &'static str;
+
+    /// Why this store, with these options, cannot serve a run of this shape (the driver
+    /// refuses it with exit 2 and this reason), or `None`.
+    fn refuse(&self, _run: &RunShape) -> Option<String> {
+        None
+    }
+
+    /// Whether the store keeps its records in segment files whatever the spill policy (then
+    /// the driver gives it a scratch [`Storage`] when the run has none of its own).
+    fn needs_storage(&self) -> bool {
+        false
+    }
+
+    /// A new, empty store for `model`; `storage` is the run's (a budget, segment files), if
+    /// it has one.
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError>;
+
+    /// The store of a checkpoint, reopened from its `mark` in the run's kept `storage`.
+    fn resume<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError>;
+}
+
+/// The error of a store built without the storage it needs.
+pub(crate) fn storage_needed(name: &str) -> StoreError {
+    StoreError::Invalid {
+        store: "config",
+        message: format!("--store {name} keeps its records in segment files and needs a storage"),
     }
 }

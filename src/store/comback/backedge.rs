@@ -133,7 +133,7 @@ pub fn descriptor_layout() -> Layout {
 /// 9.6 s CPU at level 1, 8.5 s at −1, disk 11.01 → 11.07 B/state.
 const ZSTD_LEVEL: i32 = -1;
 
-const MIN_CACHE: u64 = 512 << 10;
+pub const MIN_CACHE: u64 = 512 << 10;
 const MAX_CACHE: u64 = 2 << 20;
 
 /// The block cache for a table of `states` records: the whole table up to 2 MiB, at least

@@ -47,6 +47,7 @@ use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StoreMark, Via,
 };
+use super::{storage_needed, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::Storage;
@@ -83,27 +84,21 @@ fn recent_eighths(waiting: WaitingSet) -> usize {
 const WAITING_BATCH_MAX: u64 = 512;
 
 /// Variant 1: repoint backedges to shorter paths.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PathOptimisation {
     On,
     Off,
 }
 
 /// Variant 2 (part): move a matched state to the front of its collision list.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MoveToFront {
     On,
     Off,
 }
 
 /// Variant 3: how a candidate is rebuilt for comparison.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Reconstruction {
     /// Replay the path forward from the nearest cached ancestor (or the initial state).
     Forward,
@@ -112,9 +107,7 @@ pub enum Reconstruction {
 }
 
 /// Variant 4: what the BFS waiting set holds.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WaitingSet {
     /// State numbers only; vectors are reconstructed on dequeue.
     StateNumbers,
@@ -150,6 +143,35 @@ impl Default for CombackOptions {
             waiting_set: WaitingSet::StateNumbers,
             block_cache: 0,
         }
+    }
+}
+
+impl StoreSpec for CombackOptions {
+    fn name(&self) -> &'static str {
+        "comback"
+    }
+
+    /// Backedges and descriptors always live in segment files.
+    fn needs_storage(&self) -> bool {
+        true
+    }
+
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        let st = storage.ok_or_else(|| storage_needed(self.name()))?;
+        Ok(Box::new(CombackStore::new(model, *self, st)?))
+    }
+
+    fn resume<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(CombackStore::resume(model, *self, storage, mark)?))
     }
 }
 
@@ -931,6 +953,12 @@ impl StateStore for CombackStore<'_> {
         self.back.disk_bytes()
     }
 
+    /// The RAM structures, plus the smallest backedge block cache that replays can live
+    /// with (the automatic size's floor, see [`backedge::cache_bytes_for`]).
+    fn min_ram_bytes(&self) -> u64 {
+        self.ram_bytes() + backedge::MIN_CACHE
+    }
+
     /// Flushes the backedge vector (the dirty blocks and the hot window: what changed since
     /// the last checkpoint) and records its mark, the options, the table size and the
     /// counters; the state table and the cache are not saved.
@@ -951,6 +979,20 @@ impl StateStore for CombackStore<'_> {
         });
         self.disk.checkpointed();
         Ok(StoreMark { blob, files })
+    }
+
+    fn summary(&self) -> Option<String> {
+        let c = self.inner.borrow().counters;
+        let back = self.back.ram_bytes() + self.back.disk_bytes();
+        Some(format!(
+            "{} reconstructions ({} firings), longest collision list {}, {}-bit hashes, backedges {:.1} MiB ({:.1} bytes/state)",
+            c.reconstructions,
+            c.reconstruction_fires,
+            c.max_collision_list,
+            self.opts.hash_bits,
+            back as f64 / (1u64 << 20) as f64,
+            back as f64 / self.back.len().max(1) as f64
+        ))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

@@ -60,9 +60,11 @@ pub mod index;
 use super::full::{eq_bytes, state_hash};
 use super::records::{Disk, Layout};
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark, Via,
+    decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore, StoreMark,
+    Via,
 };
-use crate::error::StoreError;
+use super::{storage_needed, RunShape, StoreSpec};
+use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
 use crate::storage::Storage;
@@ -123,6 +125,52 @@ impl Default for DeltaOptions {
             cache_states: 0,
             replace: None,
         }
+    }
+}
+
+impl StoreSpec for DeltaOptions {
+    fn name(&self) -> &'static str {
+        STORE
+    }
+
+    fn refuse(&self, run: &RunShape) -> Option<String> {
+        self.replace?;
+        let why = if run.order != Order::Dfs {
+            "it needs --order dfs (a DFS never forgets the states of its search path, so it terminates; a BFS could meet forgotten states forever)"
+        } else if run.checkpointed {
+            "a run that forgets states cannot be checkpointed (its index is not saved)"
+        } else {
+            return None;
+        };
+        Some(format!("--delta-index-limit cannot be used here: {why}"))
+    }
+
+    /// Records and explicit states always live in segment files.
+    fn needs_storage(&self) -> bool {
+        true
+    }
+
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        let st = storage.ok_or_else(|| storage_needed(self.name()))?;
+        Ok(Box::new(DeltaStore::new(model, self.clone(), st)?))
+    }
+
+    fn resume<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(DeltaStore::resume(
+            model,
+            self.clone(),
+            storage,
+            mark,
+        )?))
     }
 }
 
@@ -726,10 +774,13 @@ impl<'m> DeltaStore<'m> {
             }
             let Inner { a, b, c: cnt, .. } = inner;
             cnt.unfired += 1;
-            let fired = self
-                .model
-                .unfire(a, t, b)
-                .map_err(|e| invalid(format!("unfiring transition {}: {e}", t.0)))?;
+            let fired = match self.model.unfire(a, t, b) {
+                // A counter that would overflow has no valid predecessor with these
+                // counters: `s` is not this candidate, as for a negative count. (ComBack's
+                // rule too: a false candidate near a counter limit must not abort the run.)
+                Err(ModelError::TokenOverflow { .. }) => Fired::Disabled,
+                other => other.map_err(|e| invalid(format!("unfiring transition {}: {e}", t.0)))?,
+            };
             match fired {
                 Fired::Enabled(_) => std::mem::swap(a, b),
                 Fired::Disabled => {
@@ -1092,6 +1143,13 @@ impl StateStore for DeltaStore<'_> {
         self.records.disk_bytes() + self.explicit.disk_bytes()
     }
 
+    /// The RAM structures, plus the record block cache of [`records_layout`]: below it every
+    /// reconstitution reads record blocks back from disk, and a run that fits in seconds
+    /// takes minutes re-reading gigabytes.
+    fn min_ram_bytes(&self) -> u64 {
+        self.ram_bytes() + records_layout(self.t_bits).cache_bytes
+    }
+
     /// Flushes the record and explicit-state vectors (dirty blocks and hot windows: what
     /// changed since the last checkpoint) and records their marks, the options, the
     /// dictionaries, the index size and the counters; the index and the cache are not saved.
@@ -1120,6 +1178,18 @@ impl StateStore for DeltaStore<'_> {
         });
         self.disk.checkpointed();
         Ok(StoreMark { blob, files })
+    }
+
+    fn summary(&self) -> Option<String> {
+        let c = &self.inner.borrow().c;
+        Some(format!(
+            "kδ {}: {} explicit states, {} reconstitutions, {} firings, {} unfirings",
+            self.opts.k,
+            self.explicit.len(),
+            c.reconstitutions,
+            c.fired,
+            c.unfired
+        ))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

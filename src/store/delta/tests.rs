@@ -398,3 +398,47 @@ fn index_rebuilds_with_more_hash_bits_when_it_outgrows_its_prefix() {
     assert!(st.index_rebuilds >= 1);
     assert_eq!(st.index.hash_bits(), 22);
 }
+
+/// A false candidate whose unfiring would overflow a token counter is a mismatch, not an
+/// error: place `p` holds 255 tokens (8-bit counters) and `t` moves one to `q`; checking
+/// whether the initial marking (255, 0) is state (254, 1) unfires `t` from it, which would
+/// put 256 tokens on `p`. Then the whole run gives the exact count.
+#[test]
+fn unfiring_that_overflows_a_counter_is_a_mismatch() {
+    let x = r#"<pnml><net id="o" type="ptnet"><page id="g">
+        <place id="p"><initialMarking><text>255</text></initialMarking></place><place id="q"/>
+        <transition id="t"/><arc id="a" source="p" target="t"/><arc id="b" source="t" target="q"/>
+        <transition id="u"/><arc id="c" source="q" target="u"/><arc id="d" source="u" target="p"/>
+        </page></net></pnml>"#;
+    let net = pnml::parse(x.as_bytes(), Path::new("overflow.pnml")).unwrap();
+    let m = petri::build(net, 8).unwrap();
+    let mut o = opts(5);
+    o.cache_states = 1;
+    let storage = scratch();
+    let mut st = DeltaStore::new(m.as_ref(), o.clone(), &storage).unwrap();
+    assert_eq!(st.firing(), Firing::Backward);
+    let mut s0 = Vec::new();
+    m.initial_state(&mut s0).unwrap();
+    let t = TransitionId(0);
+    let mut s1 = Vec::new();
+    m.fire(&s0, t, &mut s1).unwrap();
+    let mut s2 = Vec::new();
+    m.fire(&s1, t, &mut s2).unwrap();
+    st.insert(&s0, None).unwrap();
+    let via = |parent, depth| {
+        Some(Via {
+            parent,
+            transition: t,
+            depth,
+        })
+    };
+    assert_eq!(st.insert(&s1, via(0, 1)).unwrap(), Insert::New(1));
+    // Evicts state 1 from the one-entry cache, so that checking it needs the unfiring.
+    assert_eq!(st.insert(&s2, via(1, 2)).unwrap(), Insert::New(2));
+    assert_eq!(st.same(1, &s0).unwrap(), None, "(255, 0) is not state 1");
+    assert!(st.inner.get_mut().c.early_abandons >= 1);
+    // Whole searches in both orders answer as the full store does (256 states).
+    for dfs in [false, true] {
+        conform(m.as_ref(), o.clone(), dfs);
+    }
+}

@@ -1,0 +1,156 @@
+//! What the operating system says about this process and this machine: peak and current
+//! resident memory, CPU time, and how much memory the machine (or the cgroup the process
+//! runs in) can give. Linux `/proc` and `/sys/fs/cgroup`; elsewhere the figures are 0 or
+//! unknown, never an error.
+
+/// Peak resident set size of this process (the kernel's VmHWM), in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    proc_status_kb("VmHWM:") * 1024
+}
+
+/// Current resident set size (VmRSS), in bytes.
+pub fn rss_bytes() -> u64 {
+    proc_status_kb("VmRSS:") * 1024
+}
+
+fn proc_status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| kb_field(&s, key))
+        .unwrap_or(0)
+}
+
+/// The number after `key` in a `/proc` file of `key value kB` lines.
+fn kb_field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+/// CPU seconds (user + system) this process has used so far.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a pointer to a rusage struct we own; getrusage only writes it.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Memory the machine can give this process, as far as it can be known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MachineMemory {
+    /// Physical RAM (MemTotal).
+    pub total: Option<u64>,
+    /// What can be allocated now without swapping (MemAvailable).
+    pub available: Option<u64>,
+    /// The memory limit of the process's cgroup (v2 `memory.max`, v1
+    /// `memory.limit_in_bytes`), when one is set.
+    pub cgroup_limit: Option<u64>,
+}
+
+impl MachineMemory {
+    /// Reads `/proc/meminfo` and the cgroup's limit.
+    pub fn read() -> MachineMemory {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        MachineMemory {
+            total: kb_field(&meminfo, "MemTotal:").map(|k| k * 1024),
+            available: kb_field(&meminfo, "MemAvailable:").map(|k| k * 1024),
+            cgroup_limit: cgroup_limit(),
+        }
+    }
+
+    /// The most a run can count on: the smaller of what is available and the cgroup limit.
+    pub fn usable(&self) -> Option<u64> {
+        match (self.available, self.cgroup_limit) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
+    }
+
+    /// A warning when a `--memory` budget is more than the machine can give now (naming
+    /// both figures), `None` when it fits or nothing is known.
+    pub fn warn_if_short(&self, budget: u64) -> Option<String> {
+        let usable = self.usable()?;
+        if budget <= usable {
+            return None;
+        }
+        let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+        let mut what = Vec::new();
+        if let Some(a) = self.available {
+            what.push(format!(
+                "{} available now (MemAvailable{})",
+                gib(a),
+                self.total
+                    .map(|t| format!(", of {} physical", gib(t)))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(c) = self.cgroup_limit {
+            what.push(format!("a cgroup limit of {}", gib(c)));
+        }
+        Some(format!(
+            "--memory {} is more than this machine can give: {}; if the run grows to its budget the kernel may kill it (lower --memory to at most {} to stay safe)",
+            gib(budget),
+            what.join(" and "),
+            gib(usable)
+        ))
+    }
+}
+
+/// The memory limit of this process's cgroup, if one is set.
+fn cgroup_limit() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut candidates: Vec<String> = Vec::new();
+    for line in own.lines() {
+        // v2: "0::/path"; v1: "N:memory:/path" (or "N:...,memory,...:/path").
+        let mut f = line.splitn(3, ':');
+        let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        if ctrl.is_empty() {
+            candidates.push(format!("/sys/fs/cgroup{path}/memory.max"));
+            candidates.push("/sys/fs/cgroup/memory.max".into());
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            candidates.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+            candidates.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".into());
+        }
+    }
+    candidates.iter().find_map(|p| {
+        let v = std::fs::read_to_string(p).ok()?;
+        let v = v.trim();
+        // "max" (v2) or a huge number (v1, no limit) mean unlimited.
+        let n: u64 = v.parse().ok()?;
+        (n < 1 << 60).then_some(n)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warns_only_above_what_is_usable_and_names_both_figures() {
+        let m = MachineMemory {
+            total: Some(24 << 30),
+            available: Some(16 << 30),
+            cgroup_limit: Some(8 << 30),
+        };
+        assert_eq!(m.usable(), Some(8 << 30));
+        assert!(m.warn_if_short(4 << 30).is_none());
+        let w = m.warn_if_short(20 << 30).unwrap();
+        assert!(
+            w.contains("20.0 GiB") && w.contains("16.0 GiB") && w.contains("8.0 GiB"),
+            "{w}"
+        );
+        assert!(MachineMemory::default().warn_if_short(1 << 40).is_none());
+    }
+
+    #[test]
+    fn this_process_has_figures() {
+        assert!(peak_rss_bytes() > 0);
+        assert!(rss_bytes() > 0);
+        assert!(MachineMemory::read().total.unwrap_or(1) > 0);
+    }
+}
