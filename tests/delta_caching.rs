@@ -44,6 +44,7 @@ const CASES: &[(&str, u64, &str, &str, &[&str])] = &[
 ];
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn forgetting_states_keeps_the_lts_bisimilar() {
     let Some(models) = common::shared_models() else {
         return;
@@ -130,6 +131,7 @@ fn forgetting_states_keeps_the_lts_bisimilar() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn an_index_limit_below_the_search_depth_is_a_clear_error() {
     let Some(models) = common::shared_models() else {
         return;

@@ -32,6 +32,7 @@ fn stats(args: &[&str]) -> serde_json::Value {
 /// The small-scale twin of the acceptance run (SharedMemory-PT-000010 under 64M): a 199,051
 /// state net whose state vectors (33 MB) do not fit a 16 MiB budget.
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn spilled_run_is_exact_and_stays_within_budget() {
     let Some(models) = shared_models() else {
         return;
@@ -80,6 +81,7 @@ fn spilled_run_is_exact_and_stays_within_budget() {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn budget_too_small_for_the_index_is_a_limit_error() {
     let Some(models) = shared_models() else {
         return;
@@ -151,6 +153,7 @@ fn forced_spill_gives_the_same_lts_file() {
 /// Segment files are unlinked as soon as they are created, so a run killed with SIGKILL
 /// leaves at most an empty directory behind, never gigabytes of spilled data.
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn killed_run_leaves_no_segment_files() {
     let Some(models) = shared_models() else {
         return;

@@ -27,6 +27,7 @@ fn nets() -> Vec<std::path::PathBuf> {
 }
 
 #[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn every_mcc_net_loads_and_starts_exploring() {
     let nets = nets();
     if nets.is_empty() {

@@ -1,0 +1,345 @@
+//! The suite that means something in a plain clone: every store and order on models the test
+//! builds itself, whose counts come from closed forms or from an independent search written
+//! here (a plain BFS over markings or LTS states, sharing no code with spillway), in RAM,
+//! under a small `--memory`, and checkpointed, killed and resumed. No `../shared` needed.
+
+mod common;
+
+use common::{bin, STORES};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Arcs of a transition: (place, weight).
+type Arcs = Vec<(usize, u32)>;
+
+/// A P/T net: initial marking and, per transition, (input arcs, output arcs).
+struct Net {
+    name: String,
+    initial: Vec<u32>,
+    transitions: Vec<(Arcs, Arcs)>,
+}
+
+impl Net {
+    fn pnml(&self) -> String {
+        let mut s = String::from("<?xml version=\"1.0\"?>\n<pnml xmlns=\"http://www.pnml.org/version-2009/grammar/pnml\">\n<net id=\"n\" type=\"http://www.pnml.org/version-2009/grammar/ptnet\">\n<page id=\"g\">\n");
+        for (i, m) in self.initial.iter().enumerate() {
+            s += &format!(
+                "<place id=\"p{i}\"><initialMarking><text>{m}</text></initialMarking></place>\n"
+            );
+        }
+        let mut arc = 0;
+        for (t, (ins, outs)) in self.transitions.iter().enumerate() {
+            s += &format!("<transition id=\"t{t}\"/>\n");
+            for &(p, w) in ins {
+                s += &format!("<arc id=\"a{arc}\" source=\"p{p}\" target=\"t{t}\"><inscription><text>{w}</text></inscription></arc>\n");
+                arc += 1;
+            }
+            for &(p, w) in outs {
+                s += &format!("<arc id=\"a{arc}\" source=\"t{t}\" target=\"p{p}\"><inscription><text>{w}</text></inscription></arc>\n");
+                arc += 1;
+            }
+        }
+        s + "</page>\n</net>\n</pnml>\n"
+    }
+
+    /// The oracle: states, transitions ((marking, enabled transition) pairs) and deadlocks
+    /// by a plain BFS.
+    fn counts(&self) -> (u64, u64, u64) {
+        let mut seen = HashSet::from([self.initial.clone()]);
+        let mut queue = VecDeque::from([self.initial.clone()]);
+        let (mut edges, mut deadlocks) = (0u64, 0u64);
+        while let Some(m) = queue.pop_front() {
+            let mut enabled = 0;
+            for (ins, outs) in &self.transitions {
+                if ins.iter().any(|&(p, w)| m[p] < w) {
+                    continue;
+                }
+                enabled += 1;
+                let mut n = m.clone();
+                for &(p, w) in ins {
+                    n[p] -= w;
+                }
+                for &(p, w) in outs {
+                    n[p] += w;
+                }
+                if seen.insert(n.clone()) {
+                    queue.push_back(n);
+                }
+            }
+            edges += enabled;
+            deadlocks += (enabled == 0) as u64;
+        }
+        (seen.len() as u64, edges, deadlocks)
+    }
+}
+
+/// `tokens` tokens on a ring of `n` places; transition i moves one token on, transition n+i
+/// moves two at once, and a last transition is a self-loop on place 0 (parallel paths of
+/// different lengths, self-loops).
+fn ring(n: usize, tokens: u32) -> Net {
+    let mut initial = vec![0; n];
+    initial[0] = tokens;
+    let mut transitions = Vec::new();
+    for w in [1, 2] {
+        for i in 0..n {
+            transitions.push((vec![(i, w)], vec![((i + 1) % n, w)]));
+        }
+    }
+    transitions.push((vec![(0, 1)], vec![(0, 1)]));
+    Net {
+        name: format!("ring-{n}-{tokens}"),
+        initial,
+        transitions,
+    }
+}
+
+/// A bounded producer/consumer chain with deadlocks: stage i passes items to stage i+1
+/// through a buffer of capacity 2; the last stage consumes, the first produces `items`.
+fn pipeline(stages: usize, items: u32) -> Net {
+    // Places: for each stage a "full" place and a "free" place of its buffer.
+    let mut initial = Vec::new();
+    for s in 0..stages {
+        initial.push(if s == 0 { items } else { 0 });
+        initial.push(if s == 0 { 0 } else { 2 });
+    }
+    let mut transitions = Vec::new();
+    for s in 0..stages - 1 {
+        let (full, next_full, next_free) = (2 * s, 2 * (s + 1), 2 * (s + 1) + 1);
+        let mut outs = vec![(next_full, 1)];
+        if s > 0 {
+            outs.push((2 * s + 1, 1));
+        }
+        transitions.push((vec![(full, 1), (next_free, 1)], outs));
+    }
+    let last = 2 * (stages - 1);
+    transitions.push((vec![(last, 1)], vec![(last + 1, 1)]));
+    Net {
+        name: format!("pipeline-{stages}-{items}"),
+        initial,
+        transitions,
+    }
+}
+
+/// A pseudo-random explicit LTS (fixed seed) with unreachable states, self-loops, parallel
+/// edges and deadlocks, as `.aut` text, with its reachable counts by the oracle.
+fn random_aut(states: u32, edges: u32, seed: u64) -> (String, (u64, u64, u64)) {
+    let mut x = seed;
+    let mut next = |m: u32| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as u32
+    };
+    let mut list = Vec::new();
+    for _ in 0..edges {
+        // Mostly forward edges, so that most states are reachable but some are not.
+        let s = next(states);
+        let d = if next(10) < 8 {
+            (s + 1 + next(5)) % states
+        } else {
+            next(states)
+        };
+        list.push((s, next(4), d));
+    }
+    let mut text = format!("des (0, {}, {states})\n", list.len());
+    let mut out: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(s, l, d) in &list {
+        text += &format!("({s}, \"a{l}\", {d})\n");
+        out.entry(s).or_default().push(d);
+    }
+    let mut seen = HashSet::from([0u32]);
+    let mut queue = VecDeque::from([0u32]);
+    let (mut e, mut dead) = (0u64, 0u64);
+    while let Some(s) = queue.pop_front() {
+        let succ = out.get(&s).cloned().unwrap_or_default();
+        e += succ.len() as u64;
+        dead += succ.is_empty() as u64;
+        for d in succ {
+            if seen.insert(d) {
+                queue.push_back(d);
+            }
+        }
+    }
+    (text, (seen.len() as u64, e, dead))
+}
+
+/// The models of this suite, written into `dir`, with their oracle counts.
+fn models(dir: &Path) -> Vec<(PathBuf, (u64, u64, u64))> {
+    let mut v = Vec::new();
+    for net in [ring(7, 5), pipeline(5, 4), ring(4, 12)] {
+        let p = dir.join(format!("{}.pnml", net.name));
+        std::fs::write(&p, net.pnml()).unwrap();
+        v.push((p, net.counts()));
+    }
+    let (text, counts) = random_aut(3_000, 9_000, 7);
+    let p = dir.join("random.aut");
+    std::fs::write(&p, text).unwrap();
+    v.push((p, counts));
+    v
+}
+
+fn explore(model: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("explore")
+        .arg(model)
+        .args(["-q", "--no-progress"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stats(model: &Path, dir: &Path, args: &[&str]) -> serde_json::Value {
+    let f = dir.join("stats.json");
+    let mut a = vec!["--stats-json", f.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let o = explore(model, &a);
+    assert!(
+        o.status.success(),
+        "{} {args:?}: {}",
+        model.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+}
+
+fn triple(v: &serde_json::Value) -> (u64, u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap();
+    (n("states"), n("transitions"), n("deadlocks"))
+}
+
+/// Every store and order, in RAM and under a small budget (its structures spill), gives the
+/// oracle's counts; exact stores write, in BFS, the same native LTS file as the full store.
+#[test]
+fn every_store_and_order_gives_the_oracle_counts() {
+    let t = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for (model, expect) in models(t.path()) {
+        let reference = t.path().join("full.slts");
+        let v = stats(&model, t.path(), &["-o", reference.to_str().unwrap()]);
+        assert_eq!(triple(&v), expect, "{} full bfs", model.display());
+        for store in STORES {
+            for order in ["bfs", "dfs"] {
+                for memory in [None, Some("24M")] {
+                    let out = t.path().join("out.slts");
+                    let mut args = vec!["--store", store, "--order", order];
+                    if let Some(m) = memory {
+                        args.extend(["--memory", m]);
+                    }
+                    let writes = *store != "bitstate";
+                    if writes {
+                        args.extend(["-o", out.to_str().unwrap()]);
+                    }
+                    let v = stats(&model, t.path(), &args);
+                    let label = format!("{} {args:?}", model.display());
+                    assert_eq!(triple(&v), expect, "{label}");
+                    let exact = v["exact"].as_bool().unwrap();
+                    assert_eq!(
+                        exact,
+                        !["hashcompact", "bitstate"].contains(store),
+                        "{label}"
+                    );
+                    if exact && order == "bfs" {
+                        assert!(
+                            std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+                            "{label}: the LTS differs from the full store's"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * STORES.len() * 2 * 2);
+}
+
+/// Every store and order, checkpointed and killed with SIGKILL after its first checkpoint,
+/// resumes to the counts and (BFS, DFS) the LTS file of an uninterrupted run.
+#[test]
+fn every_store_resumes_after_sigkill() {
+    let t = tempfile::tempdir().unwrap();
+    let net = ring(12, 10);
+    let expect = net.counts();
+    assert!(expect.0 > 300_000, "{expect:?}");
+    let model = t.path().join("ring.pnml");
+    std::fs::write(&model, net.pnml()).unwrap();
+    let mut killed = 0;
+    for store in STORES {
+        for order in ["bfs", "dfs"] {
+            let label = format!("{store} {order}");
+            let out = t.path().join(format!("{store}-{order}.aut"));
+            let reference = t.path().join(format!("{store}-{order}-ref.aut"));
+            let mut common = vec!["--store", store, "--order", order];
+            let writes = *store != "bitstate";
+            if writes {
+                common.extend(["-o", reference.to_str().unwrap()]);
+            }
+            let v = stats(&model, t.path(), &common);
+            assert_eq!(triple(&v), expect, "{label}");
+            let run = t.path().join(format!("run-{store}-{order}"));
+            let mut args: Vec<&str> = vec![
+                "--store",
+                store,
+                "--order",
+                order,
+                "--checkpoint-every",
+                "0.05s",
+                "--workdir",
+                run.to_str().unwrap(),
+            ];
+            if writes {
+                args.extend(["-o", out.to_str().unwrap()]);
+            }
+            let mut child = Command::new(bin())
+                .arg("explore")
+                .arg(&model)
+                .args(["-q", "--no-progress"])
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let finished = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    assert!(st.success(), "{label}: {st:?}");
+                    break true;
+                }
+                if run.join("manifest").exists() {
+                    let _ = child.kill();
+                    break child.wait().unwrap().code().is_some();
+                }
+                assert!(Instant::now() < deadline, "{label}: no checkpoint");
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            if !finished {
+                killed += 1;
+                let f = t.path().join("resumed.json");
+                let o = Command::new(bin())
+                    .args(["resume", "-q", "--no-progress", "--stats-json"])
+                    .arg(&f)
+                    .arg(&run)
+                    .output()
+                    .unwrap();
+                assert!(
+                    o.status.success(),
+                    "{label}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+                assert_eq!(triple(&v), expect, "{label} resumed");
+                assert_eq!(v["resumes"], 1, "{label}");
+            }
+            if writes {
+                assert!(
+                    std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+                    "{label}: the resumed LTS differs from the uninterrupted one"
+                );
+            }
+            assert!(!run.exists(), "{label}: run directory left behind");
+        }
+    }
+    assert!(killed >= 5, "only {killed} of 10 runs were killed mid-way");
+}
