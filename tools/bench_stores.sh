@@ -23,9 +23,9 @@ CONFIGS=${CONFIGS:-"full|--store full
 comback (cache 2^16)|--store comback --comback-cache 65536
 comback (cache 2^17)|--store comback --comback-cache 131072
 comback (cache 2^18)|--store comback --comback-cache 262144
-comback (cache 2^18, backward)|--store comback --comback-cache 262144 --comback-reconstruct backward
+comback (cache 2^18, backward)|--store comback --comback-cache 262144 --comback-backward
 comback (cache 2^18, vector waiting set)|--store comback --comback-cache 262144 --comback-waiting vectors
-comback (cache 2^18, no path-opt, no MTF)|--store comback --comback-cache 262144 --comback-path-opt off --comback-mtf off
+comback (cache 2^18, no path-opt, no MTF)|--store comback --comback-cache 262144 --no-comback-path-opt --no-comback-mtf
 hashcompact (64 bits)|--store hashcompact --hash-bits 64
 bitstate (2^32 bits, k=3)|--store bitstate --bitstate-log2-bits 32 --bitstate-k 3"}
 [ -x "$BIN" ] || cargo build --release
