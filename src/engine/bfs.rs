@@ -1,40 +1,36 @@
 //! Breadth-first exploration.
 //!
 //! With a store that keeps state vectors, BFS order *is* id order: the open set is the id range
-//! `[head, store.len())` and needs no separate queue. Other stores get an [`OpenQueue`] of
+//! `[head, store.len())` and needs no separate queue. Other stores get a [`Queue`] of
 //! `(id, state)` records, or a [`SegQueue`] of `id: u64 LE | state` records when the run has
 //! a storage budget (its middle spills to compressed segment files). Level boundaries are tracked by counting: level `d + 1` is complete
 //! when every state of level `d` has been expanded.
 
-use super::open::OpenQueue;
-use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session, POLL_EVERY};
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
-use crate::storage::SegQueue;
+use crate::storage::frontier::Queue;
 use crate::store::{Insert, StateBatch, StateStore};
 
+/// The open set: an id range when the store gives states back, else a queue of
+/// `id: u64 LE | state` records (in RAM, or in segment files when the run has a storage).
 enum Open {
     /// The store keeps states: the open set is the id range `[next, store.len())`.
     ById {
         next: u64,
     },
-    Queue(OpenQueue),
-    Spilled(Box<SegQueue>),
+    Queue(Queue),
 }
 
 impl Open {
     fn push(&mut self, id: u64, state: &[u8], rec: &mut Vec<u8>) -> Result<(), ExploreError> {
-        match self {
-            Open::ById { .. } => {}
-            Open::Queue(q) => q.push(id, state),
-            Open::Spilled(q) => {
-                rec.clear();
-                rec.extend_from_slice(&id.to_le_bytes());
-                rec.extend_from_slice(state);
-                q.push(rec)?;
-            }
+        if let Open::Queue(q) = self {
+            rec.clear();
+            rec.extend_from_slice(&id.to_le_bytes());
+            rec.extend_from_slice(state);
+            q.push(rec)?;
         }
         Ok(())
     }
@@ -75,7 +71,9 @@ pub fn explore(
             (depth, level_left, next_level) = (d, l, n);
             match (open, storage) {
                 (OpenMark::ById { next }, _) => Open::ById { next },
-                (OpenMark::Queue(m), Some(st)) => Open::Spilled(Box::new(st.open_queue(OPEN, &m)?)),
+                (OpenMark::Queue(m), Some(st)) => {
+                    Open::Queue(Queue::Spilled(Box::new(st.open_queue(OPEN, &m)?)))
+                }
                 (OpenMark::Queue(_), None) => {
                     return Err(ExploreError::Config(
                         "resuming a BFS queue needs the run's storage".into(),
@@ -91,10 +89,10 @@ pub fn explore(
                     if store.get(0, &mut probe)? {
                         Open::ById { next: 0 }
                     } else {
-                        let mut q = match storage {
-                            Some(st) => Open::Spilled(Box::new(st.queue(OPEN)?)),
-                            None => Open::Queue(OpenQueue::default()),
-                        };
+                        let mut q = Open::Queue(match storage {
+                            Some(st) => Queue::Spilled(Box::new(st.queue(OPEN)?)),
+                            None => Queue::in_ram(),
+                        });
                         q.push(0, &state, &mut rec)?;
                         q
                     }
@@ -108,33 +106,23 @@ pub fn explore(
     let mut polls: u64 = 0;
     loop {
         polls += 1;
-        if polls.is_multiple_of(POLL_EVERY) {
-            if let Some(ck) = session.checkpoint.as_deref_mut() {
-                if let Some(due) = ck.due() {
-                    let (open_mark, files) = match &mut open {
-                        Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
-                        Open::Spilled(q) => {
-                            let m = q.flush()?;
-                            let files = q.files(&m);
-                            (OpenMark::Queue(m), files)
-                        }
-                        Open::Queue(_) => {
-                            return Err(ExploreError::Config(
-                                "a checkpointed run keeps its BFS queue in segment files".into(),
-                            ))
-                        }
-                    };
-                    let mark = EngineMark::Bfs {
-                        depth,
-                        level_left,
-                        next_level,
-                        open: open_mark,
-                    };
-                    commit_checkpoint(ck, due, &mut run, store, mark, files)?;
-                    if let Open::Spilled(q) = &mut open {
-                        q.release_retired()?;
-                    }
+        if let Some((ck, due)) = session.poll(polls) {
+            let (open_mark, files) = match &mut open {
+                Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
+                Open::Queue(q) => {
+                    let (m, files) = q.checkpoint()?;
+                    (OpenMark::Queue(m), files)
                 }
+            };
+            let mark = EngineMark::Bfs {
+                depth,
+                level_left,
+                next_level,
+                open: open_mark,
+            };
+            commit_checkpoint(ck, due, &mut run, store, mark, files)?;
+            if let Open::Queue(q) = &mut open {
+                q.checkpointed()?;
             }
         }
         let head = match &mut open {
@@ -152,11 +140,7 @@ pub fn explore(
                 *next += 1;
                 *next - 1
             }
-            Open::Queue(q) => match q.pop(&mut state) {
-                Some(id) => id,
-                None => break,
-            },
-            Open::Spilled(q) => {
+            Open::Queue(q) => {
                 if !q.pop(&mut rec)? {
                     break;
                 }

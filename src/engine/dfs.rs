@@ -8,12 +8,12 @@
 //! state vector plus 4 bytes per enabled transition per level, wherever it lives.
 //! Depth is the largest number of frames (the stack plus the top).
 
-use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session, POLL_EVERY};
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::EngineMark;
 use crate::error::{ExploreError, ModelError};
 use crate::lts::LtsSink;
 use crate::model::{Fired, Model, TransitionId};
-use crate::storage::{FileMark, SegStack};
+use crate::storage::frontier::Stack;
 use crate::store::{Insert, StateStore, Via};
 
 /// The decoded top frame.
@@ -23,42 +23,6 @@ struct Top {
     cursor: usize,
     enabled: Vec<TransitionId>,
     state: Vec<u8>,
-}
-
-/// The frames below the top, as encoded records.
-enum Frames {
-    /// Records back to back, each followed by its length (u32 LE).
-    Ram(Vec<u8>),
-    Spilled(Box<SegStack>),
-}
-
-impl Frames {
-    fn push(&mut self, rec: &[u8]) -> Result<(), ExploreError> {
-        match self {
-            Frames::Ram(buf) => {
-                buf.extend_from_slice(rec);
-                buf.extend_from_slice(&(rec.len() as u32).to_le_bytes());
-            }
-            Frames::Spilled(s) => s.push(rec)?,
-        }
-        Ok(())
-    }
-
-    fn pop(&mut self, out: &mut Vec<u8>) -> Result<bool, ExploreError> {
-        match self {
-            Frames::Ram(buf) => {
-                let Some(end) = buf.len().checked_sub(4) else {
-                    return Ok(false);
-                };
-                let n = u32::from_le_bytes(buf[end..].try_into().unwrap()) as usize;
-                out.clear();
-                out.extend_from_slice(&buf[end - n..end]);
-                buf.truncate(end - n);
-                Ok(true)
-            }
-            Frames::Spilled(s) => Ok(s.pop(out)?),
-        }
-    }
 }
 
 fn encode(top: &Top, out: &mut Vec<u8>) {
@@ -115,12 +79,12 @@ pub fn explore(
             run.restore(&counters);
             depth = d;
             decode(&t, &mut top);
-            Frames::Spilled(Box::new(st.open_stack(STACK, stack)?))
+            Stack::Spilled(Box::new(st.open_stack(STACK, stack)?))
         }
         None => {
             let frames = match storage {
-                Some(st) => Frames::Spilled(Box::new(st.stack(STACK)?)),
-                None => Frames::Ram(Vec::new()),
+                Some(st) => Stack::Spilled(Box::new(st.stack(STACK)?)),
+                None => Stack::Ram(Vec::new()),
             };
             model.initial_state(&mut top.state)?;
             let Insert::New(id) = store.insert(&top.state, None)? else {
@@ -137,25 +101,15 @@ pub fn explore(
     };
     let mut steps: u64 = 0;
     loop {
-        if steps.is_multiple_of(POLL_EVERY) {
-            if let Some(ck) = session.checkpoint.as_deref_mut() {
-                if let Some(due) = ck.due() {
-                    let Frames::Spilled(stack) = &mut frames else {
-                        return Err(ExploreError::Config(
-                            "a checkpointed run keeps its DFS stack in segment files".into(),
-                        ));
-                    };
-                    let m = stack.flush()?;
-                    let files = vec![FileMark::segment(STACK, m.segment_len)];
-                    encode(&top, &mut rec);
-                    let mark = EngineMark::Dfs {
-                        depth,
-                        top: rec.clone(),
-                        stack: m,
-                    };
-                    commit_checkpoint(ck, due, &mut run, store, mark, files)?;
-                }
-            }
+        if let Some((ck, due)) = session.poll(steps) {
+            let (m, files) = frames.checkpoint(STACK)?;
+            encode(&top, &mut rec);
+            let mark = EngineMark::Dfs {
+                depth,
+                top: rec.clone(),
+                stack: m,
+            };
+            commit_checkpoint(ck, due, &mut run, store, mark, files)?;
         }
         if top.cursor < top.enabled.len() {
             let t = top.enabled[top.cursor];

@@ -9,7 +9,6 @@
 
 pub mod bfs;
 pub mod dfs;
-pub mod open;
 pub mod run;
 
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
@@ -341,6 +340,20 @@ pub fn explore_session(
 
 /// How often (in expansions or steps) the engines ask whether a checkpoint is due.
 const POLL_EVERY: u64 = 256;
+
+impl Session<'_> {
+    /// The engines' one checkpoint poll, called once per expansion (BFS) or step (DFS)
+    /// with a counter: every [`POLL_EVERY`] calls it asks the checkpointer, if the run has
+    /// one, whether a checkpoint is due, and hands it back with the reason.
+    pub(crate) fn poll(&mut self, count: u64) -> Option<(&mut Checkpointer, Due)> {
+        if !count.is_multiple_of(POLL_EVERY) {
+            return None;
+        }
+        let ck = self.checkpoint.as_deref_mut()?;
+        let due = ck.due()?;
+        Some((ck, due))
+    }
+}
 
 /// Commits a checkpoint: the engine has made its own structures durable (`engine`,
 /// `engine_files`); then the store and the output writer do, and the manifest is written.

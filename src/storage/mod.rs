@@ -16,6 +16,7 @@
 
 pub mod budget;
 pub mod filter;
+pub mod frontier;
 pub mod mmap;
 pub mod queue;
 pub mod segment;
