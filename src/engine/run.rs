@@ -326,6 +326,7 @@ pub fn explore_file(
     let result = match Source::read(path) {
         Err(e) => Err(e.into()),
         Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None),
+        Ok(Source::Dve(m)) => run_checkpointed(m.as_ref(), cfg, path, 0, None),
         Ok(Source::Pnml(net)) => {
             let bits = petri::initial_bits(&net, cfg.token_width);
             explore_net(&net, bits, cfg, path, None, note)
@@ -514,6 +515,7 @@ pub fn resume_dir(
     let path = manifest.run.model.clone();
     let result = match Source::read(&path)? {
         Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest)),
+        Source::Dve(m) => run_checkpointed(m.as_ref(), &cfg, &path, 0, Some(&manifest)),
         Source::Pnml(net) => explore_net(
             &net,
             manifest.run.token_bits,
