@@ -778,7 +778,31 @@ impl<'a> Cx<'a> {
             ExprKind::Binary(op, a, b) => {
                 let start = self.ops.len();
                 self.expr(a, scope)?;
+                let bstart = self.ops.len();
                 self.expr(b, scope)?;
+                let a_const = matches!(&self.ops[start..bstart], [Op::Const(_)]);
+                if let (Some(k), false) = (self.folded(bstart), a_const) {
+                    let fused = match op {
+                        BinOp::Add => Some(Op::AddK(k)),
+                        BinOp::Sub => Some(Op::SubK(k)),
+                        BinOp::Mul => Some(Op::MulK(k)),
+                        // A zero divisor keeps the generic op, which faults at run time.
+                        BinOp::Div if k != 0 => Some(Op::DivK(k)),
+                        BinOp::Mod if k != 0 => Some(Op::ModK(k)),
+                        BinOp::Eq => Some(Op::EqK(k)),
+                        BinOp::Ne => Some(Op::NeK(k)),
+                        BinOp::Lt => Some(Op::LtK(k)),
+                        BinOp::Le => Some(Op::LeK(k)),
+                        BinOp::Gt => Some(Op::GtK(k)),
+                        BinOp::Ge => Some(Op::GeK(k)),
+                        _ => None,
+                    };
+                    if let Some(f) = fused {
+                        self.ops.truncate(bstart);
+                        self.emit(f);
+                        return Ok(());
+                    }
+                }
                 self.emit(match op {
                     BinOp::Add => Op::Add,
                     BinOp::Sub => Op::Sub,

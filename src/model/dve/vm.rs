@@ -81,6 +81,19 @@ pub enum Op {
     Le,
     Gt,
     Ge,
+    /// The binary operators with a constant right operand (the common `x + 1`, `i < 3`): one
+    /// dispatch instead of two. `DivK`/`ModK` are only made with a non-zero constant.
+    AddK(i32),
+    SubK(i32),
+    MulK(i32),
+    DivK(i32),
+    ModK(i32),
+    EqK(i32),
+    NeK(i32),
+    LtK(i32),
+    LeK(i32),
+    GtK(i32),
+    GeK(i32),
     /// Short circuit: if the top is 0, replace it by `result` and jump to `to`; else pop it.
     JumpZ {
         to: u32,
@@ -115,6 +128,17 @@ impl Op {
             Op::Const(_) | Op::LdU8(_) | Op::LdI16(_) | Op::InState { .. } => 1,
             Op::LdU8Ix { .. } | Op::LdI16Ix { .. } | Op::LdConstIx { .. } => 0,
             Op::Neg | Op::BitNot | Op::Not | Op::Bool | Op::TruncU8 | Op::TruncI16 => 0,
+            Op::AddK(_)
+            | Op::SubK(_)
+            | Op::MulK(_)
+            | Op::DivK(_)
+            | Op::ModK(_)
+            | Op::EqK(_)
+            | Op::NeK(_)
+            | Op::LtK(_)
+            | Op::LeK(_)
+            | Op::GtK(_)
+            | Op::GeK(_) => 0,
             Op::Add
             | Op::Sub
             | Op::Mul
@@ -266,6 +290,12 @@ pub fn run<M: Memory>(
             &mut stack[sp - 1]
         }};
     }
+    macro_rules! un {
+        ($f:expr) => {{
+            let t = top!();
+            *t = $f(*t);
+        }};
+    }
     macro_rules! bin {
         ($f:expr) => {{
             let b = pop!();
@@ -349,6 +379,18 @@ pub fn run<M: Memory>(
             Op::Le => bin!(|a: i32, b: i32| (a <= b) as i32),
             Op::Gt => bin!(|a: i32, b: i32| (a > b) as i32),
             Op::Ge => bin!(|a: i32, b: i32| (a >= b) as i32),
+            Op::AddK(k) => un!(|a: i32| a.wrapping_add(k)),
+            Op::SubK(k) => un!(|a: i32| a.wrapping_sub(k)),
+            Op::MulK(k) => un!(|a: i32| a.wrapping_mul(k)),
+            Op::DivK(k) | Op::ModK(k) if k == 0 => return Err(Fault::DivByZero),
+            Op::DivK(k) => un!(|a: i32| a.wrapping_div(k)),
+            Op::ModK(k) => un!(|a: i32| a.wrapping_rem(k)),
+            Op::EqK(k) => un!(|a: i32| (a == k) as i32),
+            Op::NeK(k) => un!(|a: i32| (a != k) as i32),
+            Op::LtK(k) => un!(|a: i32| (a < k) as i32),
+            Op::LeK(k) => un!(|a: i32| (a <= k) as i32),
+            Op::GtK(k) => un!(|a: i32| (a > k) as i32),
+            Op::GeK(k) => un!(|a: i32| (a >= k) as i32),
             Op::JumpZ { to, result } => {
                 let t = top!();
                 if *t == 0 {
@@ -439,6 +481,16 @@ mod tests {
         );
         assert_eq!(eval(&[Op::LdI16(1)], &[0, 0xfe, 0xff]), Ok(-2));
         assert_eq!(eval(&[Op::Const(300), Op::TruncU8], &[]), Ok(44));
+        assert_eq!(
+            eval(&[Op::Const(7), Op::DivK(0)], &[]),
+            Err(Fault::DivByZero)
+        );
+        assert_eq!(
+            eval(&[Op::Const(i32::MIN), Op::DivK(-1)], &[]),
+            Ok(i32::MIN)
+        );
+        assert_eq!(eval(&[Op::Const(-7), Op::ModK(3)], &[]), Ok(-1));
+        assert_eq!(eval(&[Op::LdU8(0), Op::LtK(3)], &[2]), Ok(1));
     }
 
     #[test]
