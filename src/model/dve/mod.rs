@@ -508,7 +508,8 @@ impl DveModel {
                                     vm::run(ops, c, pool, &*dst, stack, None)?;
                             }
                             for (i, &t) in targets.iter().enumerate() {
-                                vm::run(ops, t, pool, &mut *dst, stack, Some(vals[i]))?;
+                                let v = *vals.get(i).ok_or(Fault::Internal)?;
+                                vm::run(ops, t, pool, &mut *dst, stack, Some(v))?;
                             }
                         }
                     }
@@ -520,6 +521,9 @@ impl DveModel {
                 let ch = &prog.chans[*chan as usize];
                 let types = ch.types.as_deref().unwrap_or(&[]);
                 let n = ch.count(dst);
+                if n >= ch.cap {
+                    return Err(Fault::Internal);
+                }
                 let mut at = ch.items_off() + (n * ch.item) as usize;
                 for (&c, ty) in values.iter().zip(types) {
                     let v = vm::run(ops, c, pool, &*dst, stack, None)?;
@@ -536,6 +540,10 @@ impl DveModel {
                 let ch = &prog.chans[*chan as usize];
                 let types = ch.types.as_deref().unwrap_or(&[]);
                 let n = ch.count(dst);
+                if n == 0 || n > ch.cap {
+                    // Not a state this model produces.
+                    return Err(Fault::Internal);
+                }
                 let first = ch.items_off();
                 let mut at = first;
                 for (i, ty) in types.iter().enumerate() {
@@ -553,7 +561,8 @@ impl DveModel {
                 dst[first + used - item..first + used].fill(0);
                 ch.set_count(dst, n - 1);
                 for (i, &t) in targets.iter().enumerate() {
-                    vm::run(ops, t, pool, &mut *dst, stack, Some(vals[i]))?;
+                    let v = *vals.get(i).ok_or(Fault::Internal)?;
+                    vm::run(ops, t, pool, &mut *dst, stack, Some(v))?;
                 }
             }
         }
