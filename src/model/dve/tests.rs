@@ -213,11 +213,79 @@ fn sync_system_moves_every_process_at_once() {
          system sync;",
     );
     assert_eq!(m.transition_count(), 4);
-    let (states, edges, _) = explore(&m);
-    // A: n in 0..=2 and g in {0,1}; B alternates u/v in lockstep.
-    assert!(states > 1);
-    assert!(edges >= states - 1);
+    assert_eq!(m.label_name(LabelId(1)), "A.s->s#1|B.v->u");
+    // Independent search: (n, g, B in v) where each step moves A and B together.
+    let mut seen = std::collections::HashSet::from([(0u8, 0u8, false)]);
+    let mut queue = VecDeque::from([(0u8, 0u8, false)]);
+    let mut edges = 0;
+    while let Some((n, g, b)) = queue.pop_front() {
+        let mut next = vec![(n, 1, !b)];
+        if n < 2 {
+            next.push((n + 1, g, !b));
+        }
+        for x in next {
+            edges += 1;
+            if seen.insert(x) {
+                queue.push_back(x);
+            }
+        }
+    }
+    let (states, e, _) = explore(&m);
+    assert_eq!((states, e), (seen.len(), edges));
+    assert_eq!(states, 9);
     assert!(m.dependent(TransitionId(0), TransitionId(1)));
+}
+
+#[test]
+fn sync_system_global_conflict_is_an_error() {
+    // Both processes assign g in the same step: DiVinE's error state.
+    let m = model(
+        "byte g;
+         process A { state s; init s; trans s -> s { effect g = 1; }; }
+         process B { state s; init s; trans s -> s { effect g = 2; }; }
+         system sync;",
+    );
+    let (states, _, order) = explore(&m);
+    assert_eq!(states, 2);
+    assert!(m.is_error_state(&order[1]));
+}
+
+#[test]
+fn rendezvous_rules_from_divine() {
+    // Both halves assign the global g: error. A typed channel converts 300 to a byte (44).
+    // A sender with two values and a receiver with one target: error. A sender without value
+    // and a receiver with a target: nothing is transferred.
+    let m = model(
+        "byte g; channel a; channel {byte} t[0]; channel m; channel e;
+         process S { state s0, s1, s2, s3, s4; init s0; trans
+             s0 -> s1 { sync t!300; },
+             s1 -> s2 { sync e!; },
+             s2 -> s3 { sync m!{1, 2}; },
+             s3 -> s4 { sync a!; effect g = 1; }; }
+         process R { byte x = 9, y = 7; state r0, r1, r2, r3, r4; init r0; trans
+             r0 -> r1 { sync t?x; },
+             r1 -> r2 { sync e?y; },
+             r2 -> r3 { sync m?x; },
+             r3 -> r4 { sync a?; effect g = 2; }; }
+         system async;",
+    );
+    let (states, _, order) = explore(&m);
+    let shown: Vec<String> = order.iter().map(|s| m.format_state(s)).collect();
+    assert_eq!(states, 4, "{shown:?}");
+    assert!(shown[1].contains("R:r1(x=44 y=7)"), "{}", shown[1]);
+    assert!(shown[2].contains("R:r2(x=44 y=7)"), "{}", shown[2]);
+    assert_eq!(shown[3], "(error state)");
+    let conflict = model(
+        "byte g, h; channel a;
+         process S { state s0, s1; init s0; trans s0 -> s1 { sync a!; effect g = 1, h = 1; }; }
+         process R { state r0, r1; init r0; trans r0 -> r1 { sync a?; effect g = 2; }; }
+         process Q { state q0, q1; init q0; trans q0 -> q1 { sync a?; effect h = 2; }; }
+         system async;",
+    );
+    let (states, _, order) = explore(&conflict);
+    // S with R: both assign g, error; S with Q: both assign h, error.
+    assert_eq!(states, 2);
+    assert!(conflict.is_error_state(&order[1]));
 }
 
 #[test]
