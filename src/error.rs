@@ -31,7 +31,7 @@ pub enum ModelError {
     },
     #[error("{path}: invalid model: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("{path}: unknown model format '.{ext}' (expected .pnml or .aut)")]
+    #[error("{path}: unknown model format '.{ext}' (expected .pnml, .aut or .dve)")]
     UnknownFormat { path: PathBuf, ext: String },
     /// A token count exceeded the counter width; the caller may retry with wider counters.
     #[error("place '{place}' would hold more than {limit} tokens (counter overflow)")]

@@ -1,8 +1,9 @@
 //! # spillway
 //!
 //! Generates very large state spaces on modest machines. A model (a Place/Transition Petri
-//! net in PNML, an explicit LTS in Aldebaran `.aut`, or a model written in Rust) is explored
-//! state by state; the labelled transition system is streamed to a compressed file.
+//! net in PNML, an explicit LTS in Aldebaran `.aut`, a DVE process system as in DiVinE and the
+//! BEEM benchmark, or a model written in Rust) is explored state by state; the labelled
+//! transition system is streamed to a compressed file.
 //!
 //! Data flows one way: [`model`] → [`engine`] → [`store`] → [`lts`]. See docs/ARCHITECTURE.md.
 //!

@@ -58,7 +58,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ExploreArgs {
-    /// The model: a P/T net (.pnml) or an explicit LTS (.aut).
+    /// The model: a P/T net (.pnml), an explicit LTS (.aut) or a DVE process system (.dve).
     pub model: PathBuf,
 
     /// Search order.

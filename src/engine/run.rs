@@ -278,6 +278,7 @@ pub fn explore_file(
     let result = match Source::read(path) {
         Err(e) => Err(e.into()),
         Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None, &start),
+        Ok(Source::Dve(m)) => run_checkpointed(m.as_ref(), cfg, path, 0, None, &start),
         Ok(Source::Pnml(net)) => {
             let bits = petri::initial_bits(&net, cfg.token_width);
             explore_net(&net, bits, cfg, path, None, note, &start)
@@ -548,6 +549,7 @@ pub fn resume_dir(
     };
     let result = match Source::read(&path)? {
         Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest), &start),
+        Source::Dve(m) => run_checkpointed(m.as_ref(), &cfg, &path, 0, Some(&manifest), &start),
         Source::Pnml(net) => explore_net(
             &net,
             manifest.run.token_bits,

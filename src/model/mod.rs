@@ -3,9 +3,11 @@
 //! A model is a deterministic labelled transition system given implicitly: an initial state
 //! (a byte vector) and, for each state, the enabled transitions with their successors. The
 //! front ends are [`pnml`] (Place/Transition Petri nets), [`aut`] (an explicit Aldebaran LTS
-//! explored as a model) and [`typed`] (models written in Rust).
+//! explored as a model), [`dve`] (DiVinE's DVE language, the BEEM benchmark) and [`typed`]
+//! (models written in Rust).
 
 pub mod aut;
+pub mod dve;
 pub mod petri;
 pub mod pnml;
 pub mod typed;
@@ -110,6 +112,7 @@ pub trait Model {
 pub enum ModelFormat {
     Pnml,
     Aut,
+    Dve,
 }
 
 impl ModelFormat {
@@ -122,6 +125,7 @@ impl ModelFormat {
         match ext.as_deref() {
             Some("pnml") => Ok(ModelFormat::Pnml),
             Some("aut") => Ok(ModelFormat::Aut),
+            Some("dve") => Ok(ModelFormat::Dve),
             other => Err(ModelError::UnknownFormat {
                 path: path.to_path_buf(),
                 ext: other.unwrap_or("").to_string(),
@@ -136,6 +140,8 @@ pub enum Source {
     Pnml(pnml::PetriNet),
     /// An explicit LTS explored as a model.
     Aut(aut::AutModel),
+    /// A DVE process system, compiled.
+    Dve(Box<dve::DveModel>),
 }
 
 impl Source {
@@ -144,6 +150,7 @@ impl Source {
         match ModelFormat::from_path(path)? {
             ModelFormat::Pnml => Ok(Source::Pnml(pnml::parse_file(path)?)),
             ModelFormat::Aut => Ok(Source::Aut(aut::AutModel::load(path)?)),
+            ModelFormat::Dve => Ok(Source::Dve(Box::new(dve::load(path)?))),
         }
     }
 }
