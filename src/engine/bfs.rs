@@ -12,7 +12,7 @@ use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
-use crate::store::{Insert, StateBatch, StateStore};
+use crate::store::{Insert, StateBatch, StateStore, StatesBack};
 
 /// The open set: an id range when the store gives states back, else a queue of
 /// `id: u64 LE | state` records (in RAM, or in segment files when the run has a storage).
@@ -85,8 +85,7 @@ pub fn explore(
             model.initial_state(&mut state)?;
             let open = match store.insert(&state, None)? {
                 Insert::New(0) | Insert::Seen(0) => {
-                    let mut probe = Vec::new();
-                    if store.get(0, &mut probe)? {
+                    if store.states_back() != StatesBack::No {
                         Open::ById { next: 0 }
                     } else {
                         let mut q = Open::Queue(match storage {
@@ -209,6 +208,9 @@ mod tests {
         }
         fn len(&self) -> u64 {
             self.0.len()
+        }
+        fn states_back(&self) -> crate::store::StatesBack {
+            crate::store::StatesBack::No
         }
         fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
             Ok(false)

@@ -12,7 +12,8 @@
 //! number of omitted states (`expected_omitted_states`).
 
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via, UNNUMBERED,
+    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, Via,
+    UNNUMBERED,
 };
 use super::{RunShape, StoreSpec};
 use crate::error::StoreError;
@@ -203,6 +204,10 @@ impl StateStore for BitstateStore {
 
     fn len(&self) -> u64 {
         self.count
+    }
+
+    fn states_back(&self) -> StatesBack {
+        StatesBack::No
     }
 
     fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {

@@ -15,7 +15,8 @@
 use super::slots::Slots;
 use super::StoreSpec;
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark, Via,
+    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StatesBack,
+    StoreMark, Via,
 };
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
@@ -418,6 +419,10 @@ impl StateStore for FullStore {
 
     fn len(&self) -> u64 {
         self.count
+    }
+
+    fn states_back(&self) -> StatesBack {
+        StatesBack::Kept
     }
 
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {

@@ -13,7 +13,8 @@
 
 use super::StoreSpec;
 use super::{
-    decode_blob, descriptor, encode_blob, Exactness, Insert, StateId, StateStore, StoreMark, Via,
+    decode_blob, descriptor, encode_blob, Exactness, Insert, StateId, StateStore, StatesBack,
+    StoreMark, Via,
 };
 use crate::error::StoreError;
 use crate::model::Model;
@@ -271,6 +272,10 @@ impl StateStore for HashCompactStore {
 
     fn len(&self) -> u64 {
         self.count
+    }
+
+    fn states_back(&self) -> StatesBack {
+        StatesBack::No
     }
 
     fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {

@@ -78,6 +78,17 @@ pub struct Via {
     pub depth: u64,
 }
 
+/// How a store answers [`StateStore::get`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatesBack {
+    /// It keeps every vector (a copy out of its tables or files).
+    Kept,
+    /// It rebuilds them (replaying paths): each `get` costs firings.
+    Rebuilt,
+    /// It cannot: the engine keeps the vectors it still needs.
+    No,
+}
+
 /// Whether a store can lose states.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Exactness {
@@ -125,9 +136,12 @@ pub trait StateStore {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Whether and how the store gives state vectors back ([`StateStore::get`]): the BFS
+    /// engine keeps its own queue of vectors only for [`StatesBack::No`].
+    fn states_back(&self) -> StatesBack;
     /// Copies state `id` into `out` if the store can give state vectors back (it keeps them,
-    /// or rebuilds them, as ComBack does); `Ok(false)` if it cannot (then the engine keeps its
-    /// own open set). Rebuilding can fail, hence the `Result`.
+    /// or rebuilds them, as ComBack does: see [`StateStore::states_back`]); `Ok(false)` if
+    /// it cannot or `id` is not stored. Rebuilding can fail, hence the `Result`.
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError>;
     /// Exact or probabilistic.
     fn exactness(&self) -> Exactness;

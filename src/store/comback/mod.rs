@@ -45,7 +45,7 @@ use super::full::eq_bytes;
 use super::records::Disk;
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
-    StoreMark, Via,
+    StatesBack, StoreMark, Via,
 };
 use super::{storage_needed, StoreSpec};
 use crate::error::{ModelError, StoreError};
@@ -909,8 +909,17 @@ impl StateStore for CombackStore<'_> {
         self.back.len()
     }
 
+    /// Rebuilt by replay with state numbers in the waiting set; with vectors in the waiting
+    /// set (variant 4 off) the engine keeps them.
+    fn states_back(&self) -> StatesBack {
+        match self.opts.waiting_set {
+            WaitingSet::StateNumbers => StatesBack::Rebuilt,
+            WaitingSet::Vectors => StatesBack::No,
+        }
+    }
+
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        if self.opts.waiting_set == WaitingSet::Vectors || id >= self.back.len() {
+        if id >= self.back.len() {
             return Ok(false);
         }
         let mut guard = self.inner.borrow_mut();

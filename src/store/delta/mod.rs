@@ -60,8 +60,8 @@ pub mod index;
 use super::full::{eq_bytes, state_hash};
 use super::records::{Disk, Layout};
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore, StoreMark,
-    Via,
+    decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
+    StatesBack, StoreMark, Via,
 };
 use super::{storage_needed, RunShape, StoreSpec};
 use crate::error::{ModelError, StoreError};
@@ -1105,6 +1105,10 @@ impl StateStore for DeltaStore<'_> {
 
     /// Reconstitutes state `id` (forward firing from its nearest explicit or cached
     /// ancestor). `Ok(false)` when `id` is out of range; an error when the records are corrupt.
+    fn states_back(&self) -> StatesBack {
+        StatesBack::Rebuilt
+    }
+
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
         if id >= self.count {
             return Ok(false);
