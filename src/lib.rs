@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod lts;
 pub mod model;
 pub mod post;

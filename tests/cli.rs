@@ -446,3 +446,36 @@ fn delta_store_writes_the_same_lts_as_the_full_store() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn explore_refuses_to_overwrite_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("x.aut");
+    std::fs::copy(shipped("vasy_0_1.aut"), &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    std::os::unix::fs::symlink("x.aut", dir.path().join("sym.aut")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.aut")).unwrap();
+    // OUT.partial is a link to the model: writing through it would replace the model.
+    std::os::unix::fs::symlink("x.aut", dir.path().join("p.aut.partial")).unwrap();
+    for output in ["x.aut", "./x.aut", "sym.aut", "hard.aut", "p.aut"] {
+        let o = Command::new(bin())
+            .current_dir(dir.path())
+            .args(["explore", "x.aut", "-o", output, "--no-progress"])
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{output}: {err}");
+        assert!(
+            err.contains(output) && err.contains("x.aut") && err.contains("same file"),
+            "{output}: {err}"
+        );
+        assert_eq!(std::fs::read(&input).unwrap(), original, "{output}");
+    }
+    let o = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["explore", "x.aut", "-o", "new.aut", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+}

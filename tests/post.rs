@@ -773,3 +773,62 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------- output = input
+
+/// `tool` run in `dir` with `args`; the input `x.aut` must survive every way of naming it as
+/// the output: the same relative path, `./x.aut`, a symbolic link and a hard link to it.
+fn assert_refuses_own_input(tool: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/vasy_0_1.aut");
+    let input = dir.path().join("x.aut");
+    std::fs::copy(&model, &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    std::os::unix::fs::symlink("x.aut", dir.path().join("sym.aut")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.aut")).unwrap();
+    // The symbolic link to the partial file: the tool would write the input through it.
+    std::os::unix::fs::symlink("x.aut", dir.path().join("p.aut.partial")).unwrap();
+    for output in ["x.aut", "./x.aut", "sym.aut", "hard.aut", "p.aut"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .current_dir(dir.path())
+            .args(tool)
+            .args(["x.aut", output])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool:?} {output}: {err}");
+        assert!(
+            err.contains(output) && err.contains("x.aut") && err.contains("same file"),
+            "{tool:?} {output}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            original,
+            "{tool:?} {output}"
+        );
+        assert!(!dir.path().join(format!("{output}.partial")).exists() || output == "p.aut");
+    }
+    // A new output is fine.
+    let out = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .current_dir(dir.path())
+        .args(tool)
+        .args(["x.aut", "new.aut"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+}
+
+#[test]
+fn reduce_refuses_to_overwrite_its_input() {
+    assert_refuses_own_input(&["lts", "reduce", "-q"]);
+}
+
+#[test]
+fn convert_refuses_to_overwrite_its_input() {
+    assert_refuses_own_input(&["lts", "convert", "-q"]);
+}

@@ -108,6 +108,8 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
 
 fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
+    // Refused before the (possibly long) reduction, not when the result is written.
+    crate::post::graph::check_output(&a.input, &a.output)?;
     let (n, m) = counts(&a.input)?;
     let relation = if a.branching {
         Bisimulation::Branching

@@ -315,6 +315,10 @@ pub fn explore_file(
     cfg: &ExploreConfig,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
+    // Writing the output must not replace (or truncate) the model being read.
+    if let Some(out) = &cfg.output {
+        crate::files::check_output(path, out, &partial_path(out))?;
+    }
     let created = match &cfg.checkpoint {
         Some(ck) => prepare_run_dir(&ck.dir)?,
         None => false,

@@ -13,7 +13,7 @@
 use crate::error::{LtsError, PostError};
 use crate::lts::{LtsFormat, LtsSink, LtsSummary};
 use crate::model::LabelId;
-use crate::post::graph::{alloc_vec, write_file};
+use crate::post::graph::{alloc_vec, check_output, write_file};
 use crate::post::input::Input;
 use regex::Regex;
 use std::collections::HashMap;
@@ -183,6 +183,8 @@ pub fn convert(
     opts: &LabelOptions,
     limit: SizeLimit,
 ) -> Result<ConvertReport, PostError> {
+    // The output is written while the input is streamed: the same file would be truncated.
+    check_output(input, output)?;
     let mut reader = Input::open(input)?;
     let h = reader.header()?;
     let out_format = LtsFormat::from_path(output)?;

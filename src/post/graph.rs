@@ -286,6 +286,13 @@ impl Lts {
     }
 }
 
+/// Refuses an `output` that is the `input` file itself, or whose temporary `OUT.partial` is
+/// (see [`crate::files::check_output`]); tools that write call it before reading anything.
+pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
+    let partial = crate::engine::run::partial_path(output);
+    Ok(crate::files::check_output(input, output, &partial)?)
+}
+
 /// Writes an LTS file atomically: `fill` pushes labels and edges into a sink for `path`'s
 /// format and returns the summary; the data goes to `path.partial`, which is renamed to `path`
 /// only after the writer finished, and removed on failure.
