@@ -832,3 +832,28 @@ fn reduce_refuses_to_overwrite_its_input() {
 fn convert_refuses_to_overwrite_its_input() {
     assert_refuses_own_input(&["lts", "convert", "-q"]);
 }
+
+#[test]
+fn memory_estimates_of_huge_headers_do_not_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("huge.aut");
+    // 2^63 - 1 declared states: the estimates once wrapped around to "about 0.0 MiB".
+    std::fs::write(&a, "des (0, 1, 9223372036854775807)\n(0, \"a\", 1)\n").unwrap();
+    let p = a.to_str().unwrap();
+    let o = dir.path().join("o.aut");
+    for (args, figure) in [
+        (
+            vec!["lts", "reduce", p, o.to_str().unwrap()],
+            "needs about 480.0 EiB",
+        ),
+        (vec!["lts", "deadlocks", p], "needs about 128.0 EiB"),
+        (vec!["lts", "compare", p, p], "needs about 960.0 EiB"),
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(figure), "{args:?}: {err}");
+        assert!(!err.contains(" 0.0 MiB"), "{args:?}: {err}");
+        // Then refused cleanly: the in-memory LTS indexes states with u32.
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+    }
+}

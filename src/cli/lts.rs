@@ -41,7 +41,7 @@ fn relation_name(r: Bisimulation) -> &'static str {
     }
 }
 
-fn estimate(r: Bisimulation, n: u64, m: u64) -> u64 {
+fn estimate(r: Bisimulation, n: u64, m: u64) -> u128 {
     match r {
         Bisimulation::Strong => memory::reduce_bytes(n, m),
         Bisimulation::Branching => memory::branching_bytes(n, m),
@@ -176,9 +176,9 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
         eprintln!(
             "spillway: compare ({}) of {} states, {} transitions in all needs about {}",
             relation_name(relation),
-            n1 + n2,
-            m1 + m2,
-            fmt_mib(estimate(relation, n1 + n2, m1 + m2))
+            n1 as u128 + n2 as u128,
+            m1 as u128 + m2 as u128,
+            fmt_mib(estimate(relation, n1, m1) + estimate(relation, n2, m2))
         );
     }
     let first = Lts::load(&a.first)?;
