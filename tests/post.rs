@@ -1,6 +1,8 @@
 //! Behaviour of the offline post-processing tools (`spillway lts ...`): property tests of
 //! reduce and compare against a naive reference, round trips of the VLTS files, and the CLI.
 
+mod common;
+
 use proptest::prelude::*;
 use spillway::post::compare::{compare, Equivalence, Explanation, Side, TraceSearch};
 use spillway::post::graph::Lts;
@@ -856,4 +858,57 @@ fn memory_estimates_of_huge_headers_do_not_wrap() {
         // Then refused cleanly: the in-memory LTS indexes states with u32.
         assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
     }
+}
+
+// ---------------------------------------------------------------- memory of the streaming tools
+
+#[test]
+fn info_and_convert_memory_does_not_follow_the_declared_state_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("big.aut");
+    // 2^35 declared states, two transitions: one bit per declared state would be 4 GiB.
+    std::fs::write(
+        &a,
+        "des (0, 2, 34359738368)\n(0, \"a\", 1)\n(34359738367, \"b\", 0)\n",
+    )
+    .unwrap();
+    let native = dir.path().join("big.slts");
+    let back = dir.path().join("back.aut");
+    for args in [
+        vec!["lts", "info", a.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            a.to_str().unwrap(),
+            native.to_str().unwrap(),
+        ],
+        vec!["lts", "info", "--json", native.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            native.to_str().unwrap(),
+            back.to_str().unwrap(),
+        ],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        assert_eq!(m.code, Some(0), "{args:?}: {}", m.stderr());
+        assert!(
+            m.max_rss < 64 << 20,
+            "{args:?}: peak RSS {} MiB",
+            m.max_rss >> 20
+        );
+        if args[2] == "--json" {
+            let j: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
+            assert_eq!(j["states"], 34359738368u64);
+            assert_eq!(j["deadlocks"], 34359738368u64 - 2);
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&back)
+            .unwrap()
+            .lines()
+            .nth(2)
+            .unwrap(),
+        "(34359738367, \"b\", 0)"
+    );
 }

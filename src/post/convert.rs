@@ -13,8 +13,9 @@
 use crate::error::{LtsError, PostError};
 use crate::lts::{LtsFormat, LtsSink, LtsSummary};
 use crate::model::LabelId;
-use crate::post::graph::{alloc_vec, check_output, write_file};
+use crate::post::graph::{check_output, write_file};
 use crate::post::input::Input;
+use crate::post::sources::SourceSet;
 use regex::Regex;
 use std::collections::HashMap;
 use std::path::Path;
@@ -190,9 +191,7 @@ pub fn convert(
     let out_format = LtsFormat::from_path(output)?;
     check_dot_size(output, h.states, h.transitions, limit)?;
     let mut map = LabelMap::new(opts, out_format)?;
-    let words = usize::try_from(h.states.div_ceil(64))
-        .map_err(|_| PostError::Limit("too many states".into()))?;
-    let mut has_out = alloc_vec(words, 0u64, "the deadlock bitset")?;
+    let mut has_out = SourceSet::new(h.states)?;
     let mut hidden = 0u64;
     let summary = write_file(output, |sink| {
         // Labels known up front (native) are all kept, used or not, in their order.
@@ -205,11 +204,11 @@ pub fn convert(
             if fate == LabelFate::Hidden {
                 hidden += 1;
             }
-            has_out[(s / 64) as usize] |= 1 << (s % 64);
+            has_out.insert(s)?;
             sink.edge(s, LabelId(o), d)?;
             Ok(())
         })?;
-        let with_out: u64 = has_out.iter().map(|w| w.count_ones() as u64).sum();
+        let with_out = has_out.count()?;
         Ok(LtsSummary {
             states: h.states,
             transitions: h.transitions,

@@ -24,6 +24,7 @@ pub mod info;
 pub mod input;
 pub mod memory;
 pub mod reduce;
+pub mod sources;
 
 /// The equivalence `reduce` and `compare` work modulo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
