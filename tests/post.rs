@@ -912,3 +912,30 @@ fn info_and_convert_memory_does_not_follow_the_declared_state_count() {
         "(34359738367, \"b\", 0)"
     );
 }
+
+#[test]
+fn invalid_utf8_in_aut_is_a_malformed_file_in_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("x.aut");
+    std::fs::write(&a, b"des (0, 2, 2)\n(0, \"a\", 1)\n(1, \"b\xff\", 0)\n").unwrap();
+    let p = a.to_str().unwrap();
+    let o = dir.path().join("o.slts");
+    let o = o.to_str().unwrap();
+    for args in [
+        vec!["lts", "info", p],
+        vec!["lts", "convert", p, o],
+        vec!["lts", "reduce", p, o],
+        vec!["lts", "compare", p, p],
+        vec!["lts", "deadlocks", p],
+        vec!["explore", p],
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("x.aut:3:7:") && err.contains("UTF-8"),
+            "{args:?}: {err}"
+        );
+        assert!(!Path::new(o).exists());
+    }
+}

@@ -29,6 +29,8 @@ pub struct AutReader {
     path: PathBuf,
     reader: Box<dyn BufRead>,
     line: String,
+    /// The bytes of the next line before UTF-8 validation (its buffer swaps with `line`'s).
+    raw: Vec<u8>,
     line_no: usize,
     header: AutHeader,
     labels: Vec<String>,
@@ -52,6 +54,7 @@ impl AutReader {
             path: path.to_path_buf(),
             reader,
             line: String::new(),
+            raw: Vec::new(),
             line_no: 0,
             header: AutHeader {
                 initial: 0,
@@ -102,17 +105,39 @@ impl AutReader {
         Ok(r)
     }
 
+    /// Reads the next line into `self.line`. Bytes that are not UTF-8 make the file
+    /// malformed text (a syntax error with line and column), not an I/O failure.
     fn read_line(&mut self) -> Result<bool, LtsError> {
-        self.line.clear();
+        self.raw.clear();
         let n = self
             .reader
-            .read_line(&mut self.line)
+            .read_until(b'\n', &mut self.raw)
             .map_err(|source| LtsError::Io {
                 path: self.path.clone(),
                 source,
             })?;
         self.line_no += 1;
-        Ok(n > 0)
+        match String::from_utf8(std::mem::take(&mut self.raw)) {
+            Ok(text) => {
+                // Swap buffers instead of copying: the old line's allocation is reused.
+                let mut old = std::mem::replace(&mut self.line, text).into_bytes();
+                old.clear();
+                self.raw = old;
+                Ok(n > 0)
+            }
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                let bytes = e.into_bytes();
+                let column = String::from_utf8_lossy(&bytes[..at]).chars().count() + 1;
+                Err(self.syntax(
+                    column,
+                    &format!(
+                        "byte 0x{:02x} is not valid UTF-8 (an .aut file is text)",
+                        bytes[at]
+                    ),
+                ))
+            }
+        }
     }
 
     fn syntax(&self, column: usize, message: &str) -> LtsError {
@@ -387,5 +412,30 @@ mod tests {
             .to_string()
             .contains("target state 7"));
         assert!(reader("des (0, 1)\n").is_err());
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_positioned_syntax_error() {
+        let mut text = b"des (0, 2, 2)\n(0, \"a\", 1)\n(1, \"\xc3\xa9t".to_vec();
+        text.extend_from_slice(b"\xff\", 0)\n");
+        let mut r =
+            AutReader::new(Box::new(std::io::Cursor::new(text)), Path::new("x.aut")).unwrap();
+        r.next_edge().unwrap();
+        let e = r.next_edge().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LtsError::Syntax {
+                    line: 3,
+                    column: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("0xff") && e.to_string().contains("UTF-8"),
+            "{e}"
+        );
     }
 }
