@@ -210,6 +210,33 @@ fn malformed_models_exit_nonzero_with_one_line_cause() {
         ),
         ("empty.pnml", String::new(), "empty.pnml", 3),
         (
+            "dupmark.pnml",
+            NET.replace(
+                "<initialMarking><text>1</text></initialMarking>",
+                "<initialMarking><text>1</text></initialMarking><initialMarking><text>1</text></initialMarking>",
+            ),
+            "dupmark.pnml:5:68: a second <initialMarking> in place 'p'",
+            3,
+        ),
+        (
+            "duparc.pnml",
+            NET.replace(r#"<arc id="a2""#, r#"<arc id="a1""#),
+            "duparc.pnml:9:7: duplicate id 'a1' (first used at 8:7)",
+            3,
+        ),
+        (
+            "nul.pnml",
+            NET.replace(r#"<place id="q"/>"#, "<place id=\"q\0\"/>"),
+            "nul.pnml:6:19: character U+0000",
+            3,
+        ),
+        (
+            "emptymark.pnml",
+            NET.replace("<text>1</text>", "<text></text>"),
+            "emptymark.pnml:5:",
+            3,
+        ),
+        (
             "bad.aut",
             "des (0, 1, 1)\n(0, a)\n".to_string(),
             "bad.aut:2:",
