@@ -253,6 +253,9 @@ pub mod exit {
     pub const OK: i32 = 0;
     /// An unexpected internal error.
     pub const INTERNAL: i32 = 1;
+    /// `lts compare`: the LTSs are not equivalent (as `cmp` and `diff` exit 1 on a
+    /// difference). No error of the `lts` tools maps to 1, so the verdict is unambiguous.
+    pub const NOT_EQUIVALENT: i32 = 1;
     /// Bad command line (unknown flag, bad value).
     pub const USAGE: i32 = 2;
     /// The model is malformed or uses an unsupported construct.

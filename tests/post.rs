@@ -361,6 +361,7 @@ fn cli_reduce_compare_deadlocks() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("not equivalent"), "{text}");
     assert!(text.contains("distinguishing trace (2 steps)"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "not equivalent: exit code 1");
 
     let out = spillway(&[
         "lts",
@@ -687,6 +688,7 @@ fn cli_branching_reduce_and_weak_trace() {
         text.contains("distinguishing weak trace (2 steps)"),
         "{text}"
     );
+    assert_eq!(out.status.code(), Some(1), "not equivalent: exit code 1");
     let out = spillway(&[
         "lts",
         "compare",
@@ -938,4 +940,33 @@ fn invalid_utf8_in_aut_is_a_malformed_file_in_every_tool() {
         );
         assert!(!Path::new(o).exists());
     }
+}
+
+#[test]
+fn compare_exits_1_when_not_equivalent() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.aut");
+    let b = dir.path().join("b.aut");
+    let c = dir.path().join("c.aut");
+    std::fs::write(&a, "des (0, 2, 3)\n(0, \"x\", 1)\n(0, \"x\", 2)\n").unwrap();
+    std::fs::write(&b, "des (0, 1, 2)\n(0, \"x\", 1)\n").unwrap();
+    std::fs::write(&c, "des (0, 1, 2)\n(0, \"y\", 1)\n").unwrap();
+    let (a, b, c) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
+    for (x, y, code, verdict) in [(a, b, 0, "equivalent"), (a, c, 1, "not equivalent")] {
+        for relation in ["--strong", "--branching"] {
+            let out = spillway(&["lts", "compare", relation, x, y, "-q"]);
+            assert_eq!(out.status.code(), Some(code), "{x} {y} {relation}");
+            assert!(String::from_utf8_lossy(&out.stdout).starts_with(verdict));
+        }
+    }
+    // Errors are above 1: a missing file (4), a malformed one (3).
+    let out = spillway(&["lts", "compare", a, "/nonexistent.aut"]);
+    assert_eq!(out.status.code(), Some(4));
+    std::fs::write(c, "des (0, 1, 2)\n(0, \"y\" 1)\n").unwrap();
+    let out = spillway(&["lts", "compare", a, c]);
+    assert_eq!(out.status.code(), Some(3));
 }

@@ -241,7 +241,10 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
             fmt_mib(memory::peak_rss())
         );
     }
-    Ok(exit::OK)
+    Ok(match c.verdict {
+        Equivalence::Equivalent => exit::OK,
+        Equivalence::Different { .. } => exit::NOT_EQUIVALENT,
+    })
 }
 
 fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
@@ -275,7 +278,8 @@ pub enum LtsCommand {
     /// Minimise an LTS modulo strong (default) or branching bisimulation.
     #[command(after_help = EXIT_CODES)]
     Reduce(ReduceArgs),
-    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not.
+    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not. Exit code
+    /// 0: equivalent, 1: not equivalent, above 1: error.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
     /// Count deadlock states and print shortest traces to them.
