@@ -970,3 +970,62 @@ fn compare_exits_1_when_not_equivalent() {
     let out = spillway(&["lts", "compare", a, c]);
     assert_eq!(out.status.code(), Some(3));
 }
+
+#[test]
+fn aut_output_refuses_labels_it_cannot_represent() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("q.aut");
+    // Read as CADP does (first and last comma): the label is `say "hi"`.
+    std::fs::write(&a, "des (0, 1, 2)\n(0, \"say \"hi\"\", 1)\n").unwrap();
+    let native = dir.path().join("q.slts");
+    let back = dir.path().join("back.aut");
+    let out = spillway(&[
+        "lts",
+        "convert",
+        a.to_str().unwrap(),
+        native.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = spillway(&["lts", "info", "--json", native.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["labels"][0]["label"], "say \"hi\"");
+    for input in [&a, &native] {
+        let out = spillway(&[
+            "lts",
+            "convert",
+            input.to_str().unwrap(),
+            back.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("back.aut") && err.contains("double quote"),
+            "{err}"
+        );
+        assert!(!back.exists() && !dir.path().join("back.aut.partial").exists());
+    }
+    // The same for a PNML transition name written by explore.
+    let net = dir.path().join("n.pnml");
+    std::fs::write(
+        &net,
+        r#"<pnml><net id="n" type="http://www.pnml.org/version-2009/grammar/ptnet"><page id="g">
+<place id="p"><initialMarking><text>1</text></initialMarking></place>
+<transition id="t"><name><text>say &quot;hi&quot;</text></name></transition>
+<arc id="a" source="p" target="t"/></page></net></pnml>"#,
+    )
+    .unwrap();
+    let out = spillway(&[
+        "explore",
+        net.to_str().unwrap(),
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("double quote"), "{err}");
+    assert!(!back.exists());
+}
