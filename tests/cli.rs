@@ -506,3 +506,39 @@ fn explore_refuses_to_overwrite_its_model() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&input).unwrap(), original);
 }
+
+#[test]
+fn explore_to_dot_is_refused_above_the_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = dir.path().join("chain.aut");
+    let mut text = String::from("des (0, 2500, 2501)\n");
+    for i in 0..2500 {
+        text.push_str(&format!("({i}, \"a\", {})\n", i + 1));
+    }
+    std::fs::write(&chain, text).unwrap();
+    let dot = dir.path().join("chain.dot");
+    let o = spillway(&[
+        "explore",
+        chain.to_str().unwrap(),
+        "-o",
+        dot.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--force") && stderr(&o).contains("chain.dot"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dot.exists());
+    // A small model is drawn.
+    let o = spillway(&[
+        "explore",
+        shipped("vasy_0_1.aut").to_str().unwrap(),
+        "-o",
+        dot.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&dot)
+        .unwrap()
+        .starts_with("digraph lts {"));
+}

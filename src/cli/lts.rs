@@ -142,7 +142,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
             SizeLimit::Enforce
         },
     )?;
-    q.write(&a.output)?;
+    q.write(&a.output, a.force)?;
     if !a.quiet {
         writeln!(
             std::io::stdout().lock(),

@@ -26,8 +26,21 @@ pub struct FsmWriter {
     line: Vec<u8>,
 }
 
+/// How many (empty) state lines to write for an LTS of `states` states and `transitions`
+/// transitions, if any. With no state section, mCRL2 (and [`FsmReader`]) take the number of
+/// states to be the highest state used by a transition, which loses states numbered above it
+/// that have no transition; one empty line per state (there are no state parameters) keeps the
+/// count. Written only while it costs at most two bytes per transition (plus 64 KiB): a
+/// header that declares billions of states for a few transitions does not turn into
+/// gigabytes of empty lines (then the count is the implicit one).
+pub fn state_lines(states: u64, transitions: u64) -> Option<u64> {
+    (states <= transitions.saturating_mul(2).saturating_add(1 << 16)).then_some(states)
+}
+
 impl FsmWriter {
-    pub fn create(path: &Path) -> Result<Self, LtsError> {
+    /// Creates `path`, with `state_lines` empty lines as its state section (see
+    /// [`state_lines`]) or an empty one.
+    pub fn create(path: &Path, state_lines: Option<u64>) -> Result<Self, LtsError> {
         let file = File::create(path).map_err(|source| LtsError::Io {
             path: path.to_path_buf(),
             source,
@@ -38,7 +51,17 @@ impl FsmWriter {
             labels: Vec::new(),
             line: Vec::with_capacity(128),
         };
-        w.write(b"---\n---\n")?;
+        w.write(b"---\n")?;
+        if let Some(n) = state_lines {
+            let chunk = [b'\n'; 4096];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                w.write(&chunk[..k])?;
+                left -= k as u64;
+            }
+        }
+        w.write(b"---\n")?;
         Ok(w)
     }
 
@@ -93,7 +116,7 @@ mod tests {
     fn writes_one_based_with_initial_section() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.fsm");
-        let mut w = FsmWriter::create(&p).unwrap();
+        let mut w = FsmWriter::create(&p, None).unwrap();
         w.define_label(LabelId(0), "a(1, 2)").unwrap();
         w.edge(0, LabelId(0), 1).unwrap();
         w.finish(&LtsSummary {
@@ -105,7 +128,7 @@ mod tests {
         .unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text, "---\n---\n1 2 \"a(1, 2)\"\n---\n2\n");
-        let mut w = FsmWriter::create(&p).unwrap();
+        let mut w = FsmWriter::create(&p, None).unwrap();
         assert!(w.define_label(LabelId(0), "say \"hi\"").is_err());
     }
 }

@@ -126,6 +126,17 @@ impl LtsSink for NullSink {
     }
 }
 
+/// What a writer may be told before the first edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SinkOptions {
+    /// `.dot`: write an LTS above [`dot::DOT_MAX_STATES`] / [`dot::DOT_MAX_TRANSITIONS`]
+    /// (`--force`). Off by default, so that every writer of `.dot` is guarded.
+    pub force: bool,
+    /// `.fsm`: the state count, when known up front, so that states numbered above every
+    /// state used by a transition are not lost (see [`fsm::FsmWriter::create`]).
+    pub states: Option<u64>,
+}
+
 /// LTS file formats, chosen from the file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LtsFormat {
@@ -159,13 +170,23 @@ impl LtsFormat {
         }
     }
 
-    /// Creates a sink writing this format.
+    /// Creates a sink writing this format, with the default [`SinkOptions`] (in particular
+    /// the `.dot` size limit enforced).
     pub fn create(self, path: &Path) -> Result<Box<dyn LtsSink>, LtsError> {
+        self.create_with(path, &SinkOptions::default())
+    }
+
+    /// Creates a sink writing this format with `options`.
+    pub fn create_with(
+        self,
+        path: &Path,
+        options: &SinkOptions,
+    ) -> Result<Box<dyn LtsSink>, LtsError> {
         Ok(match self {
             LtsFormat::Native => Box::new(native::NativeWriter::create(path)?),
             LtsFormat::Aut => Box::new(aut::AutWriter::create(path)?),
-            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path)?),
-            LtsFormat::Dot => Box::new(dot::DotWriter::create(path)?),
+            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path, options.states)?),
+            LtsFormat::Dot => Box::new(dot::DotWriter::create(path, options.force)?),
         })
     }
 

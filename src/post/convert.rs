@@ -8,10 +8,11 @@
 //! and the transition order are kept.
 //!
 //! `.dot` output is refused above [`DOT_MAX_STATES`] states or [`DOT_MAX_TRANSITIONS`]
-//! transitions unless forced, because layout tools cannot draw such graphs usefully.
+//! transitions unless forced, because layout tools cannot draw such graphs usefully: from the
+//! header before anything is read, and by the `.dot` writer itself.
 
 use crate::error::{LtsError, PostError};
-use crate::lts::{LtsFormat, LtsSink, LtsSummary};
+use crate::lts::{LtsFormat, LtsSink, LtsSummary, SinkOptions};
 use crate::model::LabelId;
 use crate::post::graph::{check_output, write_file};
 use crate::post::input::Input;
@@ -20,10 +21,7 @@ use regex::Regex;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Largest LTS written as `.dot` without `--force`.
-pub const DOT_MAX_STATES: u64 = 2_000;
-/// Largest LTS written as `.dot` without `--force`.
-pub const DOT_MAX_TRANSITIONS: u64 = 10_000;
+pub use crate::lts::dot::{DOT_MAX_STATES, DOT_MAX_TRANSITIONS};
 
 /// Label names that denote the internal action on input.
 pub const INTERNAL_NAMES: [&str; 2] = ["tau", "i"];
@@ -193,7 +191,11 @@ pub fn convert(
     let mut map = LabelMap::new(opts, out_format)?;
     let mut has_out = SourceSet::new(h.states)?;
     let mut hidden = 0u64;
-    let summary = write_file(output, |sink| {
+    let options = SinkOptions {
+        force: limit == SizeLimit::Force,
+        states: crate::lts::fsm::state_lines(h.states, h.transitions),
+    };
+    let summary = write_file(output, &options, |sink| {
         // Labels known up front (native) are all kept, used or not, in their order.
         let known = reader.labels().to_vec();
         for l in 0..known.len() {

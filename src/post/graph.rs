@@ -6,7 +6,7 @@
 //! 32 GiB in this form anyway, and is refused with a [`PostError::Limit`].
 
 use crate::error::{LtsError, PostError};
-use crate::lts::{LtsFormat, LtsSink, LtsSummary};
+use crate::lts::{LtsFormat, LtsSink, LtsSummary, SinkOptions};
 use crate::model::LabelId;
 use crate::post::input::Input;
 use std::ops::Range;
@@ -265,9 +265,14 @@ impl Lts {
         true
     }
 
-    /// Writes the LTS to `path` in the format given by its extension (see [`write_file`]).
-    pub fn write(&self, path: &Path) -> Result<LtsSummary, PostError> {
-        write_file(path, |sink| {
+    /// Writes the LTS to `path` in the format given by its extension (see [`write_file`]);
+    /// `force` writes `.dot` above its size limit.
+    pub fn write(&self, path: &Path, force: bool) -> Result<LtsSummary, PostError> {
+        let options = SinkOptions {
+            force,
+            states: crate::lts::fsm::state_lines(self.states as u64, self.transitions() as u64),
+        };
+        write_file(path, &options, |sink| {
             for (i, l) in self.labels.iter().enumerate() {
                 sink.define_label(LabelId(i as u32), l)?;
             }
@@ -298,12 +303,13 @@ pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
 /// only after the writer finished, and removed on failure.
 pub fn write_file(
     path: &Path,
+    options: &SinkOptions,
     fill: impl FnOnce(&mut dyn LtsSink) -> Result<LtsSummary, PostError>,
 ) -> Result<LtsSummary, PostError> {
     let format = LtsFormat::from_path(path)?;
     let partial = crate::engine::run::partial_path(path);
     let result = (|| {
-        let mut sink = format.create(&partial)?;
+        let mut sink = format.create_with(&partial, options)?;
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);
