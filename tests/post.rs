@@ -409,9 +409,10 @@ fn cli_convert_formats_and_limits() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // One (empty) state line per state, so that the state count survives.
     assert_eq!(
         std::fs::read_to_string(&fsm).unwrap(),
-        "---\n---\n2 1 \"send\"\n1 3 \"tau\"\n3 2 \"tau\"\n---\n2\n"
+        "---\n\n\n\n---\n2 1 \"send\"\n1 3 \"tau\"\n3 2 \"tau\"\n---\n2\n"
     );
     let dot = dir.path().join("a.dot");
     assert!(
@@ -450,10 +451,10 @@ fn cli_convert_formats_and_limits() {
     .status
     .success());
 
-    // Reading .fsm is not supported: a usage error naming the file.
-    let out = spillway(&["lts", "info", fsm.to_str().unwrap()]);
+    // .dot cannot be read: a usage error naming the file.
+    let out = spillway(&["lts", "info", dot.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("a.fsm"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a.dot"));
 }
 
 #[test]
@@ -1028,4 +1029,110 @@ fn aut_output_refuses_labels_it_cannot_represent() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("double quote"), "{err}");
     assert!(!back.exists());
+}
+
+#[test]
+fn fsm_round_trip_keeps_counts_and_bisimilarity_and_every_tool_reads_fsm() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let slts = dir.path().join("p.slts");
+    let out = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "-o",
+        slts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Also an LTS whose highest states have no transition and whose initial state is not 0.
+    let aut = dir.path().join("iso.aut");
+    std::fs::write(
+        &aut,
+        "des (2, 3, 7)\n(2, \"a\", 0)\n(0, \"b(1, 2)\", 1)\n(1, \"tau\", 2)\n",
+    )
+    .unwrap();
+    for (input, states, transitions) in [(&slts, 243u64, 945u64), (&aut, 7, 3)] {
+        let stem = input.file_stem().unwrap().to_str().unwrap();
+        let fsm = dir.path().join(format!("{stem}.fsm"));
+        let back = dir.path().join(format!("{stem}.back.slts"));
+        for (from, to) in [(input, &fsm), (&fsm, &back)] {
+            let out = spillway(&[
+                "lts",
+                "convert",
+                "-q",
+                from.to_str().unwrap(),
+                to.to_str().unwrap(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let (a, b) = (Lts::load(input).unwrap(), Lts::load(&back).unwrap());
+        assert_eq!(
+            (b.states as u64, b.transitions() as u64),
+            (states, transitions)
+        );
+        // Same edges with the same label names (label ids follow first use in .fsm).
+        let named = |l: &Lts| -> Vec<(u32, String, u32)> {
+            edges_of(l)
+                .into_iter()
+                .map(|(s, x, d)| (s, l.labels[x as usize].clone(), d))
+                .collect()
+        };
+        assert_eq!((a.initial, named(&a)), (b.initial, named(&b)), "{stem}");
+        assert_eq!(compare(a, b).unwrap().verdict, Equivalence::Equivalent);
+        // Every tool takes .fsm input.
+        let f = fsm.to_str().unwrap();
+        let out = spillway(&["lts", "info", "--json", f]);
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (j["format"].as_str(), j["states"].as_u64()),
+            (Some("fsm"), Some(states))
+        );
+        let red = dir.path().join(format!("{stem}.min.fsm"));
+        for args in [
+            vec!["lts", "reduce", "-q", f, red.to_str().unwrap()],
+            vec!["lts", "compare", "-q", f, input.to_str().unwrap()],
+            vec![
+                "lts",
+                "compare",
+                "-q",
+                red.to_str().unwrap(),
+                input.to_str().unwrap(),
+            ],
+            vec!["lts", "deadlocks", "-q", f],
+        ] {
+            let out = spillway(&args);
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // A malformed .fsm: exit 3 with file:line:column, in every tool.
+    let bad = dir.path().join("bad.fsm");
+    std::fs::write(&bad, "---\n---\n1 2 \"a\"\n2 0 \"b\"\n").unwrap();
+    let b = bad.to_str().unwrap();
+    let o = dir.path().join("o.slts");
+    for args in [
+        vec!["lts", "info", b],
+        vec!["lts", "convert", b, o.to_str().unwrap()],
+        vec!["lts", "reduce", b, o.to_str().unwrap()],
+        vec!["lts", "compare", b, b],
+        vec!["lts", "deadlocks", b],
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("bad.fsm:4:3:") && err.contains("numbered from 1"),
+            "{err}"
+        );
+    }
 }

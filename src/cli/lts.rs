@@ -272,7 +272,7 @@ pub enum LtsCommand {
     /// Counts, labels with their counts, deadlocks, format, size and compression of an LTS file.
     #[command(after_help = EXIT_CODES)]
     Info(InfoArgs),
-    /// Convert between .slts and .aut, or to .fsm (mCRL2) and .dot (GraphViz).
+    /// Convert between .slts, .aut and .fsm (mCRL2), or to .dot (GraphViz).
     #[command(after_help = EXIT_CODES)]
     Convert(ConvertArgs),
     /// Minimise an LTS modulo strong (default) or branching bisimulation.
@@ -289,7 +289,7 @@ pub enum LtsCommand {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// The LTS file (.slts or .aut).
+    /// The LTS file (.slts, .aut or .fsm).
     pub file: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -298,7 +298,7 @@ pub struct InfoArgs {
 
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input LTS (.slts or .aut).
+    /// Input LTS (.slts, .aut or .fsm).
     pub input: PathBuf,
     /// Output LTS: .slts, .aut, .fsm or .dot (format from the extension).
     pub output: PathBuf,
@@ -320,7 +320,7 @@ pub struct ConvertArgs {
 
 #[derive(Debug, Args)]
 pub struct ReduceArgs {
-    /// Input LTS (.slts or .aut).
+    /// Input LTS (.slts, .aut or .fsm).
     pub input: PathBuf,
     /// Output LTS: .slts, .aut, .fsm or .dot.
     pub output: PathBuf,
@@ -340,9 +340,9 @@ pub struct ReduceArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// First LTS (.slts or .aut).
+    /// First LTS (.slts, .aut or .fsm).
     pub first: PathBuf,
-    /// Second LTS (.slts or .aut).
+    /// Second LTS (.slts, .aut or .fsm).
     pub second: PathBuf,
     /// Compare modulo strong bisimulation (the default).
     #[arg(long, conflicts_with = "branching")]
@@ -357,7 +357,7 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct DeadlocksArgs {
-    /// The LTS file (.slts or .aut).
+    /// The LTS file (.slts, .aut or .fsm).
     pub file: PathBuf,
     /// Print shortest traces to up to N deadlock states, nearest first.
     #[arg(long, value_name = "N", default_value_t = 1)]

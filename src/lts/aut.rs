@@ -28,11 +28,7 @@ pub struct AutHeader {
 /// Streams the transitions of an `.aut` file, interning labels in order of first appearance.
 pub struct AutReader {
     path: PathBuf,
-    reader: Box<dyn BufRead>,
-    line: String,
-    /// The bytes of the next line before UTF-8 validation (its buffer swaps with `line`'s).
-    raw: Vec<u8>,
-    line_no: usize,
+    lines: super::TextLines,
     header: AutHeader,
     labels: Vec<String>,
     label_ids: HashMap<String, u32>,
@@ -53,10 +49,7 @@ impl AutReader {
     pub fn new(reader: Box<dyn BufRead>, path: &Path) -> Result<Self, LtsError> {
         let mut r = AutReader {
             path: path.to_path_buf(),
-            reader,
-            line: String::new(),
-            raw: Vec::new(),
-            line_no: 0,
+            lines: super::TextLines::new(reader),
             header: AutHeader {
                 initial: 0,
                 transitions: 0,
@@ -72,7 +65,7 @@ impl AutReader {
                 "empty file: expected 'des (INITIAL, TRANSITIONS, STATES)'",
             ));
         }
-        let line = r.line.trim().to_string();
+        let line = r.lines.line.trim().to_string();
         let inner = line
             .strip_prefix("des")
             .map(str::trim_start)
@@ -106,45 +99,14 @@ impl AutReader {
         Ok(r)
     }
 
-    /// Reads the next line into `self.line`. Bytes that are not UTF-8 make the file
-    /// malformed text (a syntax error with line and column), not an I/O failure.
     fn read_line(&mut self) -> Result<bool, LtsError> {
-        self.raw.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut self.raw)
-            .map_err(|source| LtsError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-        self.line_no += 1;
-        match String::from_utf8(std::mem::take(&mut self.raw)) {
-            Ok(text) => {
-                // Swap buffers instead of copying: the old line's allocation is reused.
-                let mut old = std::mem::replace(&mut self.line, text).into_bytes();
-                old.clear();
-                self.raw = old;
-                Ok(n > 0)
-            }
-            Err(e) => {
-                let at = e.utf8_error().valid_up_to();
-                let bytes = e.into_bytes();
-                let column = String::from_utf8_lossy(&bytes[..at]).chars().count() + 1;
-                Err(self.syntax(
-                    column,
-                    &format!(
-                        "byte 0x{:02x} is not valid UTF-8 (an .aut file is text)",
-                        bytes[at]
-                    ),
-                ))
-            }
-        }
+        self.lines.next(&self.path)
     }
 
     fn syntax(&self, column: usize, message: &str) -> LtsError {
         LtsError::Syntax {
             path: self.path.clone(),
-            line: self.line_no,
+            line: self.lines.line_no,
             column,
             message: message.to_string(),
         }
@@ -180,7 +142,7 @@ impl AutReader {
                 }
                 return Ok(None);
             }
-            let line = self.line.trim();
+            let line = self.lines.line.trim();
             if line.is_empty() {
                 continue;
             }

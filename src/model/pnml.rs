@@ -428,12 +428,12 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                                 b"initialMarking" => LabelKind::InitialMarking,
                                 _ => LabelKind::Inscription,
                             };
-                            let allowed = match (kind, direct) {
-                                (LabelKind::Name, Some(_)) => true,
-                                (LabelKind::InitialMarking, Some(NodeKey::Place(_))) => true,
-                                (LabelKind::Inscription, Some(NodeKey::Arc(_))) => true,
-                                _ => false,
-                            };
+                            let allowed = matches!(
+                                (kind, direct),
+                                (LabelKind::Name, Some(_))
+                                    | (LabelKind::InitialMarking, Some(NodeKey::Place(_)))
+                                    | (LabelKind::Inscription, Some(NodeKey::Arc(_)))
+                            );
                             match direct {
                                 Some(key) if allowed => {
                                     // The P/T net grammar makes each of these optional: at

@@ -192,7 +192,7 @@ impl Lts {
         })
     }
 
-    /// Reads a whole `.slts` or `.aut` file into CSR form (every check of the reader runs).
+    /// Reads a whole `.slts`, `.aut` or `.fsm` file into CSR form (every check of the reader runs).
     pub fn load(path: &Path) -> Result<Lts, PostError> {
         let mut input = Input::open(path)?;
         let h = input.header()?;

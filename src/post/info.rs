@@ -25,7 +25,7 @@ pub struct LabelCount {
 #[derive(Clone, Debug, Serialize)]
 pub struct Info {
     pub file: String,
-    /// "native" or "aut".
+    /// "native", "aut" or "fsm".
     pub format: String,
     /// Native format version; absent for `.aut`.
     pub version: Option<u16>,
@@ -87,6 +87,7 @@ pub fn info(path: &Path) -> Result<Info, PostError> {
         file: path.display().to_string(),
         format: match h.format {
             crate::lts::LtsFormat::Native => "native".into(),
+            crate::lts::LtsFormat::Fsm => "fsm".into(),
             _ => "aut".into(),
         },
         version: h.version,
