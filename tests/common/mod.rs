@@ -84,6 +84,11 @@ impl Measured {
 
 /// Runs `cmd` to completion and measures its peak RSS with `wait4`, which reports the
 /// resources of that one child (not of every child the test process ever had).
+///
+/// Linux keeps a process's high-water mark across `exec`, and the child starts as a copy of
+/// this test process, so the figure is at least this process's RSS when it spawned the child:
+/// an overestimate of the binary's own peak (by a few MiB in these tests), never an
+/// underestimate, which is what an upper bound needs.
 pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
     use std::io::{Read, Seek};
     let mut out = tempfile::tempfile().unwrap();
