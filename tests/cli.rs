@@ -231,6 +231,13 @@ fn malformed_models_exit_nonzero_with_one_line_cause() {
             3,
         ),
         (
+            // Found by tests/fuzz_readers.rs: the counter overflow did not name the file.
+            "bigmark.pnml",
+            NET.replace("<text>1</text>", "<text>4294967296</text>"),
+            "bigmark.pnml:5:",
+            6,
+        ),
+        (
             "emptymark.pnml",
             NET.replace("<text>1</text>", "<text></text>"),
             "emptymark.pnml:5:",

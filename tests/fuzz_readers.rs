@@ -402,7 +402,9 @@ impl Fuzzer {
                 code,
             ));
         }
-        let bound = (48 << 20) + 64 * bytes.len() as u64;
+        // 48 MiB and 64 bytes per input byte, on top of what the child inherits from this
+        // process (see `common::run_measured`: the figure starts at the parent's RSS).
+        let bound = (48 << 20) + 64 * bytes.len() as u64 + common::own_rss();
         for (args, expected) in runs {
             let _ = std::fs::remove_file(&output);
             let m = common::run_measured(Command::new(common::bin()).args(&args));
@@ -439,6 +441,13 @@ impl Fuzzer {
 
 /// Runs `cases` mutants of `seed` from a fixed RNG seed; reports the exit codes seen.
 fn fuzz(kind: Kind, seed: Vec<u8>, cases: u32) {
+    // SPILLWAY_FUZZ_SCALE=N runs N times as many mutants (a longer hunt than the default
+    // suite's).
+    let scale: u32 = std::env::var("SPILLWAY_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let cases = cases * scale.max(1);
     let fuzzer = Fuzzer::new(kind, seed);
     let config = Config {
         cases,

@@ -121,6 +121,16 @@ impl Parser<'_> {
         }
     }
 
+    fn limit(&self, offset: usize, message: impl Into<String>) -> ModelError {
+        let (line, column) = self.pos(offset);
+        ModelError::Limit {
+            path: self.path.clone(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
     fn unsupported(&self, offset: usize, construct: impl Into<String>) -> ModelError {
         let (line, column) = self.pos(offset);
         ModelError::Unsupported {
@@ -184,6 +194,10 @@ impl Parser<'_> {
         })
     }
 }
+
+/// The most tokens a place counter holds (32 bits, the widest): larger initial markings and
+/// arc weights, alone or summed over parallel arcs, are refused with their position.
+const MAX_TOKENS: u64 = u32::MAX as u64;
 
 /// Whether XML 1.0 forbids `c` in a document (`Char` production: C0 controls except tab,
 /// line feed and carriage return; U+FFFE and U+FFFF).
@@ -664,6 +678,22 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
         Err(p.syntax(arc_offset, format!("reference cycle through '{id}'")))
     };
 
+    // Parallel arcs are merged by summing their weights: the sum must fit a counter too.
+    let mut sums: HashMap<(bool, usize, usize), u64> = HashMap::new();
+    let mut add = |output: bool, tr: usize, pl: usize, arc: &RawArc| -> Result<(), ModelError> {
+        let sum = sums.entry((output, tr, pl)).or_default();
+        *sum = sum.saturating_add(arc.weight);
+        if *sum > MAX_TOKENS {
+            return Err(p.limit(
+                arc.offset,
+                format!(
+                    "arc '{}' brings the weight between '{}' and '{}' to {}, above {MAX_TOKENS}, the widest place counter (32 bits)",
+                    arc.id, arc.source, arc.target, *sum
+                ),
+            ));
+        }
+        Ok(())
+    };
     for arc in &arcs {
         let src = resolve(&arc.source, arc.offset)?;
         let dst = resolve(&arc.target, arc.offset)?;
@@ -682,8 +712,14 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
             place_index.get(&dst),
             trans_index.get(&dst),
         ) {
-            (Some(&pl), _, _, Some(&tr)) => net.transitions[tr].pre.push((pl as u32, arc.weight)),
-            (_, Some(&tr), Some(&pl), _) => net.transitions[tr].post.push((pl as u32, arc.weight)),
+            (Some(&pl), _, _, Some(&tr)) => {
+                add(false, tr, pl, arc)?;
+                net.transitions[tr].pre.push((pl as u32, arc.weight))
+            }
+            (_, Some(&tr), Some(&pl), _) => {
+                add(true, tr, pl, arc)?;
+                net.transitions[tr].post.push((pl as u32, arc.weight))
+            }
             (None, None, _, _) => return Err(describe("has source", &arc.source)),
             (_, _, None, None) => return Err(describe("has target", &arc.target)),
             _ => {
@@ -743,12 +779,27 @@ fn label_text(
                     ),
                 ));
             }
-            net.places[*i].initial = value.parse().map_err(|_| {
-                p.syntax(
+            let m: u64 = match value.parse() {
+                Ok(m) => m,
+                // A number, just too large for u64: a limit, not a syntax error.
+                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+                Err(_) => {
+                    return Err(p.syntax(
+                        offset,
+                        format!("initial marking '{value}' is not a non-negative integer"),
+                    ))
+                }
+            };
+            if m > MAX_TOKENS {
+                return Err(p.limit(
                     offset,
-                    format!("initial marking '{value}' is not a non-negative integer"),
-                )
-            })?;
+                    format!(
+                        "the initial marking {value} of place '{}' exceeds {MAX_TOKENS}, the widest place counter (32 bits)",
+                        net.places[*i].id
+                    ),
+                ));
+            }
+            net.places[*i].initial = m;
         }
         (Some(Node::Arc(i)), Some(b"inscription")) => {
             if value.is_empty() {
@@ -760,14 +811,27 @@ fn label_text(
                     ),
                 ));
             }
-            let w: u64 = value.parse().map_err(|_| {
-                p.syntax(
-                    offset,
-                    format!("arc inscription '{value}' is not a positive integer"),
-                )
-            })?;
+            let w: u64 = match value.parse() {
+                Ok(w) => w,
+                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+                Err(_) => {
+                    return Err(p.syntax(
+                        offset,
+                        format!("arc inscription '{value}' is not a positive integer"),
+                    ))
+                }
+            };
             if w == 0 {
                 return Err(p.syntax(offset, "arc inscription 0 (weights must be positive)"));
+            }
+            if w > MAX_TOKENS {
+                return Err(p.limit(
+                    offset,
+                    format!(
+                        "the weight {value} of arc '{}' exceeds {MAX_TOKENS}, the widest place counter (32 bits)",
+                        arcs[*i].id
+                    ),
+                ));
             }
             arcs[*i].weight = w;
         }
@@ -960,6 +1024,50 @@ mod tests {
         refused("P one", "P\0one", 3, "U+0000");
         refused("P one", "P&#0;one", 3, "0x0 character is not permitted");
         refused(r#"id="p2""#, r#"id="p&#1;2""#, 4, "U+0001");
+        // Numbers beyond the widest (32-bit) counter: a resource limit with a position.
+        for (from, to, line) in [
+            (
+                "<text>2</text></initialMarking>",
+                "<text>4294967296</text></initialMarking>",
+                3,
+            ),
+            (
+                "<text>2</text></initialMarking>",
+                "<text>99999999999999999999999</text></initialMarking>",
+                3,
+            ),
+            (
+                "<text>2</text></inscription>",
+                "<text>4294967296</text></inscription>",
+                6,
+            ),
+        ] {
+            let e = parse_str(&SMALL.replacen(from, to, 1)).unwrap_err();
+            assert!(
+                matches!(e, ModelError::Limit { line: l, .. } if l == line),
+                "{e}"
+            );
+            assert!(
+                e.to_string().starts_with("test.pnml:") && e.to_string().contains("32 bits"),
+                "{e}"
+            );
+        }
+        let parallel = SMALL.replacen(
+            r#"<arc id="a2" source="t1" target="p2"/>"#,
+            r#"<arc id="a2" source="t1" target="p2"><inscription><text>4294967295</text></inscription></arc><arc id="a3" source="t1" target="p2"/>"#,
+            1,
+        );
+        let e = parse_str(&parallel).unwrap_err();
+        assert!(
+            matches!(e, ModelError::Limit { line: 7, .. }) && e.to_string().contains("arc 'a3'"),
+            "{e}"
+        );
+        assert!(parse_str(&SMALL.replacen(
+            "<text>2</text></initialMarking>",
+            "<text>4294967295</text></initialMarking>",
+            1
+        ))
+        .is_ok());
         let mut bytes = SMALL.as_bytes().to_vec();
         let at = SMALL.find("P one").unwrap();
         bytes[at] = 0xff;

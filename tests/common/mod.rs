@@ -135,3 +135,16 @@ pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
         max_rss: usage.ru_maxrss as u64 * 1024,
     }
 }
+
+/// This process's resident set size now (VmRSS), in bytes; 0 where /proc is unavailable.
+pub fn own_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
