@@ -858,8 +858,22 @@ fn memory_estimates_of_huge_headers_do_not_wrap() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(figure), "{args:?}: {err}");
         assert!(!err.contains(" 0.0 MiB"), "{args:?}: {err}");
-        // Then refused cleanly: the in-memory LTS indexes states with u32.
+        // Then refused cleanly, before allocating.
         assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+    }
+    // 2^32 - 2 declared states fit the u32 arrays but not this machine (reduce: 240 GiB):
+    // refused before anything is allocated, not left to the OOM killer.
+    std::fs::write(&a, "des (0, 1, 4294967294)\n(0, \"a\", 1)\n").unwrap();
+    for args in [
+        vec!["lts", "reduce", p, o.to_str().unwrap()],
+        vec!["lts", "deadlocks", p],
+        vec!["lts", "compare", p, p],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        let err = m.stderr();
+        assert_eq!(m.code, Some(6), "{args:?}: {err}");
+        assert!(err.contains("more than this machine's"), "{args:?}: {err}");
+        assert!(m.max_rss < 64 << 20, "{args:?}: {} MiB", m.max_rss >> 20);
     }
 }
 

@@ -123,6 +123,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
             fmt_mib(estimate(relation, n, m))
         );
     }
+    memory::check_fits("reduce", estimate(relation, n, m))?;
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
     let initial = lts.initial;
@@ -181,6 +182,10 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
             fmt_mib(estimate(relation, n1, m1) + estimate(relation, n2, m2))
         );
     }
+    memory::check_fits(
+        "compare",
+        estimate(relation, n1, m1) + estimate(relation, n2, m2),
+    )?;
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
     let c = compare_with(first, second, relation)?;
@@ -255,6 +260,7 @@ fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
             fmt_mib(memory::deadlock_bytes(n, m))
         );
     }
+    memory::check_fits("deadlocks", memory::deadlock_bytes(n, m))?;
     let lts = Lts::load(&a.file)?;
     let r = deadlocks::deadlocks(&lts, a.limit)?;
     emit(a.json, &r, |out| deadlocks::print_text(&r, out))

@@ -204,10 +204,16 @@ impl Lts {
                 )));
             }
         }
+        // A text format's count is a claim the file must back: a transition line takes at
+        // least 6 bytes, so reserve no more than the file can hold.
+        let expected = match h.format {
+            LtsFormat::Native => h.transitions,
+            _ => h.transitions.min(h.file_len / 6 + 1),
+        };
         let (mut src, mut label, mut dst) = (Vec::new(), Vec::new(), Vec::new());
-        reserve(&mut src, h.transitions, "source states")?;
-        reserve(&mut label, h.transitions, "labels")?;
-        reserve(&mut dst, h.transitions, "target states")?;
+        reserve(&mut src, expected, "source states")?;
+        reserve(&mut label, expected, "labels")?;
+        reserve(&mut dst, expected, "target states")?;
         input.for_each_edge(|s, l, d, _| -> Result<(), LtsError> {
             // Bounds were checked by the reader against the header's state count.
             src.push(s as u32);

@@ -53,6 +53,33 @@ pub fn fmt_mib(bytes: impl Into<u128>) -> String {
     format!("{value:.1} {}", units[unit])
 }
 
+/// The machine's physical memory in bytes, if the system says.
+pub fn physical_ram() -> Option<u64> {
+    // SAFETY: sysconf only reads system configuration; it has no memory-safety preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && page > 0).then(|| (pages as u64).saturating_mul(page as u64))
+}
+
+/// Refuses, before anything is allocated, a tool whose estimated need exceeds the machine's
+/// physical memory: the header's counts are then either a claim the file does not back (a
+/// 4-line `.aut` declaring 2^32 − 2 states) or an LTS this machine cannot hold, and trying
+/// would only end in swapping or the OOM killer, not in a clean error.
+pub fn check_fits(tool: &str, estimate: u128) -> Result<(), crate::error::PostError> {
+    match physical_ram() {
+        Some(ram) if estimate > ram as u128 => Err(crate::error::PostError::Limit(format!(
+            "{tool} needs about {}, more than this machine's {} of RAM",
+            fmt_mib(estimate),
+            fmt_mib(ram)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Peak resident set size so far (VmHWM), in bytes; 0 where /proc is unavailable.
 pub fn peak_rss() -> u64 {
     crate::engine::peak_rss_bytes()
