@@ -1,5 +1,6 @@
 //! LTS files: the native streamed, compressed format ([`native`]), Aldebaran `.aut` ([`aut`])
-//! and mCRL2 `.fsm` ([`fsm`]), written and read; GraphViz `.dot` ([`dot`]), written only. Engines and the post-processing tools push edges into an [`LtsSink`].
+//! and mCRL2 `.fsm` ([`fsm`]), written and read; GraphViz `.dot` ([`dot`]), written only.
+//! Engines and the post-processing tools push edges into an [`LtsSink`].
 
 pub mod aut;
 pub mod dot;
