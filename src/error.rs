@@ -31,6 +31,15 @@ pub enum ModelError {
     },
     #[error("{path}: invalid model: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A well-formed model beyond what spillway can represent (e.g. a number of tokens above
+    /// the widest place counter): a resource limit (exit code 6), with its position.
+    #[error("{path}:{line}:{column}: {message}")]
+    Limit {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{path}: unknown model format '.{ext}' (expected .pnml, .aut or .dve)")]
     UnknownFormat { path: PathBuf, ext: String },
     /// A token count exceeded the counter width; the caller may retry with wider counters.
@@ -255,6 +264,9 @@ pub mod exit {
     pub const OK: i32 = 0;
     /// An unexpected internal error.
     pub const INTERNAL: i32 = 1;
+    /// `lts compare`: the LTSs are not equivalent (as `cmp` and `diff` exit 1 on a
+    /// difference). No error of the `lts` tools maps to 1, so the verdict is unambiguous.
+    pub const NOT_EQUIVALENT: i32 = 1;
     /// Bad command line (unknown flag, bad value).
     pub const USAGE: i32 = 2;
     /// The model is malformed or uses an unsupported construct.
@@ -277,7 +289,9 @@ impl ExploreError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ExploreError::Model(ModelError::Io { .. }) => exit::IO,
-            ExploreError::Model(ModelError::TokenOverflow { .. }) => exit::LIMIT,
+            ExploreError::Model(ModelError::TokenOverflow { .. } | ModelError::Limit { .. }) => {
+                exit::LIMIT
+            }
             ExploreError::Model(_) => exit::MODEL,
             ExploreError::Lts(e) => e.exit_code(),
             ExploreError::Store(StoreError::CapacityExceeded { .. }) => exit::LIMIT,

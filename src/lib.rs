@@ -21,6 +21,7 @@ pub mod cli;
 pub mod codec;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod lts;
 pub mod model;
 pub mod post;

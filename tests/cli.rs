@@ -211,6 +211,40 @@ fn malformed_models_exit_nonzero_with_one_line_cause() {
         ),
         ("empty.pnml", String::new(), "empty.pnml", 3),
         (
+            "dupmark.pnml",
+            NET.replace(
+                "<initialMarking><text>1</text></initialMarking>",
+                "<initialMarking><text>1</text></initialMarking><initialMarking><text>1</text></initialMarking>",
+            ),
+            "dupmark.pnml:5:68: a second <initialMarking> in place 'p'",
+            3,
+        ),
+        (
+            "duparc.pnml",
+            NET.replace(r#"<arc id="a2""#, r#"<arc id="a1""#),
+            "duparc.pnml:9:7: duplicate id 'a1' (first used at 8:7)",
+            3,
+        ),
+        (
+            "nul.pnml",
+            NET.replace(r#"<place id="q"/>"#, "<place id=\"q\0\"/>"),
+            "nul.pnml:6:19: character U+0000",
+            3,
+        ),
+        (
+            // Found by tests/fuzz_readers.rs: the counter overflow did not name the file.
+            "bigmark.pnml",
+            NET.replace("<text>1</text>", "<text>4294967296</text>"),
+            "bigmark.pnml:5:",
+            6,
+        ),
+        (
+            "emptymark.pnml",
+            NET.replace("<text>1</text>", "<text></text>"),
+            "emptymark.pnml:5:",
+            3,
+        ),
+        (
             "bad.aut",
             "des (0, 1, 1)\n(0, a)\n".to_string(),
             "bad.aut:2:",
@@ -447,4 +481,73 @@ fn delta_store_writes_the_same_lts_as_the_full_store() {
         "0",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn explore_refuses_to_overwrite_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("x.aut");
+    std::fs::copy(shipped("vasy_0_1.aut"), &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    std::os::unix::fs::symlink("x.aut", dir.path().join("sym.aut")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.aut")).unwrap();
+    // OUT.partial is a link to the model: writing through it would replace the model.
+    std::os::unix::fs::symlink("x.aut", dir.path().join("p.aut.partial")).unwrap();
+    for output in ["x.aut", "./x.aut", "sym.aut", "hard.aut", "p.aut"] {
+        let o = Command::new(bin())
+            .current_dir(dir.path())
+            .args(["explore", "x.aut", "-o", output, "--no-progress"])
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{output}: {err}");
+        assert!(
+            err.contains(output) && err.contains("x.aut") && err.contains("same file"),
+            "{output}: {err}"
+        );
+        assert_eq!(std::fs::read(&input).unwrap(), original, "{output}");
+    }
+    let o = Command::new(bin())
+        .current_dir(dir.path())
+        .args(["explore", "x.aut", "-o", "new.aut", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+}
+
+#[test]
+fn explore_to_dot_is_refused_above_the_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = dir.path().join("chain.aut");
+    let mut text = String::from("des (0, 2500, 2501)\n");
+    for i in 0..2500 {
+        text.push_str(&format!("({i}, \"a\", {})\n", i + 1));
+    }
+    std::fs::write(&chain, text).unwrap();
+    let dot = dir.path().join("chain.dot");
+    let o = spillway(&[
+        "explore",
+        chain.to_str().unwrap(),
+        "-o",
+        dot.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--force") && stderr(&o).contains("chain.dot"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dot.exists());
+    // A small model is drawn.
+    let o = spillway(&[
+        "explore",
+        shipped("vasy_0_1.aut").to_str().unwrap(),
+        "-o",
+        dot.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&dot)
+        .unwrap()
+        .starts_with("digraph lts {"));
 }

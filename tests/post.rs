@@ -1,6 +1,8 @@
 //! Behaviour of the offline post-processing tools (`spillway lts ...`): property tests of
 //! reduce and compare against a naive reference, round trips of the VLTS files, and the CLI.
 
+mod common;
+
 use proptest::prelude::*;
 use spillway::post::compare::{compare, Equivalence, Explanation, Side, TraceSearch};
 use spillway::post::graph::Lts;
@@ -359,6 +361,7 @@ fn cli_reduce_compare_deadlocks() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("not equivalent"), "{text}");
     assert!(text.contains("distinguishing trace (2 steps)"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "not equivalent: exit code 1");
 
     let out = spillway(&[
         "lts",
@@ -406,9 +409,10 @@ fn cli_convert_formats_and_limits() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // One (empty) state line per state, so that the state count survives.
     assert_eq!(
         std::fs::read_to_string(&fsm).unwrap(),
-        "---\n---\n2 1 \"send\"\n1 3 \"tau\"\n3 2 \"tau\"\n---\n2\n"
+        "---\n\n\n\n---\n2 1 \"send\"\n1 3 \"tau\"\n3 2 \"tau\"\n---\n2\n"
     );
     let dot = dir.path().join("a.dot");
     assert!(
@@ -447,10 +451,10 @@ fn cli_convert_formats_and_limits() {
     .status
     .success());
 
-    // Reading .fsm is not supported: a usage error naming the file.
-    let out = spillway(&["lts", "info", fsm.to_str().unwrap()]);
+    // .dot cannot be read: a usage error naming the file.
+    let out = spillway(&["lts", "info", dot.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("a.fsm"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a.dot"));
 }
 
 #[test]
@@ -685,6 +689,7 @@ fn cli_branching_reduce_and_weak_trace() {
         text.contains("distinguishing weak trace (2 steps)"),
         "{text}"
     );
+    assert_eq!(out.status.code(), Some(1), "not equivalent: exit code 1");
     let out = spillway(&[
         "lts",
         "compare",
@@ -771,5 +776,377 @@ proptest! {
             prop_assert!(weakly_accepts(yes, trace));
             prop_assert!(!weakly_accepts(no, trace));
         }
+    }
+}
+
+// ---------------------------------------------------------------- output = input
+
+/// `tool` run in `dir` with `args`; the input `x.aut` must survive every way of naming it as
+/// the output: the same relative path, `./x.aut`, a symbolic link and a hard link to it.
+fn assert_refuses_own_input(tool: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/vasy_0_1.aut");
+    let input = dir.path().join("x.aut");
+    std::fs::copy(&model, &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    std::os::unix::fs::symlink("x.aut", dir.path().join("sym.aut")).unwrap();
+    std::fs::hard_link(&input, dir.path().join("hard.aut")).unwrap();
+    // The symbolic link to the partial file: the tool would write the input through it.
+    std::os::unix::fs::symlink("x.aut", dir.path().join("p.aut.partial")).unwrap();
+    for output in ["x.aut", "./x.aut", "sym.aut", "hard.aut", "p.aut"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .current_dir(dir.path())
+            .args(tool)
+            .args(["x.aut", output])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool:?} {output}: {err}");
+        assert!(
+            err.contains(output) && err.contains("x.aut") && err.contains("same file"),
+            "{tool:?} {output}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            original,
+            "{tool:?} {output}"
+        );
+        assert!(!dir.path().join(format!("{output}.partial")).exists() || output == "p.aut");
+    }
+    // A new output is fine.
+    let out = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .current_dir(dir.path())
+        .args(tool)
+        .args(["x.aut", "new.aut"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+}
+
+#[test]
+fn reduce_refuses_to_overwrite_its_input() {
+    assert_refuses_own_input(&["lts", "reduce", "-q"]);
+}
+
+#[test]
+fn convert_refuses_to_overwrite_its_input() {
+    assert_refuses_own_input(&["lts", "convert", "-q"]);
+}
+
+#[test]
+fn memory_estimates_of_huge_headers_do_not_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("huge.aut");
+    // 2^63 - 1 declared states: the estimates once wrapped around to "about 0.0 MiB".
+    std::fs::write(&a, "des (0, 1, 9223372036854775807)\n(0, \"a\", 1)\n").unwrap();
+    let p = a.to_str().unwrap();
+    let o = dir.path().join("o.aut");
+    for (args, figure) in [
+        (
+            vec!["lts", "reduce", p, o.to_str().unwrap()],
+            "needs about 480.0 EiB",
+        ),
+        (vec!["lts", "deadlocks", p], "needs about 128.0 EiB"),
+        (vec!["lts", "compare", p, p], "needs about 960.0 EiB"),
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(figure), "{args:?}: {err}");
+        assert!(!err.contains(" 0.0 MiB"), "{args:?}: {err}");
+        // Then refused cleanly, before allocating.
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+    }
+    // 2^32 - 2 declared states fit the u32 arrays but not this machine (reduce: 240 GiB):
+    // refused before anything is allocated, not left to the OOM killer.
+    std::fs::write(&a, "des (0, 1, 4294967294)\n(0, \"a\", 1)\n").unwrap();
+    for args in [
+        vec!["lts", "reduce", p, o.to_str().unwrap()],
+        vec!["lts", "deadlocks", p],
+        vec!["lts", "compare", p, p],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        let err = m.stderr();
+        assert_eq!(m.code, Some(6), "{args:?}: {err}");
+        assert!(err.contains("more than this machine's"), "{args:?}: {err}");
+        assert!(m.max_rss < 64 << 20, "{args:?}: {} MiB", m.max_rss >> 20);
+    }
+}
+
+// ---------------------------------------------------------------- memory of the streaming tools
+
+#[test]
+fn info_and_convert_memory_does_not_follow_the_declared_state_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("big.aut");
+    // 2^35 declared states, two transitions: one bit per declared state would be 4 GiB.
+    std::fs::write(
+        &a,
+        "des (0, 2, 34359738368)\n(0, \"a\", 1)\n(34359738367, \"b\", 0)\n",
+    )
+    .unwrap();
+    let native = dir.path().join("big.slts");
+    let back = dir.path().join("back.aut");
+    for args in [
+        vec!["lts", "info", a.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            a.to_str().unwrap(),
+            native.to_str().unwrap(),
+        ],
+        vec!["lts", "info", "--json", native.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            native.to_str().unwrap(),
+            back.to_str().unwrap(),
+        ],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        assert_eq!(m.code, Some(0), "{args:?}: {}", m.stderr());
+        assert!(
+            m.max_rss < 64 << 20,
+            "{args:?}: peak RSS {} MiB",
+            m.max_rss >> 20
+        );
+        if args[2] == "--json" {
+            let j: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
+            assert_eq!(j["states"], 34359738368u64);
+            assert_eq!(j["deadlocks"], 34359738368u64 - 2);
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&back)
+            .unwrap()
+            .lines()
+            .nth(2)
+            .unwrap(),
+        "(34359738367, \"b\", 0)"
+    );
+}
+
+#[test]
+fn invalid_utf8_in_aut_is_a_malformed_file_in_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("x.aut");
+    std::fs::write(&a, b"des (0, 2, 2)\n(0, \"a\", 1)\n(1, \"b\xff\", 0)\n").unwrap();
+    let p = a.to_str().unwrap();
+    let o = dir.path().join("o.slts");
+    let o = o.to_str().unwrap();
+    for args in [
+        vec!["lts", "info", p],
+        vec!["lts", "convert", p, o],
+        vec!["lts", "reduce", p, o],
+        vec!["lts", "compare", p, p],
+        vec!["lts", "deadlocks", p],
+        vec!["explore", p],
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("x.aut:3:7:") && err.contains("UTF-8"),
+            "{args:?}: {err}"
+        );
+        assert!(!Path::new(o).exists());
+    }
+}
+
+#[test]
+fn compare_exits_1_when_not_equivalent() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.aut");
+    let b = dir.path().join("b.aut");
+    let c = dir.path().join("c.aut");
+    std::fs::write(&a, "des (0, 2, 3)\n(0, \"x\", 1)\n(0, \"x\", 2)\n").unwrap();
+    std::fs::write(&b, "des (0, 1, 2)\n(0, \"x\", 1)\n").unwrap();
+    std::fs::write(&c, "des (0, 1, 2)\n(0, \"y\", 1)\n").unwrap();
+    let (a, b, c) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
+    for (x, y, code, verdict) in [(a, b, 0, "equivalent"), (a, c, 1, "not equivalent")] {
+        for relation in ["--strong", "--branching"] {
+            let out = spillway(&["lts", "compare", relation, x, y, "-q"]);
+            assert_eq!(out.status.code(), Some(code), "{x} {y} {relation}");
+            assert!(String::from_utf8_lossy(&out.stdout).starts_with(verdict));
+        }
+    }
+    // Errors are above 1: a missing file (4), a malformed one (3).
+    let out = spillway(&["lts", "compare", a, "/nonexistent.aut"]);
+    assert_eq!(out.status.code(), Some(4));
+    std::fs::write(c, "des (0, 1, 2)\n(0, \"y\" 1)\n").unwrap();
+    let out = spillway(&["lts", "compare", a, c]);
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn aut_output_refuses_labels_it_cannot_represent() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("q.aut");
+    // Read as CADP does (first and last comma): the label is `say "hi"`.
+    std::fs::write(&a, "des (0, 1, 2)\n(0, \"say \"hi\"\", 1)\n").unwrap();
+    let native = dir.path().join("q.slts");
+    let back = dir.path().join("back.aut");
+    let out = spillway(&[
+        "lts",
+        "convert",
+        a.to_str().unwrap(),
+        native.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = spillway(&["lts", "info", "--json", native.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["labels"][0]["label"], "say \"hi\"");
+    for input in [&a, &native] {
+        let out = spillway(&[
+            "lts",
+            "convert",
+            input.to_str().unwrap(),
+            back.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("back.aut") && err.contains("double quote"),
+            "{err}"
+        );
+        assert!(!back.exists() && !dir.path().join("back.aut.partial").exists());
+    }
+    // The same for a PNML transition name written by explore.
+    let net = dir.path().join("n.pnml");
+    std::fs::write(
+        &net,
+        r#"<pnml><net id="n" type="http://www.pnml.org/version-2009/grammar/ptnet"><page id="g">
+<place id="p"><initialMarking><text>1</text></initialMarking></place>
+<transition id="t"><name><text>say &quot;hi&quot;</text></name></transition>
+<arc id="a" source="p" target="t"/></page></net></pnml>"#,
+    )
+    .unwrap();
+    let out = spillway(&[
+        "explore",
+        net.to_str().unwrap(),
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("double quote"), "{err}");
+    assert!(!back.exists());
+}
+
+#[test]
+fn fsm_round_trip_keeps_counts_and_bisimilarity_and_every_tool_reads_fsm() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let slts = dir.path().join("p.slts");
+    let out = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "-o",
+        slts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Also an LTS whose highest states have no transition and whose initial state is not 0.
+    let aut = dir.path().join("iso.aut");
+    std::fs::write(
+        &aut,
+        "des (2, 3, 7)\n(2, \"a\", 0)\n(0, \"b(1, 2)\", 1)\n(1, \"tau\", 2)\n",
+    )
+    .unwrap();
+    for (input, states, transitions) in [(&slts, 243u64, 945u64), (&aut, 7, 3)] {
+        let stem = input.file_stem().unwrap().to_str().unwrap();
+        let fsm = dir.path().join(format!("{stem}.fsm"));
+        let back = dir.path().join(format!("{stem}.back.slts"));
+        for (from, to) in [(input, &fsm), (&fsm, &back)] {
+            let out = spillway(&[
+                "lts",
+                "convert",
+                "-q",
+                from.to_str().unwrap(),
+                to.to_str().unwrap(),
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let (a, b) = (Lts::load(input).unwrap(), Lts::load(&back).unwrap());
+        assert_eq!(
+            (b.states as u64, b.transitions() as u64),
+            (states, transitions)
+        );
+        // Same edges with the same label names (label ids follow first use in .fsm).
+        let named = |l: &Lts| -> Vec<(u32, String, u32)> {
+            edges_of(l)
+                .into_iter()
+                .map(|(s, x, d)| (s, l.labels[x as usize].clone(), d))
+                .collect()
+        };
+        assert_eq!((a.initial, named(&a)), (b.initial, named(&b)), "{stem}");
+        assert_eq!(compare(a, b).unwrap().verdict, Equivalence::Equivalent);
+        // Every tool takes .fsm input.
+        let f = fsm.to_str().unwrap();
+        let out = spillway(&["lts", "info", "--json", f]);
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (j["format"].as_str(), j["states"].as_u64()),
+            (Some("fsm"), Some(states))
+        );
+        let red = dir.path().join(format!("{stem}.min.fsm"));
+        for args in [
+            vec!["lts", "reduce", "-q", f, red.to_str().unwrap()],
+            vec!["lts", "compare", "-q", f, input.to_str().unwrap()],
+            vec![
+                "lts",
+                "compare",
+                "-q",
+                red.to_str().unwrap(),
+                input.to_str().unwrap(),
+            ],
+            vec!["lts", "deadlocks", "-q", f],
+        ] {
+            let out = spillway(&args);
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // A malformed .fsm: exit 3 with file:line:column, in every tool.
+    let bad = dir.path().join("bad.fsm");
+    std::fs::write(&bad, "---\n---\n1 2 \"a\"\n2 0 \"b\"\n").unwrap();
+    let b = bad.to_str().unwrap();
+    let o = dir.path().join("o.slts");
+    for args in [
+        vec!["lts", "info", b],
+        vec!["lts", "convert", b, o.to_str().unwrap()],
+        vec!["lts", "reduce", b, o.to_str().unwrap()],
+        vec!["lts", "compare", b, b],
+        vec!["lts", "deadlocks", b],
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("bad.fsm:4:3:") && err.contains("numbered from 1"),
+            "{err}"
+        );
     }
 }

@@ -41,7 +41,7 @@ fn relation_name(r: Bisimulation) -> &'static str {
     }
 }
 
-fn estimate(r: Bisimulation, n: u64, m: u64) -> u64 {
+fn estimate(r: Bisimulation, n: u64, m: u64) -> u128 {
     match r {
         Bisimulation::Strong => memory::reduce_bytes(n, m),
         Bisimulation::Branching => memory::branching_bytes(n, m),
@@ -108,6 +108,8 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
 
 fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
+    // Refused before the (possibly long) reduction, not when the result is written.
+    crate::post::graph::check_output(&a.input, &a.output)?;
     let (n, m) = counts(&a.input)?;
     let relation = if a.branching {
         Bisimulation::Branching
@@ -121,6 +123,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
             fmt_mib(estimate(relation, n, m))
         );
     }
+    memory::check_fits("reduce", estimate(relation, n, m))?;
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
     let initial = lts.initial;
@@ -140,7 +143,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
             SizeLimit::Enforce
         },
     )?;
-    q.write(&a.output)?;
+    q.write(&a.output, a.force)?;
     if !a.quiet {
         writeln!(
             std::io::stdout().lock(),
@@ -174,11 +177,15 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
         eprintln!(
             "spillway: compare ({}) of {} states, {} transitions in all needs about {}",
             relation_name(relation),
-            n1 + n2,
-            m1 + m2,
-            fmt_mib(estimate(relation, n1 + n2, m1 + m2))
+            n1 as u128 + n2 as u128,
+            m1 as u128 + m2 as u128,
+            fmt_mib(estimate(relation, n1, m1) + estimate(relation, n2, m2))
         );
     }
+    memory::check_fits(
+        "compare",
+        estimate(relation, n1, m1) + estimate(relation, n2, m2),
+    )?;
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
     let c = compare_with(first, second, relation)?;
@@ -239,7 +246,10 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
             fmt_mib(memory::peak_rss())
         );
     }
-    Ok(exit::OK)
+    Ok(match c.verdict {
+        Equivalence::Equivalent => exit::OK,
+        Equivalence::Different { .. } => exit::NOT_EQUIVALENT,
+    })
 }
 
 fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
@@ -250,6 +260,7 @@ fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
             fmt_mib(memory::deadlock_bytes(n, m))
         );
     }
+    memory::check_fits("deadlocks", memory::deadlock_bytes(n, m))?;
     let lts = Lts::load(&a.file)?;
     let r = deadlocks::deadlocks(&lts, a.limit)?;
     emit(a.json, &r, |out| deadlocks::print_text(&r, out))
@@ -267,13 +278,14 @@ pub enum LtsCommand {
     /// Counts, labels with their counts, deadlocks, format, size and compression of an LTS file.
     #[command(after_help = EXIT_CODES)]
     Info(InfoArgs),
-    /// Convert between .slts and .aut, or to .fsm (mCRL2) and .dot (GraphViz).
+    /// Convert between .slts, .aut and .fsm (mCRL2), or to .dot (GraphViz).
     #[command(after_help = EXIT_CODES)]
     Convert(ConvertArgs),
     /// Minimise an LTS modulo strong (default) or branching bisimulation.
     #[command(after_help = EXIT_CODES)]
     Reduce(ReduceArgs),
-    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not.
+    /// Check whether two LTSs are strongly (or branching) bisimilar; show why not. Exit code
+    /// 0: equivalent, 1: not equivalent, above 1: error.
     #[command(after_help = EXIT_CODES)]
     Compare(CompareArgs),
     /// Count deadlock states and print shortest traces to them.
@@ -283,7 +295,7 @@ pub enum LtsCommand {
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// The LTS file (.slts or .aut).
+    /// The LTS file (.slts, .aut or .fsm).
     pub file: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -292,7 +304,7 @@ pub struct InfoArgs {
 
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Input LTS (.slts or .aut).
+    /// Input LTS (.slts, .aut or .fsm).
     pub input: PathBuf,
     /// Output LTS: .slts, .aut, .fsm or .dot (format from the extension).
     pub output: PathBuf,
@@ -314,7 +326,7 @@ pub struct ConvertArgs {
 
 #[derive(Debug, Args)]
 pub struct ReduceArgs {
-    /// Input LTS (.slts or .aut).
+    /// Input LTS (.slts, .aut or .fsm).
     pub input: PathBuf,
     /// Output LTS: .slts, .aut, .fsm or .dot.
     pub output: PathBuf,
@@ -334,9 +346,9 @@ pub struct ReduceArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// First LTS (.slts or .aut).
+    /// First LTS (.slts, .aut or .fsm).
     pub first: PathBuf,
-    /// Second LTS (.slts or .aut).
+    /// Second LTS (.slts, .aut or .fsm).
     pub second: PathBuf,
     /// Compare modulo strong bisimulation (the default).
     #[arg(long, conflicts_with = "branching")]
@@ -351,7 +363,7 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct DeadlocksArgs {
-    /// The LTS file (.slts or .aut).
+    /// The LTS file (.slts, .aut or .fsm).
     pub file: PathBuf,
     /// Print shortest traces to up to N deadlock states, nearest first.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -22,7 +22,7 @@ pub use lts::LtsArgs;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    internal error
+  1    internal error; for `lts compare`: the LTSs are not equivalent
   2    bad command line
   3    malformed or unsupported model
   4    I/O error (missing file, unwritable output, disk full)
@@ -79,6 +79,10 @@ pub struct ExploreArgs {
     /// Write the run's statistics as one JSON object to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+
+    /// Write a .dot output even above its size limit (2,000 states, 10,000 transitions).
+    #[arg(long)]
+    pub force: bool,
 
     /// Bits per place counter for P/T nets: auto (start narrow, widen on overflow), 8, 16 or 32.
     #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
@@ -457,6 +461,7 @@ impl ExploreArgs {
             store: self.store_config(),
             token_width: self.token_bits,
             output: self.output.clone(),
+            force: self.force,
             engine: EngineOptions {
                 progress: !self.no_progress && !self.quiet,
             },

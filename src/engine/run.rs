@@ -27,6 +27,8 @@ pub struct ExploreConfig {
     pub store: StoreConfig,
     pub token_width: TokenWidth,
     pub output: Option<PathBuf>,
+    /// Write a `.dot` output above its size limit (`--force`).
+    pub force: bool,
     pub engine: EngineOptions,
     /// RAM budget, work directory and spill policy.
     pub storage: StorageConfig,
@@ -51,6 +53,7 @@ impl Default for ExploreConfig {
             store: StoreConfig::default(),
             token_width: TokenWidth::Auto,
             output: None,
+            force: false,
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
             checkpoint: None,
@@ -198,7 +201,13 @@ fn explore_model_from(
                     })?;
                     format.resume(partial, mark, crc)?
                 }
-                None => format.create(partial)?,
+                None => format.create_with(
+                    partial,
+                    &crate::lts::SinkOptions {
+                        force: cfg.force,
+                        states: None,
+                    },
+                )?,
             }
         }
         _ => Box::new(NullSink),
@@ -262,6 +271,10 @@ pub fn explore_file(
     cfg: &ExploreConfig,
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
+    // Writing the output must not replace (or truncate) the model being read.
+    if let Some(out) = &cfg.output {
+        crate::files::check_output(path, out, &partial_path(out))?;
+    }
     let leg = Leg::start(None);
     warn_if_budget_exceeds_machine(cfg, note);
     let (created, _lock) = match &cfg.checkpoint {

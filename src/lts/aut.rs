@@ -6,7 +6,8 @@
 //! ```
 //! A label is either quoted (`"a !1"`) or bare (`i`, `MIRQ2`); quoted labels may contain commas
 //! and parentheses, so a line is split at its *first* and *last* comma. Labels are stored without
-//! their quotes; the writer quotes every label.
+//! their quotes; the writer quotes every label and refuses labels holding a double quote or a
+//! line break, which the format cannot represent (see [`unwritable`]).
 
 use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark};
@@ -27,9 +28,7 @@ pub struct AutHeader {
 /// Streams the transitions of an `.aut` file, interning labels in order of first appearance.
 pub struct AutReader {
     path: PathBuf,
-    reader: Box<dyn BufRead>,
-    line: String,
-    line_no: usize,
+    lines: super::TextLines,
     header: AutHeader,
     labels: Vec<String>,
     label_ids: HashMap<String, u32>,
@@ -50,9 +49,7 @@ impl AutReader {
     pub fn new(reader: Box<dyn BufRead>, path: &Path) -> Result<Self, LtsError> {
         let mut r = AutReader {
             path: path.to_path_buf(),
-            reader,
-            line: String::new(),
-            line_no: 0,
+            lines: super::TextLines::new(reader),
             header: AutHeader {
                 initial: 0,
                 transitions: 0,
@@ -68,7 +65,7 @@ impl AutReader {
                 "empty file: expected 'des (INITIAL, TRANSITIONS, STATES)'",
             ));
         }
-        let line = r.line.trim().to_string();
+        let line = r.lines.line.trim().to_string();
         let inner = line
             .strip_prefix("des")
             .map(str::trim_start)
@@ -103,22 +100,13 @@ impl AutReader {
     }
 
     fn read_line(&mut self) -> Result<bool, LtsError> {
-        self.line.clear();
-        let n = self
-            .reader
-            .read_line(&mut self.line)
-            .map_err(|source| LtsError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
-        self.line_no += 1;
-        Ok(n > 0)
+        self.lines.next(&self.path)
     }
 
     fn syntax(&self, column: usize, message: &str) -> LtsError {
         LtsError::Syntax {
             path: self.path.clone(),
-            line: self.line_no,
+            line: self.lines.line_no,
             column,
             message: message.to_string(),
         }
@@ -154,7 +142,7 @@ impl AutReader {
                 }
                 return Ok(None);
             }
-            let line = self.line.trim();
+            let line = self.lines.line.trim();
             if line.is_empty() {
                 continue;
             }
@@ -270,8 +258,27 @@ pub fn header_line(initial: u64, transitions: u64, states: u64) -> String {
     format!("des ({initial}, {transitions}, {states})")
 }
 
+/// Why `label` cannot be written in an `.aut` file, if it cannot. The format has no escape:
+/// mCRL2 reads a quoted label up to the next double quote and CADP a transition per line, so
+/// a label holding `"` or a line break would be read back as something else (or not at all).
+pub fn unwritable(label: &str) -> Option<&'static str> {
+    if label.contains('"') {
+        Some("a double quote")
+    } else if label.contains('\n') || label.contains('\r') {
+        Some("a line break")
+    } else {
+        None
+    }
+}
+
 impl LtsSink for AutWriter {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
+        if let Some(what) = unwritable(name) {
+            return Err(LtsError::Invalid(format!(
+                "{}: label {name:?} contains {what}, which the .aut format cannot represent (it has no escape; CADP and mCRL2 would read another label); write .slts instead",
+                self.path.display()
+            )));
+        }
         super::set_label(&mut self.labels, id, name.to_string());
         Ok(())
     }
@@ -387,5 +394,77 @@ mod tests {
             .to_string()
             .contains("target state 7"));
         assert!(reader("des (0, 1)\n").is_err());
+    }
+
+    #[test]
+    fn labels_read_back_as_written_and_unwritable_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.aut");
+        let labels = [
+            "a",
+            "i",
+            "",
+            "  spaced  ",
+            "lock(p1, f1)",
+            "a,b,,c",
+            "(x)",
+            "G !TRUE !3",
+            "\\ back\\slash",
+            "tab\there",
+            "ünïcödé ✓",
+        ];
+        let mut w = AutWriter::create(&p).unwrap();
+        for (i, l) in labels.iter().enumerate() {
+            w.define_label(LabelId(i as u32), l).unwrap();
+            w.edge(i as u64, LabelId(i as u32), 0).unwrap();
+        }
+        w.finish(&LtsSummary {
+            states: labels.len() as u64,
+            transitions: labels.len() as u64,
+            initial: 0,
+            deadlocks: 0,
+        })
+        .unwrap();
+        let mut r = AutReader::open(&p).unwrap();
+        let mut read = Vec::new();
+        while let Some((s, l, _)) = r.next_edge().unwrap() {
+            read.push((s, r.labels()[l.0 as usize].clone()));
+        }
+        let expected: Vec<(u64, String)> = labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i as u64, l.to_string()))
+            .collect();
+        assert_eq!(read, expected);
+        for bad in ["say \"hi\"", "two\nlines", "cr\r"] {
+            let mut w = AutWriter::create(&p).unwrap();
+            let e = w.define_label(LabelId(0), bad).unwrap_err().to_string();
+            assert!(e.contains("x.aut") && e.contains("cannot represent"), "{e}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_positioned_syntax_error() {
+        let mut text = b"des (0, 2, 2)\n(0, \"a\", 1)\n(1, \"\xc3\xa9t".to_vec();
+        text.extend_from_slice(b"\xff\", 0)\n");
+        let mut r =
+            AutReader::new(Box::new(std::io::Cursor::new(text)), Path::new("x.aut")).unwrap();
+        r.next_edge().unwrap();
+        let e = r.next_edge().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LtsError::Syntax {
+                    line: 3,
+                    column: 8,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("0xff") && e.to_string().contains("UTF-8"),
+            "{e}"
+        );
     }
 }

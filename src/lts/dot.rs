@@ -4,8 +4,10 @@
 //! invisible point node and a double circle; deadlock states are not marked specially. Every
 //! state is declared at the end so that states without transitions are drawn too. Labels are
 //! written as quoted DOT strings (`"` and `\` escaped). Because layout programs choke on large
-//! graphs, `spillway lts convert` refuses to write big LTSs as `.dot` unless forced; the writer
-//! itself has no limit.
+//! graphs, the writer itself refuses (an error, exit code 2) an LTS with more than
+//! [`DOT_MAX_STATES`] states or [`DOT_MAX_TRANSITIONS`] transitions unless it was created with
+//! `force`, whoever drives it (`explore -o x.dot` as well as `lts convert`); it notices as
+//! soon as an edge passes the limit, so nothing large is written first.
 
 use super::LabelId;
 use super::{LtsSink, LtsSummary};
@@ -14,11 +16,29 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// Largest LTS written as `.dot` without `force`.
+pub const DOT_MAX_STATES: u64 = 2_000;
+/// Largest LTS written as `.dot` without `force`.
+pub const DOT_MAX_TRANSITIONS: u64 = 10_000;
+
 /// Streams a `.dot` file.
 pub struct DotWriter {
     path: PathBuf,
     out: BufWriter<File>,
     labels: Vec<String>,
+    /// Write whatever the size.
+    force: bool,
+    transitions: u64,
+    /// One more than the highest state number seen so far.
+    states_seen: u64,
+}
+
+/// The error for an LTS too large to draw.
+fn too_large(path: &Path, what: &str) -> LtsError {
+    LtsError::Invalid(format!(
+        "{}: {what} are too many for a .dot drawing (limit {DOT_MAX_STATES} states, {DOT_MAX_TRANSITIONS} transitions); use --force to write it anyway",
+        path.display()
+    ))
 }
 
 /// Quotes a string as a DOT string literal.
@@ -38,7 +58,9 @@ pub fn quote(s: &str) -> String {
 }
 
 impl DotWriter {
-    pub fn create(path: &Path) -> Result<Self, LtsError> {
+    /// Creates `path`; without `force`, an LTS above the size limit is refused as soon as it
+    /// passes it (see the module documentation).
+    pub fn create(path: &Path, force: bool) -> Result<Self, LtsError> {
         let file = File::create(path).map_err(|source| LtsError::Io {
             path: path.to_path_buf(),
             source,
@@ -47,6 +69,9 @@ impl DotWriter {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(1 << 16, file),
             labels: Vec::new(),
+            force,
+            transitions: 0,
+            states_seen: 0,
         };
         w.write(b"digraph lts {\n  node [shape=circle];\n")?;
         Ok(w)
@@ -71,10 +96,29 @@ impl LtsSink for DotWriter {
             LtsError::Invalid(format!("label {} used before it was defined", label.0))
         })?;
         let line = format!("  {src} -> {dst} [label={name}];\n");
+        self.transitions += 1;
+        self.states_seen = self.states_seen.max(src.max(dst).saturating_add(1));
+        if !self.force {
+            if self.transitions > DOT_MAX_TRANSITIONS {
+                return Err(too_large(
+                    &self.path,
+                    &format!("more than {DOT_MAX_TRANSITIONS} transitions"),
+                ));
+            }
+            if self.states_seen > DOT_MAX_STATES {
+                return Err(too_large(
+                    &self.path,
+                    &format!("{} states or more", self.states_seen),
+                ));
+            }
+        }
         self.write(line.as_bytes())
     }
 
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
+        if !self.force && summary.states > DOT_MAX_STATES {
+            return Err(too_large(&self.path, &format!("{} states", summary.states)));
+        }
         let mut tail = String::new();
         for s in 0..summary.states {
             if s == summary.initial {
@@ -104,7 +148,7 @@ mod tests {
     fn quotes_and_declares_every_state() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.dot");
-        let mut w = DotWriter::create(&p).unwrap();
+        let mut w = DotWriter::create(&p, false).unwrap();
         w.define_label(LabelId(0), "a \"b\" \\c").unwrap();
         w.edge(0, LabelId(0), 1).unwrap();
         w.finish(&LtsSummary {
@@ -122,5 +166,45 @@ mod tests {
         assert!(text.contains("  2;\n"));
         assert!(text.contains("__init -> 0;"));
         assert!(text.ends_with("}\n"));
+    }
+
+    #[test]
+    fn the_writer_itself_refuses_a_large_lts_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.dot");
+        let chain = |force: bool, n: u64| -> Result<(), LtsError> {
+            let mut w = DotWriter::create(&p, force)?;
+            w.define_label(LabelId(0), "a")?;
+            for s in 0..n {
+                w.edge(s, LabelId(0), s + 1)?;
+            }
+            w.finish(&LtsSummary {
+                states: n + 1,
+                transitions: n,
+                initial: 0,
+                deadlocks: 1,
+            })
+        };
+        chain(false, DOT_MAX_STATES - 1).unwrap();
+        let e = chain(false, DOT_MAX_STATES).unwrap_err();
+        assert!(
+            e.to_string().contains("x.dot") && e.to_string().contains("--force"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), crate::error::exit::USAGE);
+        // Stopped at the edge that passed the limit: the file holds no more than that.
+        assert!(std::fs::metadata(&p).unwrap().len() < 64 * 1024);
+        chain(true, DOT_MAX_STATES * 2).unwrap();
+        // States without transitions count too.
+        let mut w = DotWriter::create(&p, false).unwrap();
+        let e = w
+            .finish(&LtsSummary {
+                states: DOT_MAX_STATES + 1,
+                transitions: 0,
+                initial: 0,
+                deadlocks: DOT_MAX_STATES + 1,
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("2001 states"), "{e}");
     }
 }

@@ -1,6 +1,6 @@
-//! LTS output: the native streamed, compressed format ([`native`]) and Aldebaran `.aut`
-//! ([`aut`]), both also readable; mCRL2 `.fsm` ([`fsm`]) and GraphViz `.dot` ([`dot`]) are
-//! write-only. Engines and the post-processing tools push edges into an [`LtsSink`].
+//! LTS files: the native streamed, compressed format ([`native`]), Aldebaran `.aut` ([`aut`])
+//! and mCRL2 `.fsm` ([`fsm`]), written and read; GraphViz `.dot` ([`dot`]), written only.
+//! Engines and the post-processing tools push edges into an [`LtsSink`].
 
 pub mod aut;
 pub mod dot;
@@ -112,6 +112,66 @@ pub(crate) fn sync(
     out.get_ref().sync_all().map_err(io)
 }
 
+/// Lines of a text LTS file (`.aut`, `.fsm`), read as UTF-8: bytes that are not UTF-8 make
+/// the file malformed text (a syntax error with line and column, exit code 3), not an I/O
+/// failure.
+pub(crate) struct TextLines {
+    reader: Box<dyn std::io::BufRead>,
+    /// The current line, with its line break.
+    pub line: String,
+    /// The bytes of the next line before validation (its buffer swaps with `line`'s).
+    raw: Vec<u8>,
+    /// 1-based number of the current line.
+    pub line_no: usize,
+}
+
+impl TextLines {
+    pub fn new(reader: Box<dyn std::io::BufRead>) -> Self {
+        TextLines {
+            reader,
+            line: String::new(),
+            raw: Vec::new(),
+            line_no: 0,
+        }
+    }
+
+    /// Reads the next line into `line`; `false` at the end of the file.
+    pub fn next(&mut self, path: &Path) -> Result<bool, LtsError> {
+        self.raw.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut self.raw)
+            .map_err(|source| LtsError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        self.line_no += 1;
+        match String::from_utf8(std::mem::take(&mut self.raw)) {
+            Ok(text) => {
+                // Swap buffers instead of copying: the old line's allocation is reused.
+                let mut old = std::mem::replace(&mut self.line, text).into_bytes();
+                old.clear();
+                self.raw = old;
+                Ok(n > 0)
+            }
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                let bytes = e.into_bytes();
+                let column = String::from_utf8_lossy(&bytes[..at]).chars().count() + 1;
+                Err(LtsError::Syntax {
+                    path: path.to_path_buf(),
+                    line: self.line_no,
+                    column,
+                    message: format!(
+                        "byte 0x{:02x} is not valid UTF-8 (the file must be text)",
+                        bytes[at]
+                    ),
+                })
+            }
+        }
+    }
+}
+
 /// A sink that discards everything (exploration without output).
 pub struct NullSink;
 
@@ -130,6 +190,17 @@ impl LtsSink for NullSink {
     }
 }
 
+/// What a writer may be told before the first edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SinkOptions {
+    /// `.dot`: write an LTS above [`dot::DOT_MAX_STATES`] / [`dot::DOT_MAX_TRANSITIONS`]
+    /// (`--force`). Off by default, so that every writer of `.dot` is guarded.
+    pub force: bool,
+    /// `.fsm`: the state count, when known up front, so that states numbered above every
+    /// state used by a transition are not lost (see [`fsm::FsmWriter::create`]).
+    pub states: Option<u64>,
+}
+
 /// LTS file formats, chosen from the file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LtsFormat {
@@ -137,7 +208,7 @@ pub enum LtsFormat {
     Native,
     /// Aldebaran `.aut`.
     Aut,
-    /// mCRL2 `.fsm` (written only).
+    /// mCRL2 `.fsm`.
     Fsm,
     /// GraphViz `.dot` (written only).
     Dot,
@@ -163,13 +234,23 @@ impl LtsFormat {
         }
     }
 
-    /// Creates a sink writing this format.
+    /// Creates a sink writing this format, with the default [`SinkOptions`] (in particular
+    /// the `.dot` size limit enforced).
     pub fn create(self, path: &Path) -> Result<Box<dyn LtsSink>, LtsError> {
+        self.create_with(path, &SinkOptions::default())
+    }
+
+    /// Creates a sink writing this format with `options`.
+    pub fn create_with(
+        self,
+        path: &Path,
+        options: &SinkOptions,
+    ) -> Result<Box<dyn LtsSink>, LtsError> {
         Ok(match self {
             LtsFormat::Native => Box::new(native::NativeWriter::create(path)?),
             LtsFormat::Aut => Box::new(aut::AutWriter::create(path)?),
-            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path)?),
-            LtsFormat::Dot => Box::new(dot::DotWriter::create(path)?),
+            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path, options.states)?),
+            LtsFormat::Dot => Box::new(dot::DotWriter::create(path, options.force)?),
         })
     }
 
@@ -213,7 +294,7 @@ impl LtsFormat {
 
     /// Whether spillway can read this format back (the post-processing tools' inputs).
     pub fn readable(self) -> bool {
-        matches!(self, LtsFormat::Native | LtsFormat::Aut)
+        matches!(self, LtsFormat::Native | LtsFormat::Aut | LtsFormat::Fsm)
     }
 
     /// A short human-readable name.

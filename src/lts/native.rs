@@ -539,7 +539,9 @@ impl NativeReader {
             ));
         }
         let mut v = Varints { bytes: &raw, at: 0 };
-        let mut labels = Vec::with_capacity(count as usize);
+        // The count is a claim (checksummed, but a crafted file can claim 2^32 - 1): every
+        // label takes at least its one-byte length, so the payload bounds the reservation.
+        let mut labels = Vec::with_capacity((count as usize).min(raw.len()));
         for _ in 0..count {
             let len = v.next().ok_or_else(|| r.label_err())? as usize;
             let bytes = raw.get(v.at..v.at + len).ok_or_else(|| r.label_err())?;
@@ -832,6 +834,31 @@ mod tests {
         });
         let e = result.unwrap_err().to_string();
         assert!(e.contains("/dev/full"), "{e}");
+    }
+
+    #[test]
+    fn a_crafted_label_count_is_corruption_not_an_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.slts");
+        write_sample(&p, 3);
+        let mut b = std::fs::read(&p).unwrap();
+        let foot = b.len() - FOOTER_LEN as usize;
+        let label_at = le_u64(&b, foot + 48) as usize;
+        // Claim u32::MAX labels in the label block and the footer, with valid checksums.
+        b[label_at + 4..label_at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+        let comp = le_u32(&b, label_at + 12) as usize;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&b[label_at..label_at + 20]);
+        crc.update(&b[label_at + 24..label_at + 24 + comp]);
+        let crc = crc.finalize();
+        b[label_at + 20..label_at + 24].copy_from_slice(&crc.to_le_bytes());
+        b[foot + 40..foot + 44].copy_from_slice(&u32::MAX.to_le_bytes());
+        let crc = crc32fast::hash(&b[foot..foot + 60]);
+        b[foot + 60..foot + 64].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&p, &b).unwrap();
+        let e = NativeReader::open(&p).err().unwrap();
+        assert!(matches!(e, LtsError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("label"), "{e}");
     }
 
     #[test]

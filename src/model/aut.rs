@@ -13,12 +13,25 @@ use std::path::Path;
 pub struct AutModel {
     initial: u32,
     states: u32,
-    /// `out[start[s]..start[s+1]]` are the out-edges of `s`, in file order.
-    start: Vec<u64>,
+    rows: Rows,
     out: Vec<(u32, u32)>,
     labels: Vec<String>,
     max_out_degree: usize,
 }
+
+/// Where each state's out-edges are in `out`.
+enum Rows {
+    /// `out[start[s]..start[s+1]]` are the out-edges of `s`, in file order.
+    Dense(Vec<u64>),
+    /// For a header that declares far more states than the file has transitions: only the
+    /// states with out-edges (ascending) have a row, `out[start[i]..start[i+1]]` for
+    /// `sources[i]`, so memory follows the file, not the header.
+    Sparse { sources: Vec<u32>, start: Vec<u64> },
+}
+
+/// Below this many declared states per transition read (plus a constant), rows are indexed
+/// directly by state; above it by binary search over the sources.
+const DENSE_STATES_PER_TRANSITION: u64 = 4;
 
 impl AutModel {
     /// Reads an `.aut` file.
@@ -50,28 +63,49 @@ impl AutModel {
                 h.states
             ),
         })?;
+        // The header's count is only a claim: reserve no more than the file can hold (a
+        // transition line takes at least 7 bytes, `(0,,0)` and a newline).
+        let file_len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let mut edges: Vec<(u32, u32, u32)> =
-            Vec::with_capacity(h.transitions.min(1 << 28) as usize);
+            Vec::with_capacity(h.transitions.min(file_len / 7 + 1).min(1 << 28) as usize);
         while let Some((s, l, d)) = r.next_edge().map_err(to_model)? {
             edges.push((s as u32, l.0, d as u32));
         }
         // Stable sort keeps file order among a state's out-edges.
         edges.sort_by_key(|e| e.0);
-        let mut start = vec![0u64; states as usize + 1];
-        for &(s, _, _) in &edges {
-            start[s as usize + 1] += 1;
-        }
-        for i in 0..states as usize {
-            start[i + 1] += start[i];
-        }
-        let max_out_degree = (0..states as usize)
-            .map(|s| (start[s + 1] - start[s]) as usize)
-            .max()
-            .unwrap_or(0);
+        let dense = states as u64
+            <= (edges.len() as u64).saturating_mul(DENSE_STATES_PER_TRANSITION) + (1 << 16);
+        let rows = if dense {
+            let mut start = vec![0u64; states as usize + 1];
+            for &(s, _, _) in &edges {
+                start[s as usize + 1] += 1;
+            }
+            for i in 0..states as usize {
+                start[i + 1] += start[i];
+            }
+            Rows::Dense(start)
+        } else {
+            let (mut sources, mut start) = (Vec::new(), Vec::new());
+            for (i, &(s, _, _)) in edges.iter().enumerate() {
+                if sources.last() != Some(&s) {
+                    sources.push(s);
+                    start.push(i as u64);
+                }
+            }
+            start.push(edges.len() as u64);
+            Rows::Sparse { sources, start }
+        };
+        let max_out_degree = match &rows {
+            Rows::Dense(start) | Rows::Sparse { start, .. } => start
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as usize)
+                .max()
+                .unwrap_or(0),
+        };
         Ok(AutModel {
             initial: h.initial as u32,
             states,
-            start,
+            rows,
             out: edges.into_iter().map(|(_, l, d)| (l, d)).collect(),
             labels: r.labels().to_vec(),
             max_out_degree,
@@ -93,7 +127,14 @@ impl AutModel {
     }
 
     fn row(&self, s: u32) -> &[(u32, u32)] {
-        &self.out[self.start[s as usize] as usize..self.start[s as usize + 1] as usize]
+        let (lo, hi) = match &self.rows {
+            Rows::Dense(start) => (start[s as usize], start[s as usize + 1]),
+            Rows::Sparse { sources, start } => match sources.binary_search(&s) {
+                Ok(i) => (start[i], start[i + 1]),
+                Err(_) => return &[],
+            },
+        };
+        &self.out[lo as usize..hi as usize]
     }
 }
 
@@ -165,5 +206,33 @@ impl Model for AutModel {
             Ok(s) => format!("state {s}"),
             Err(_) => format!("{state:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_claiming_billions_of_states_costs_only_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.aut");
+        std::fs::write(
+            &p,
+            "des (0, 3, 4000000000)\n(0, \"a\", 3999999999)\n(3999999999, \"b\", 7)\n(3999999999, \"c\", 0)\n",
+        )
+        .unwrap();
+        let m = AutModel::load(&p).unwrap();
+        assert!(matches!(m.rows, Rows::Sparse { .. }));
+        assert_eq!(m.transition_count(), 2);
+        let mut succ = Vec::new();
+        m.successors(&3_999_999_999u32.to_le_bytes(), &mut |t, l, d| {
+            succ.push((t.0, l.0, u32::from_le_bytes(d.try_into().unwrap())))
+        })
+        .unwrap();
+        assert_eq!(succ, vec![(0, 1, 7), (1, 2, 0)]);
+        let mut none = Vec::new();
+        m.enabled(&7u32.to_le_bytes(), &mut none).unwrap();
+        assert!(none.is_empty());
     }
 }

@@ -5,7 +5,9 @@
 //! inscriptions, files with or without an XML declaration, attributes written `type ="…"`.
 //! Refused with the construct and its position: coloured / high-level nets (symmetric nets,
 //! `hlinitialMarking`, `hlinscription`, sorts, declarations), and inhibitor, reset, read or test
-//! arcs (PNML `<type value="…"/>` on an arc). Malformed XML is reported with line and column.
+//! arcs (PNML `<type value="…"/>` on an arc), and what the standard does not allow (duplicate
+//! ids, repeated or empty labels, characters outside XML; see [`parse`] and docs/ARCHITECTURE.md).
+//! Malformed XML is reported with line and column.
 
 use crate::error::{line_col, ModelError};
 use quick_xml::events::{BytesStart, Event};
@@ -54,6 +56,35 @@ pub fn parse_file(path: &Path) -> Result<PetriNet, ModelError> {
     parse(&bytes, path)
 }
 
+/// Records `id` at `offset`, refusing a second use anywhere in the document.
+fn register_id(
+    p: &Parser,
+    ids: &mut HashMap<String, usize>,
+    id: &str,
+    offset: usize,
+) -> Result<(), ModelError> {
+    if id.is_empty() {
+        return Err(p.syntax(offset, "empty id (an id is a non-empty XML name)"));
+    }
+    if let Some(&first) = ids.get(id) {
+        let (line, column) = p.pos(first);
+        return Err(p.syntax(
+            offset,
+            format!("duplicate id '{id}' (first used at {line}:{column}); ids must be unique in a PNML document"),
+        ));
+    }
+    ids.insert(id.to_string(), offset);
+    Ok(())
+}
+
+/// A node, as a key of the labels met on it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum NodeKey {
+    Place(usize),
+    Transition(usize),
+    Arc(usize),
+}
+
 /// What kind of node an element belongs to while we are inside it.
 enum Node {
     Place(usize),
@@ -90,6 +121,16 @@ impl Parser<'_> {
         }
     }
 
+    fn limit(&self, offset: usize, message: impl Into<String>) -> ModelError {
+        let (line, column) = self.pos(offset);
+        ModelError::Limit {
+            path: self.path.clone(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
     fn unsupported(&self, offset: usize, construct: impl Into<String>) -> ModelError {
         let (line, column) = self.pos(offset);
         ModelError::Unsupported {
@@ -112,10 +153,27 @@ impl Parser<'_> {
                 let v = a
                     .unescape_value()
                     .map_err(|err| self.syntax(offset, format!("bad attribute value: {err}")))?;
+                self.check_chars(&v, offset)?;
                 return Ok(Some(v.into_owned()));
             }
         }
         Ok(None)
+    }
+
+    /// Refuses characters XML 1.0 does not allow in a document (NUL and the other C0
+    /// controls but tab, line feed and carriage return), which a character reference such as
+    /// `&#0;` could still produce after the raw text passed [`check_document`].
+    fn check_chars(&self, value: &str, offset: usize) -> Result<(), ModelError> {
+        match value.chars().find(|&c| forbidden(c)) {
+            Some(c) => Err(self.syntax(
+                offset,
+                format!(
+                    "character U+{:04X} is not allowed in an XML document",
+                    c as u32
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn required_attr(
@@ -137,12 +195,74 @@ impl Parser<'_> {
     }
 }
 
+/// The most tokens a place counter holds (32 bits, the widest): larger initial markings and
+/// arc weights, alone or summed over parallel arcs, are refused with their position.
+const MAX_TOKENS: u64 = u32::MAX as u64;
+
+/// Whether XML 1.0 forbids `c` in a document (`Char` production: C0 controls except tab,
+/// line feed and carriage return; U+FFFE and U+FFFF).
+fn forbidden(c: char) -> bool {
+    (c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
+}
+
+/// The whole document must be UTF-8 text of XML characters: the first offending byte is
+/// reported with its position (a NUL would otherwise end a name or a number silently in
+/// some tools, and quick-xml passes it through).
+fn check_document(p: &Parser) -> Result<(), ModelError> {
+    let text = std::str::from_utf8(p.text).map_err(|e| {
+        let at = e.valid_up_to();
+        p.syntax(
+            at,
+            format!(
+                "byte 0x{:02x} is not valid UTF-8 (spillway reads PNML as UTF-8)",
+                p.text[at]
+            ),
+        )
+    })?;
+    if let Some((at, c)) = text.char_indices().find(|&(_, c)| forbidden(c)) {
+        return Err(p.syntax(
+            at,
+            format!(
+                "character U+{:04X} is not allowed in an XML document",
+                c as u32
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A label of a node whose content spillway reads, and whose repetition would be ambiguous.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum LabelKind {
+    Name,
+    InitialMarking,
+    Inscription,
+}
+
+impl LabelKind {
+    fn element(self) -> &'static str {
+        match self {
+            LabelKind::Name => "name",
+            LabelKind::InitialMarking => "initialMarking",
+            LabelKind::Inscription => "inscription",
+        }
+    }
+}
+
 /// Parses PNML text; `path` is used in error messages only.
+///
+/// Beyond well-formed XML, what ISO/IEC 15909-2 (the PNML core model and the P/T net type
+/// definition) requires of the constructs spillway reads is checked, and refused with a
+/// position: ids are unique in the document (they are `xsd:ID`s); a place has at most one
+/// `<initialMarking>`, an arc at most one `<inscription>`, a node at most one `<name>`; an
+/// initial marking or inscription holds exactly one `<text>` with a number (an empty one has
+/// no value); NUL and other control characters are not XML characters.
 pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
     let p = Parser {
         path: path.to_path_buf(),
         text,
     };
+    check_document(&p)?;
     let mut reader = Reader::from_reader(text);
     reader.config_mut().trim_text(true);
     reader.config_mut().check_end_names = true;
@@ -153,6 +273,14 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
     let mut trans_index: HashMap<String, usize> = HashMap::new();
     // Reference nodes (referencePlace / referenceTransition) map an id to another node's id.
     let mut references: HashMap<String, (String, usize)> = HashMap::new();
+    // Every id in the document (net, pages, nodes, reference nodes, arcs) → where it is.
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    // Labels already met on a node: (kind, node) → offset.
+    let mut labels_seen: HashMap<(LabelKind, NodeKey), usize> = HashMap::new();
+    // For each open element, how many <text> children it has had so far.
+    let mut texts: Vec<u32> = Vec::new();
+    // The content of the open <text> element of a node label (text and CDATA pieces).
+    let mut text_value: Option<(String, usize)> = None;
 
     // The element path from the root, and for each open element the node it belongs to.
     let mut stack: Vec<Vec<u8>> = Vec::new();
@@ -178,6 +306,20 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                 let name = e.local_name().as_ref().to_vec();
                 if toolspecific_depth.is_none() {
                     let parent = node_stack.last();
+                    // The node this element is a direct child of, if any (labels of a node
+                    // are its direct children).
+                    let direct = match (parent, stack.last().map(|s| s.as_slice())) {
+                        (Some(Node::Place(i)), Some(b"place")) => Some(NodeKey::Place(*i)),
+                        (Some(Node::Transition(i)), Some(b"transition")) => {
+                            Some(NodeKey::Transition(*i))
+                        }
+                        (Some(Node::Arc(i)), Some(b"arc")) => Some(NodeKey::Arc(*i)),
+                        _ => None,
+                    };
+                    let in_node = matches!(
+                        parent,
+                        Some(Node::Arc(_) | Node::Place(_) | Node::Transition(_))
+                    );
                     let node = match name.as_slice() {
                         b"pnml" => {
                             seen_root = true;
@@ -198,13 +340,22 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                                 ));
                             }
                             net.name = p.attr(e, b"id", offset)?.unwrap_or_default();
+                            // spillway does not need the net's and pages' ids: one that is
+                            // missing is tolerated, one that is used twice is not.
+                            if !net.name.is_empty() {
+                                register_id(&p, &mut ids, &net.name, offset)?;
+                            }
+                            Node::Other
+                        }
+                        b"page" if !in_node => {
+                            if let Some(id) = p.attr(e, b"id", offset)? {
+                                register_id(&p, &mut ids, &id, offset)?;
+                            }
                             Node::Other
                         }
                         b"place" => {
                             let id = p.required_attr(e, b"id", offset)?;
-                            if place_index.contains_key(&id) || trans_index.contains_key(&id) {
-                                return Err(p.syntax(offset, format!("duplicate node id '{id}'")));
-                            }
+                            register_id(&p, &mut ids, &id, offset)?;
                             place_index.insert(id.clone(), net.places.len());
                             net.places.push(Place {
                                 id,
@@ -215,9 +366,7 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                         }
                         b"transition" => {
                             let id = p.required_attr(e, b"id", offset)?;
-                            if place_index.contains_key(&id) || trans_index.contains_key(&id) {
-                                return Err(p.syntax(offset, format!("duplicate node id '{id}'")));
-                            }
+                            register_id(&p, &mut ids, &id, offset)?;
                             trans_index.insert(id.clone(), net.transitions.len());
                             net.transitions.push(Transition {
                                 id,
@@ -230,6 +379,7 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                         b"referencePlace" | b"referenceTransition" => {
                             let id = p.required_attr(e, b"id", offset)?;
                             let target = p.required_attr(e, b"ref", offset)?;
+                            register_id(&p, &mut ids, &id, offset)?;
                             references.insert(id, (target, offset));
                             Node::Other
                         }
@@ -237,6 +387,7 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                             let id = p.required_attr(e, b"id", offset)?;
                             let source = p.required_attr(e, b"source", offset)?;
                             let target = p.required_attr(e, b"target", offset)?;
+                            register_id(&p, &mut ids, &id, offset)?;
                             arcs.push(RawArc {
                                 id,
                                 source,
@@ -285,16 +436,104 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                             }
                             _ => Node::Other,
                         },
-                        b"page" | b"name" | b"text" | b"graphics" | b"initialMarking"
-                        | b"inscription" | b"position" | b"offset" | b"dimension" | b"fill"
-                        | b"line" | b"font" => Node::Other,
+                        label @ (b"name" | b"initialMarking" | b"inscription") => {
+                            let kind = match label {
+                                b"name" => LabelKind::Name,
+                                b"initialMarking" => LabelKind::InitialMarking,
+                                _ => LabelKind::Inscription,
+                            };
+                            let allowed = matches!(
+                                (kind, direct),
+                                (LabelKind::Name, Some(_))
+                                    | (LabelKind::InitialMarking, Some(NodeKey::Place(_)))
+                                    | (LabelKind::Inscription, Some(NodeKey::Arc(_)))
+                            );
+                            match direct {
+                                Some(key) if allowed => {
+                                    // The P/T net grammar makes each of these optional: at
+                                    // most one per node, or which one counts is a guess.
+                                    if let Some(&first) = labels_seen.get(&(kind, key)) {
+                                        let (line, column) = p.pos(first);
+                                        return Err(p.syntax(
+                                            offset,
+                                            format!(
+                                                "a second <{}> in {} (the first is at {line}:{column})",
+                                                kind.element(),
+                                                describe_node(&net, &arcs, key)
+                                            ),
+                                        ));
+                                    }
+                                    labels_seen.insert((kind, key), offset);
+                                    if is_empty && kind != LabelKind::Name {
+                                        return Err(p.syntax(
+                                            offset,
+                                            format!(
+                                                "<{}/> in {} has no <text> value",
+                                                kind.element(),
+                                                describe_node(&net, &arcs, key)
+                                            ),
+                                        ));
+                                    }
+                                }
+                                // The label of another kind of node changes nothing spillway
+                                // reads, but is not P/T net PNML either: refuse it.
+                                _ if in_node && kind != LabelKind::Name => {
+                                    return Err(p.unsupported(
+                                        offset,
+                                        format!(
+                                            "<{}> outside {} ",
+                                            kind.element(),
+                                            if kind == LabelKind::InitialMarking {
+                                                "a place (only places have an initial marking)"
+                                            } else {
+                                                "an arc (only arcs have an inscription)"
+                                            }
+                                        )
+                                        .trim_end()
+                                        .to_string(),
+                                    ));
+                                }
+                                _ => {}
+                            }
+                            Node::Other
+                        }
+                        b"text" => {
+                            if let Some(count) = texts.last_mut() {
+                                *count += 1;
+                                let owner = stack.last().map(|s| s.as_slice());
+                                if *count > 1
+                                    && in_node
+                                    && matches!(
+                                        owner,
+                                        Some(b"name" | b"initialMarking" | b"inscription")
+                                    )
+                                {
+                                    return Err(p.syntax(
+                                        offset,
+                                        format!(
+                                            "a second <text> in <{}>: a label has one value",
+                                            String::from_utf8_lossy(owner.unwrap_or_default())
+                                        ),
+                                    ));
+                                }
+                            }
+                            if in_node {
+                                if is_empty {
+                                    // `<text/>`: an empty value, handled as `<text></text>`.
+                                    let n = stack.len();
+                                    let owner = stack.get(n.wrapping_sub(1)).map(|s| s.as_slice());
+                                    label_text(&p, &mut net, &mut arcs, parent, owner, "", offset)?;
+                                } else {
+                                    text_value = Some((String::new(), offset));
+                                }
+                            }
+                            Node::Other
+                        }
+                        b"page" | b"graphics" | b"position" | b"offset" | b"dimension"
+                        | b"fill" | b"line" | b"font" => Node::Other,
                         other => {
                             // Unknown elements inside a node may change its meaning: refuse.
-                            if matches!(
-                                parent,
-                                Some(Node::Arc(_) | Node::Place(_) | Node::Transition(_))
-                            ) && stack.last().map(|s| s.as_slice()) != Some(b"graphics")
-                            {
+                            if in_node && stack.last().map(|s| s.as_slice()) != Some(b"graphics") {
                                 return Err(p.unsupported(
                                     offset,
                                     format!("element <{}>", String::from_utf8_lossy(other)),
@@ -321,57 +560,89 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
                 }
                 if !is_empty {
                     stack.push(name);
+                    texts.push(0);
                 }
             }
             Event::End(_) => {
+                if toolspecific_depth.is_none() {
+                    let n = stack.len();
+                    let closing = stack.last().map(|s| s.as_slice());
+                    if closing == Some(b"text") {
+                        if let Some((value, at)) = text_value.take() {
+                            let owner = stack.get(n.wrapping_sub(2)).map(|s| s.as_slice());
+                            label_text(
+                                &p,
+                                &mut net,
+                                &mut arcs,
+                                node_stack.last(),
+                                owner,
+                                &value,
+                                at,
+                            )?;
+                        }
+                    } else if let (Some(b"initialMarking" | b"inscription"), Some(0)) =
+                        (closing, texts.last())
+                    {
+                        // A direct label of its node (checked at its start) without a value.
+                        let key = match node_stack.last() {
+                            Some(Node::Place(i)) => Some(NodeKey::Place(*i)),
+                            Some(Node::Arc(i)) => Some(NodeKey::Arc(*i)),
+                            _ => None,
+                        };
+                        if let Some(key) = key {
+                            let kind = if closing == Some(b"initialMarking") {
+                                LabelKind::InitialMarking
+                            } else {
+                                LabelKind::Inscription
+                            };
+                            if let Some(&at) = labels_seen.get(&(kind, key)) {
+                                if stack.get(n.wrapping_sub(2)).map(|s| s.as_slice())
+                                    == Some(match key {
+                                        NodeKey::Arc(_) => b"arc".as_slice(),
+                                        _ => b"place".as_slice(),
+                                    })
+                                {
+                                    return Err(p.syntax(
+                                        at,
+                                        format!(
+                                            "<{}> in {} has no <text> value",
+                                            kind.element(),
+                                            describe_node(&net, &arcs, key)
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
                 stack.pop();
                 node_stack.pop();
+                texts.pop();
                 if toolspecific_depth == Some(stack.len()) {
                     toolspecific_depth = None;
                 }
             }
             Event::Text(t) => {
-                if toolspecific_depth.is_some()
-                    || stack.last().map(|s| s.as_slice()) != Some(b"text")
-                {
-                    continue;
+                if let Some((value, _)) = &mut text_value {
+                    if toolspecific_depth.is_none()
+                        && stack.last().map(|s| s.as_slice()) == Some(b"text")
+                    {
+                        let piece = t
+                            .unescape()
+                            .map_err(|err| p.syntax(offset, format!("bad text: {err}")))?;
+                        value.push_str(&piece);
+                    }
                 }
-                let n = stack.len();
-                let owner = stack.get(n.wrapping_sub(2)).map(|s| s.as_slice());
-                let value = t
-                    .unescape()
-                    .map_err(|err| p.syntax(offset, format!("bad text: {err}")))?;
-                let value = value.trim();
-                match (node_stack.last(), owner) {
-                    (Some(Node::Place(i)), Some(b"name")) if n >= 2 => {
-                        net.places[*i].name = Some(value.to_string());
+            }
+            Event::CData(t) => {
+                if let Some((value, _)) = &mut text_value {
+                    if toolspecific_depth.is_none()
+                        && stack.last().map(|s| s.as_slice()) == Some(b"text")
+                    {
+                        let piece = std::str::from_utf8(&t)
+                            .map_err(|err| p.syntax(offset, format!("bad CDATA text: {err}")))?;
+                        value.push_str(piece);
                     }
-                    (Some(Node::Transition(i)), Some(b"name")) => {
-                        net.transitions[*i].name = Some(value.to_string());
-                    }
-                    (Some(Node::Place(i)), Some(b"initialMarking")) => {
-                        net.places[*i].initial = value.parse().map_err(|_| {
-                            p.syntax(
-                                offset,
-                                format!("initial marking '{value}' is not a non-negative integer"),
-                            )
-                        })?;
-                    }
-                    (Some(Node::Arc(i)), Some(b"inscription")) => {
-                        let w: u64 = value.parse().map_err(|_| {
-                            p.syntax(
-                                offset,
-                                format!("arc inscription '{value}' is not a positive integer"),
-                            )
-                        })?;
-                        if w == 0 {
-                            return Err(
-                                p.syntax(offset, "arc inscription 0 (weights must be positive)")
-                            );
-                        }
-                        arcs[*i].weight = w;
-                    }
-                    _ => {}
                 }
             }
             Event::Eof => break,
@@ -407,6 +678,22 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
         Err(p.syntax(arc_offset, format!("reference cycle through '{id}'")))
     };
 
+    // Parallel arcs are merged by summing their weights: the sum must fit a counter too.
+    let mut sums: HashMap<(bool, usize, usize), u64> = HashMap::new();
+    let mut add = |output: bool, tr: usize, pl: usize, arc: &RawArc| -> Result<(), ModelError> {
+        let sum = sums.entry((output, tr, pl)).or_default();
+        *sum = sum.saturating_add(arc.weight);
+        if *sum > MAX_TOKENS {
+            return Err(p.limit(
+                arc.offset,
+                format!(
+                    "arc '{}' brings the weight between '{}' and '{}' to {}, above {MAX_TOKENS}, the widest place counter (32 bits)",
+                    arc.id, arc.source, arc.target, *sum
+                ),
+            ));
+        }
+        Ok(())
+    };
     for arc in &arcs {
         let src = resolve(&arc.source, arc.offset)?;
         let dst = resolve(&arc.target, arc.offset)?;
@@ -425,8 +712,14 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
             place_index.get(&dst),
             trans_index.get(&dst),
         ) {
-            (Some(&pl), _, _, Some(&tr)) => net.transitions[tr].pre.push((pl as u32, arc.weight)),
-            (_, Some(&tr), Some(&pl), _) => net.transitions[tr].post.push((pl as u32, arc.weight)),
+            (Some(&pl), _, _, Some(&tr)) => {
+                add(false, tr, pl, arc)?;
+                net.transitions[tr].pre.push((pl as u32, arc.weight))
+            }
+            (_, Some(&tr), Some(&pl), _) => {
+                add(true, tr, pl, arc)?;
+                net.transitions[tr].post.push((pl as u32, arc.weight))
+            }
             (None, None, _, _) => return Err(describe("has source", &arc.source)),
             (_, _, None, None) => return Err(describe("has target", &arc.target)),
             _ => {
@@ -445,6 +738,106 @@ pub fn parse(text: &[u8], path: &Path) -> Result<PetriNet, ModelError> {
         t.post = merge_arcs(std::mem::take(&mut t.post));
     }
     Ok(net)
+}
+
+/// "place 'p1'", "transition 't'", "arc 'a'": a node for error messages.
+fn describe_node(net: &PetriNet, arcs: &[RawArc], key: NodeKey) -> String {
+    match key {
+        NodeKey::Place(i) => format!("place '{}'", net.places[i].id),
+        NodeKey::Transition(i) => format!("transition '{}'", net.transitions[i].id),
+        NodeKey::Arc(i) => format!("arc '{}'", arcs[i].id),
+    }
+}
+
+/// Applies the value of a `<text>` element of a node's label: `owner` is the element holding
+/// the `<text>` (`name`, `initialMarking`, `inscription`, or something ignored).
+fn label_text(
+    p: &Parser,
+    net: &mut PetriNet,
+    arcs: &mut [RawArc],
+    node: Option<&Node>,
+    owner: Option<&[u8]>,
+    value: &str,
+    offset: usize,
+) -> Result<(), ModelError> {
+    p.check_chars(value, offset)?;
+    let value = value.trim();
+    match (node, owner) {
+        (Some(Node::Place(i)), Some(b"name")) => {
+            net.places[*i].name = Some(value.to_string());
+        }
+        (Some(Node::Transition(i)), Some(b"name")) => {
+            net.transitions[*i].name = Some(value.to_string());
+        }
+        (Some(Node::Place(i)), Some(b"initialMarking")) => {
+            if value.is_empty() {
+                return Err(p.syntax(
+                    offset,
+                    format!(
+                        "the initial marking of place '{}' is empty: expected a non-negative integer",
+                        net.places[*i].id
+                    ),
+                ));
+            }
+            let m: u64 = match value.parse() {
+                Ok(m) => m,
+                // A number, just too large for u64: a limit, not a syntax error.
+                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+                Err(_) => {
+                    return Err(p.syntax(
+                        offset,
+                        format!("initial marking '{value}' is not a non-negative integer"),
+                    ))
+                }
+            };
+            if m > MAX_TOKENS {
+                return Err(p.limit(
+                    offset,
+                    format!(
+                        "the initial marking {value} of place '{}' exceeds {MAX_TOKENS}, the widest place counter (32 bits)",
+                        net.places[*i].id
+                    ),
+                ));
+            }
+            net.places[*i].initial = m;
+        }
+        (Some(Node::Arc(i)), Some(b"inscription")) => {
+            if value.is_empty() {
+                return Err(p.syntax(
+                    offset,
+                    format!(
+                        "the inscription of arc '{}' is empty: expected a positive integer",
+                        arcs[*i].id
+                    ),
+                ));
+            }
+            let w: u64 = match value.parse() {
+                Ok(w) => w,
+                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
+                Err(_) => {
+                    return Err(p.syntax(
+                        offset,
+                        format!("arc inscription '{value}' is not a positive integer"),
+                    ))
+                }
+            };
+            if w == 0 {
+                return Err(p.syntax(offset, "arc inscription 0 (weights must be positive)"));
+            }
+            if w > MAX_TOKENS {
+                return Err(p.limit(
+                    offset,
+                    format!(
+                        "the weight {value} of arc '{}' exceeds {MAX_TOKENS}, the widest place counter (32 bits)",
+                        arcs[*i].id
+                    ),
+                ));
+            }
+            arcs[*i].weight = w;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Sorts arcs by place and sums the weights of parallel arcs.
@@ -520,5 +913,192 @@ mod tests {
         );
         let err = parse_str(&inh).unwrap_err().to_string();
         assert!(err.contains("inhibitor arc 'a2'"), "{err}");
+    }
+
+    /// `SMALL` with `from` replaced by `to` must be refused with `needle` at `line`.
+    fn refused(from: &str, to: &str, line: usize, needle: &str) {
+        assert!(SMALL.contains(from), "{from}");
+        let text = SMALL.replacen(from, to, 1);
+        let err = parse_str(&text).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("test.pnml:{line}:")) && msg.contains(needle),
+            "{from} -> {to}: {msg}"
+        );
+        assert!(
+            matches!(
+                err,
+                ModelError::Syntax { .. } | ModelError::Unsupported { .. }
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn questionable_constructs_are_refused_with_a_position() {
+        let marking = "<initialMarking><text>2</text></initialMarking>";
+        // A second initial marking on one place.
+        refused(
+            marking,
+            &format!("{marking}\n{marking}"),
+            4,
+            "a second <initialMarking> in place 'p1'",
+        );
+        // Duplicated ids: two arcs, an arc and a place, a page and a transition.
+        refused(
+            r#"<arc id="a2""#,
+            r#"<arc id="a1""#,
+            7,
+            "duplicate id 'a1' (first used at 6:",
+        );
+        refused(r#"<arc id="a2""#, r#"<arc id="p1""#, 7, "duplicate id 'p1'");
+        refused(
+            r#"<page id="inner">"#,
+            r#"<page id="t1">"#,
+            5,
+            "duplicate id 't1'",
+        );
+        refused(r#"<place id="p2"/>"#, r#"<place id=""/>"#, 4, "empty id");
+        // Empty or missing values.
+        refused(
+            "<text>2</text></initialMarking>",
+            "<text></text></initialMarking>",
+            3,
+            "initial marking of place 'p1' is empty",
+        );
+        refused(
+            "<text>2</text></initialMarking>",
+            "<text> </text></initialMarking>",
+            3,
+            "is empty",
+        );
+        refused(
+            "<text>2</text></initialMarking>",
+            "<text/></initialMarking>",
+            3,
+            "is empty",
+        );
+        refused(
+            marking,
+            "<initialMarking/>",
+            3,
+            "<initialMarking/> in place 'p1' has no <text>",
+        );
+        refused(
+            marking,
+            "<initialMarking><graphics/></initialMarking>",
+            3,
+            "<initialMarking> in place 'p1' has no <text>",
+        );
+        refused(
+            "<text>2</text></initialMarking>",
+            "<text>2</text><text>3</text></initialMarking>",
+            3,
+            "a second <text> in <initialMarking>",
+        );
+        refused(
+            "<text>2</text></inscription>",
+            "<text></text></inscription>",
+            6,
+            "inscription of arc 'a1' is empty",
+        );
+        refused(
+            "<inscription>",
+            "<inscription/><inscription>",
+            6,
+            "has no <text>",
+        );
+        refused(
+            r#"<transition id="t1"/>"#,
+            r#"<transition id="t1"><name><text>a</text></name><name><text>b</text></name></transition>"#,
+            5,
+            "a second <name> in transition 't1'",
+        );
+        refused(
+            r#"<transition id="t1"/>"#,
+            r#"<transition id="t1"><initialMarking><text>1</text></initialMarking></transition>"#,
+            5,
+            "only places have an initial marking",
+        );
+        // Characters XML does not allow, raw or as references, and bytes that are not UTF-8.
+        refused("P one", "P\0one", 3, "U+0000");
+        refused("P one", "P&#0;one", 3, "0x0 character is not permitted");
+        refused(r#"id="p2""#, r#"id="p&#1;2""#, 4, "U+0001");
+        // Numbers beyond the widest (32-bit) counter: a resource limit with a position.
+        for (from, to, line) in [
+            (
+                "<text>2</text></initialMarking>",
+                "<text>4294967296</text></initialMarking>",
+                3,
+            ),
+            (
+                "<text>2</text></initialMarking>",
+                "<text>99999999999999999999999</text></initialMarking>",
+                3,
+            ),
+            (
+                "<text>2</text></inscription>",
+                "<text>4294967296</text></inscription>",
+                6,
+            ),
+        ] {
+            let e = parse_str(&SMALL.replacen(from, to, 1)).unwrap_err();
+            assert!(
+                matches!(e, ModelError::Limit { line: l, .. } if l == line),
+                "{e}"
+            );
+            assert!(
+                e.to_string().starts_with("test.pnml:") && e.to_string().contains("32 bits"),
+                "{e}"
+            );
+        }
+        let parallel = SMALL.replacen(
+            r#"<arc id="a2" source="t1" target="p2"/>"#,
+            r#"<arc id="a2" source="t1" target="p2"><inscription><text>4294967295</text></inscription></arc><arc id="a3" source="t1" target="p2"/>"#,
+            1,
+        );
+        let e = parse_str(&parallel).unwrap_err();
+        assert!(
+            matches!(e, ModelError::Limit { line: 7, .. }) && e.to_string().contains("arc 'a3'"),
+            "{e}"
+        );
+        assert!(parse_str(&SMALL.replacen(
+            "<text>2</text></initialMarking>",
+            "<text>4294967295</text></initialMarking>",
+            1
+        ))
+        .is_ok());
+        let mut bytes = SMALL.as_bytes().to_vec();
+        let at = SMALL.find("P one").unwrap();
+        bytes[at] = 0xff;
+        let msg = parse(&bytes, Path::new("test.pnml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("test.pnml:3:") && msg.contains("UTF-8"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn what_the_standard_allows_is_still_read() {
+        // CDATA, surrounding white space, a marking split by a comment, a name without text,
+        // labels in any order, a page without an id.
+        let text = SMALL
+            .replacen(
+                "<text>2</text></initialMarking>",
+                "<text> <![CDATA[1]]><!-- c -->2 </text></initialMarking>",
+                1,
+            )
+            .replacen(
+                r#"<transition id="t1"/>"#,
+                r#"<transition id="t1"><name/></transition>"#,
+                1,
+            )
+            .replacen(r#"<page id="inner">"#, "<page>", 1);
+        let net = parse_str(&text).unwrap();
+        assert_eq!(net.places[0].initial, 12);
+        assert_eq!(net.places[0].name.as_deref(), Some("P one"));
+        assert_eq!(net.transitions[0].pre, vec![(0, 2)]);
     }
 }

@@ -8,21 +8,20 @@
 //! and the transition order are kept.
 //!
 //! `.dot` output is refused above [`DOT_MAX_STATES`] states or [`DOT_MAX_TRANSITIONS`]
-//! transitions unless forced, because layout tools cannot draw such graphs usefully.
+//! transitions unless forced, because layout tools cannot draw such graphs usefully: from the
+//! header before anything is read, and by the `.dot` writer itself.
 
 use crate::error::{LtsError, PostError};
-use crate::lts::{LtsFormat, LtsSink, LtsSummary};
+use crate::lts::{LtsFormat, LtsSink, LtsSummary, SinkOptions};
 use crate::model::LabelId;
-use crate::post::graph::{alloc_vec, write_file};
+use crate::post::graph::{check_output, write_file};
 use crate::post::input::Input;
+use crate::post::sources::SourceSet;
 use regex::Regex;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Largest LTS written as `.dot` without `--force`.
-pub const DOT_MAX_STATES: u64 = 2_000;
-/// Largest LTS written as `.dot` without `--force`.
-pub const DOT_MAX_TRANSITIONS: u64 = 10_000;
+pub use crate::lts::dot::{DOT_MAX_STATES, DOT_MAX_TRANSITIONS};
 
 /// Label names that denote the internal action on input.
 pub const INTERNAL_NAMES: [&str; 2] = ["tau", "i"];
@@ -183,16 +182,20 @@ pub fn convert(
     opts: &LabelOptions,
     limit: SizeLimit,
 ) -> Result<ConvertReport, PostError> {
+    // The output is written while the input is streamed: the same file would be truncated.
+    check_output(input, output)?;
     let mut reader = Input::open(input)?;
     let h = reader.header()?;
     let out_format = LtsFormat::from_path(output)?;
     check_dot_size(output, h.states, h.transitions, limit)?;
     let mut map = LabelMap::new(opts, out_format)?;
-    let words = usize::try_from(h.states.div_ceil(64))
-        .map_err(|_| PostError::Limit("too many states".into()))?;
-    let mut has_out = alloc_vec(words, 0u64, "the deadlock bitset")?;
+    let mut has_out = SourceSet::new(h.states)?;
     let mut hidden = 0u64;
-    let summary = write_file(output, |sink| {
+    let options = SinkOptions {
+        force: limit == SizeLimit::Force,
+        states: crate::lts::fsm::state_lines(h.states, h.transitions),
+    };
+    let summary = write_file(output, &options, |sink| {
         // Labels known up front (native) are all kept, used or not, in their order.
         let known = reader.labels().to_vec();
         for l in 0..known.len() {
@@ -203,11 +206,11 @@ pub fn convert(
             if fate == LabelFate::Hidden {
                 hidden += 1;
             }
-            has_out[(s / 64) as usize] |= 1 << (s % 64);
+            has_out.insert(s)?;
             sink.edge(s, LabelId(o), d)?;
             Ok(())
         })?;
-        let with_out: u64 = has_out.iter().map(|w| w.count_ones() as u64).sum();
+        let with_out = has_out.count()?;
         Ok(LtsSummary {
             states: h.states,
             transitions: h.transitions,

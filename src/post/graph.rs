@@ -6,7 +6,7 @@
 //! 32 GiB in this form anyway, and is refused with a [`PostError::Limit`].
 
 use crate::error::{LtsError, PostError};
-use crate::lts::{LtsFormat, LtsSink, LtsSummary};
+use crate::lts::{LtsFormat, LtsSink, LtsSummary, SinkOptions};
 use crate::model::LabelId;
 use crate::post::input::Input;
 use std::ops::Range;
@@ -192,7 +192,7 @@ impl Lts {
         })
     }
 
-    /// Reads a whole `.slts` or `.aut` file into CSR form (every check of the reader runs).
+    /// Reads a whole `.slts`, `.aut` or `.fsm` file into CSR form (every check of the reader runs).
     pub fn load(path: &Path) -> Result<Lts, PostError> {
         let mut input = Input::open(path)?;
         let h = input.header()?;
@@ -204,10 +204,16 @@ impl Lts {
                 )));
             }
         }
+        // A text format's count is a claim the file must back: a transition line takes at
+        // least 6 bytes, so reserve no more than the file can hold.
+        let expected = match h.format {
+            LtsFormat::Native => h.transitions,
+            _ => h.transitions.min(h.file_len / 6 + 1),
+        };
         let (mut src, mut label, mut dst) = (Vec::new(), Vec::new(), Vec::new());
-        reserve(&mut src, h.transitions, "source states")?;
-        reserve(&mut label, h.transitions, "labels")?;
-        reserve(&mut dst, h.transitions, "target states")?;
+        reserve(&mut src, expected, "source states")?;
+        reserve(&mut label, expected, "labels")?;
+        reserve(&mut dst, expected, "target states")?;
         input.for_each_edge(|s, l, d, _| -> Result<(), LtsError> {
             // Bounds were checked by the reader against the header's state count.
             src.push(s as u32);
@@ -265,9 +271,14 @@ impl Lts {
         true
     }
 
-    /// Writes the LTS to `path` in the format given by its extension (see [`write_file`]).
-    pub fn write(&self, path: &Path) -> Result<LtsSummary, PostError> {
-        write_file(path, |sink| {
+    /// Writes the LTS to `path` in the format given by its extension (see [`write_file`]);
+    /// `force` writes `.dot` above its size limit.
+    pub fn write(&self, path: &Path, force: bool) -> Result<LtsSummary, PostError> {
+        let options = SinkOptions {
+            force,
+            states: crate::lts::fsm::state_lines(self.states as u64, self.transitions() as u64),
+        };
+        write_file(path, &options, |sink| {
             for (i, l) in self.labels.iter().enumerate() {
                 sink.define_label(LabelId(i as u32), l)?;
             }
@@ -286,17 +297,25 @@ impl Lts {
     }
 }
 
+/// Refuses an `output` that is the `input` file itself, or whose temporary `OUT.partial` is
+/// (see [`crate::files::check_output`]); tools that write call it before reading anything.
+pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
+    let partial = crate::engine::run::partial_path(output);
+    Ok(crate::files::check_output(input, output, &partial)?)
+}
+
 /// Writes an LTS file atomically: `fill` pushes labels and edges into a sink for `path`'s
 /// format and returns the summary; the data goes to `path.partial`, which is renamed to `path`
 /// only after the writer finished, and removed on failure.
 pub fn write_file(
     path: &Path,
+    options: &SinkOptions,
     fill: impl FnOnce(&mut dyn LtsSink) -> Result<LtsSummary, PostError>,
 ) -> Result<LtsSummary, PostError> {
     let format = LtsFormat::from_path(path)?;
     let partial = crate::engine::run::partial_path(path);
     let result = (|| {
-        let mut sink = format.create(&partial)?;
+        let mut sink = format.create_with(&partial, options)?;
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);

@@ -1,14 +1,15 @@
 //! `spillway lts info`: what an LTS file holds, read in one streaming pass.
 //!
 //! Counts come from the file's header or footer and are checked against the edges actually
-//! read (the readers reject a mismatch). Deadlocks are counted from the edges with a bitset of
-//! one bit per state, so even a huge file needs only n/8 bytes. The compression ratio compares
+//! read (the readers reject a mismatch). Deadlocks are counted from the edges with a
+//! [`SourceSet`], whose memory follows the edges read, not the declared state count (at most
+//! n/8 bytes). The compression ratio compares
 //! the file with the same LTS written as plain `.aut` text, `(S, "LABEL", D)` per line (exact byte count, computed
 //! while streaming, nothing is written).
 
-use crate::error::{LtsError, PostError};
-use crate::post::graph::alloc_vec;
+use crate::error::PostError;
 use crate::post::input::Input;
+use crate::post::sources::SourceSet;
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -24,7 +25,7 @@ pub struct LabelCount {
 #[derive(Clone, Debug, Serialize)]
 pub struct Info {
     pub file: String,
-    /// "native" or "aut".
+    /// "native", "aut" or "fsm".
     pub format: String,
     /// Native format version; absent for `.aut`.
     pub version: Option<u16>,
@@ -59,15 +60,13 @@ fn digits(mut v: u64) -> u64 {
 pub fn info(path: &Path) -> Result<Info, PostError> {
     let mut input = Input::open(path)?;
     let h = input.header()?;
-    let words = usize::try_from(h.states.div_ceil(64))
-        .map_err(|_| PostError::Limit(format!("{}: too many states to count", path.display())))?;
-    let mut has_out = alloc_vec(words, 0u64, "the deadlock bitset")?;
+    let mut has_out = SourceSet::new(h.states)?;
     let mut per_label: Vec<u64> = Vec::new();
     let mut self_loops = 0u64;
     let mut text =
         crate::lts::aut::header_line(h.initial, h.transitions, h.states).len() as u64 + 1;
-    input.for_each_edge(|s, l, d, labels| -> Result<(), LtsError> {
-        has_out[(s / 64) as usize] |= 1 << (s % 64);
+    input.for_each_edge(|s, l, d, labels| -> Result<(), PostError> {
+        has_out.insert(s)?;
         let l = l as usize;
         if l >= per_label.len() {
             per_label.resize(l + 1, 0);
@@ -82,12 +81,13 @@ pub fn info(path: &Path) -> Result<Info, PostError> {
     })?;
     let labels = input.labels();
     per_label.resize(labels.len(), 0);
-    let with_out: u64 = has_out.iter().map(|w| w.count_ones() as u64).sum();
+    let with_out = has_out.count()?;
     let file_bytes = h.file_len;
     Ok(Info {
         file: path.display().to_string(),
         format: match h.format {
             crate::lts::LtsFormat::Native => "native".into(),
+            crate::lts::LtsFormat::Fsm => "fsm".into(),
             _ => "aut".into(),
         },
         version: h.version,

@@ -1,7 +1,9 @@
-//! One streaming interface over every readable LTS format, chosen by file extension.
+//! One streaming interface over every readable LTS format (`.slts`, `.aut`, `.fsm`), chosen by
+//! file extension.
 
 use crate::error::LtsError;
 use crate::lts::aut::AutReader;
+use crate::lts::fsm::FsmReader;
 use crate::lts::native::NativeReader;
 use crate::lts::LtsFormat;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,7 @@ pub struct InputHeader {
 pub enum Input {
     Native(Box<NativeReader>),
     Aut(Box<AutReader>),
+    Fsm(Box<FsmReader>),
 }
 
 impl Input {
@@ -35,8 +38,9 @@ impl Input {
         match LtsFormat::from_path(path)? {
             LtsFormat::Native => Ok(Input::Native(Box::new(NativeReader::open(path)?))),
             LtsFormat::Aut => Ok(Input::Aut(Box::new(AutReader::open(path)?))),
+            LtsFormat::Fsm => Ok(Input::Fsm(Box::new(FsmReader::open(path)?))),
             other => Err(LtsError::Invalid(format!(
-                "{}: spillway cannot read the {} format; inputs must be .slts or .aut",
+                "{}: spillway cannot read the {} format; inputs must be .slts, .aut or .fsm",
                 path.display(),
                 other.name()
             ))),
@@ -47,6 +51,7 @@ impl Input {
         match self {
             Input::Native(r) => r.path().to_path_buf(),
             Input::Aut(r) => r.path().to_path_buf(),
+            Input::Fsm(r) => r.path().to_path_buf(),
         }
     }
 
@@ -67,12 +72,7 @@ impl Input {
             }
             Input::Aut(r) => {
                 let h = r.header();
-                let file_len = std::fs::metadata(r.path())
-                    .map_err(|source| LtsError::Io {
-                        path: r.path().to_path_buf(),
-                        source,
-                    })?
-                    .len();
+                let file_len = file_len(r.path())?;
                 InputHeader {
                     format: LtsFormat::Aut,
                     version: None,
@@ -84,6 +84,19 @@ impl Input {
                     file_len,
                 }
             }
+            Input::Fsm(r) => {
+                let h = r.header();
+                InputHeader {
+                    format: LtsFormat::Fsm,
+                    version: None,
+                    states: h.states,
+                    transitions: h.transitions,
+                    initial: h.initial,
+                    labels: None,
+                    recorded_deadlocks: None,
+                    file_len: file_len(r.path())?,
+                }
+            }
         })
     }
 
@@ -93,6 +106,7 @@ impl Input {
         match self {
             Input::Native(r) => r.labels(),
             Input::Aut(r) => r.labels(),
+            Input::Fsm(r) => r.labels(),
         }
     }
 
@@ -119,8 +133,23 @@ impl Input {
                 }
                 Ok(())
             }
+            Input::Fsm(r) => {
+                while let Some((s, l, d)) = r.next_edge()? {
+                    f(s, l.0, d, r.labels())?;
+                }
+                Ok(())
+            }
         }
     }
+}
+
+fn file_len(path: &Path) -> Result<u64, LtsError> {
+    Ok(std::fs::metadata(path)
+        .map_err(|source| LtsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .len())
 }
 
 #[cfg(test)]

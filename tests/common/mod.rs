@@ -114,3 +114,89 @@ pub fn placeless_file(dir: &Path, transitions: u32) -> PathBuf {
 
 /// Every `--store` value with the orders it supports.
 pub const STORES: &[&str] = &["full", "comback", "delta", "hashcompact", "bitstate"];
+
+/// How a child process ended, with its peak resident set size.
+#[derive(Debug)]
+pub struct Measured {
+    /// The exit code, or `None` if a signal ended it.
+    pub code: Option<i32>,
+    /// The signal that ended it, if any.
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// The child's own peak RSS (`ru_maxrss` from `wait4`), in bytes.
+    pub max_rss: u64,
+}
+
+impl Measured {
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// Runs `cmd` to completion and measures its peak RSS with `wait4`, which reports the
+/// resources of that one child (not of every child the test process ever had).
+///
+/// Linux keeps a process's high-water mark across `exec`, and the child starts as a copy of
+/// this test process, so the figure is at least this process's RSS when it spawned the child:
+/// an overestimate of the binary's own peak (by a few MiB in these tests), never an
+/// underestimate, which is what an upper bound needs.
+pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
+    use std::io::{Read, Seek};
+    let mut out = tempfile::tempfile().unwrap();
+    let mut err = tempfile::tempfile().unwrap();
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(err.try_clone().unwrap())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: `rusage` is plain data that wait4 fills in; `status` and `usage` outlive the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = loop {
+        // SAFETY: pid is our own child, not yet reaped (the `Child` is never waited on).
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break r;
+    };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    drop(child);
+    let read = |f: &mut std::fs::File| {
+        let mut v = Vec::new();
+        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut v).unwrap();
+        v
+    };
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    Measured {
+        code,
+        signal,
+        stdout: read(&mut out),
+        stderr: read(&mut err),
+        // Linux reports ru_maxrss in KiB.
+        max_rss: usage.ru_maxrss as u64 * 1024,
+    }
+}
+
+/// This process's resident set size now (VmRSS), in bytes; 0 where /proc is unavailable.
+pub fn own_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
