@@ -36,6 +36,22 @@ fn main() -> ExitCode {
 fn explore(args: &ExploreArgs) -> i32 {
     let cfg = args.config();
     let quiet = args.quiet;
+    // The stats file must not replace the model either (the LTS output is checked by the
+    // driver).
+    if let Some(stats) = args
+        .stats_json
+        .as_deref()
+        .filter(|p| *p != std::path::Path::new("-"))
+    {
+        if let Ok(true) = spillway::files::same_file(&args.model, stats) {
+            eprintln!(
+                "spillway: error: --stats-json {} is the model file {}: refusing to overwrite it",
+                stats.display(),
+                args.model.display()
+            );
+            return exit::USAGE;
+        }
+    }
     if let Err(e) = spillway::checkpoint::ignore_file_size_signal() {
         return report(&e.into());
     }

@@ -352,3 +352,18 @@ fn a_missing_workdir_is_created() {
     assert_eq!(counts(&json(&stats)), (1 << 10, 10 << 10));
     assert!(wd.is_dir());
 }
+
+/// `--stats-json` naming the model file (by another path) is refused before anything is
+/// written: the model stays as it was.
+#[test]
+fn stats_json_never_overwrites_the_model() {
+    let t = tempfile::tempdir().unwrap();
+    let model = toggles_file(t.path(), 3);
+    let before = std::fs::read(&model).unwrap();
+    let link = t.path().join("link.json");
+    std::os::unix::fs::symlink(&model, &link).unwrap();
+    let o = explore(&model, &["-q", "--stats-json", link.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is the model file"));
+    assert_eq!(std::fs::read(&model).unwrap(), before);
+}

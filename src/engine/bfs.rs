@@ -140,12 +140,15 @@ pub fn explore(
                 *next - 1
             }
             Open::Queue(q) => {
-                if !q.pop(&mut rec)? {
-                    break;
+                let popped = q.pop_with(&mut rec, |r| {
+                    state.clear();
+                    state.extend_from_slice(&r[8..]);
+                    u64::from_le_bytes(r[..8].try_into().unwrap())
+                })?;
+                match popped {
+                    Some(id) => id,
+                    None => break,
                 }
-                state.clear();
-                state.extend_from_slice(&rec[8..]);
-                u64::from_le_bytes(rec[..8].try_into().unwrap())
             }
         };
         if level_left == 0 {

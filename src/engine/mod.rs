@@ -345,6 +345,7 @@ impl Session<'_> {
     /// The engines' one checkpoint poll, called once per expansion (BFS) or step (DFS)
     /// with a counter: every [`POLL_EVERY`] calls it asks the checkpointer, if the run has
     /// one, whether a checkpoint is due, and hands it back with the reason.
+    #[inline]
     pub(crate) fn poll(&mut self, count: u64) -> Option<(&mut Checkpointer, Due)> {
         if !count.is_multiple_of(POLL_EVERY) {
             return None;

@@ -24,6 +24,7 @@ impl Queue {
         }
     }
 
+    #[inline]
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
         match self {
             Queue::Ram { buf, .. } => {
@@ -37,23 +38,45 @@ impl Queue {
 
     /// Pops the oldest record into `out`; `false` when the queue is empty.
     pub fn pop(&mut self, out: &mut Vec<u8>) -> Result<bool, StorageError> {
+        if let Queue::Spilled(q) = self {
+            return q.pop(out);
+        }
+        let copied = self.pop_with(&mut Vec::new(), |r| {
+            out.clear();
+            out.extend_from_slice(r);
+        })?;
+        Ok(copied.is_some())
+    }
+
+    /// Pops the oldest record and hands it to `f` (`None` when the queue is empty): in RAM
+    /// the record is borrowed where it lies, spilled it is read into `scratch` first, so the
+    /// caller copies what it keeps once.
+    #[inline]
+    pub fn pop_with<R>(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, StorageError> {
         match self {
             Queue::Ram { buf, head } => {
                 let h = *head;
                 if h == buf.len() {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 let n = u32::from_le_bytes(buf[h..h + 4].try_into().unwrap()) as usize;
-                out.clear();
-                out.extend_from_slice(&buf[h + 4..h + 4 + n]);
+                let r = f(&buf[h + 4..h + 4 + n]);
                 *head = h + 4 + n;
                 if *head > buf.len() / 2 && *head > 1 << 16 {
                     buf.drain(..*head);
                     *head = 0;
                 }
-                Ok(true)
+                Ok(Some(r))
             }
-            Queue::Spilled(q) => q.pop(out),
+            Queue::Spilled(q) => Ok(if q.pop(scratch)? {
+                Some(f(scratch))
+            } else {
+                None
+            }),
         }
     }
 
@@ -88,6 +111,7 @@ pub enum Stack {
 }
 
 impl Stack {
+    #[inline]
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
         match self {
             Stack::Ram(buf) => {
@@ -100,6 +124,7 @@ impl Stack {
     }
 
     /// Pops the newest record into `out`; `false` when the stack is empty.
+    #[inline]
     pub fn pop(&mut self, out: &mut Vec<u8>) -> Result<bool, StorageError> {
         match self {
             Stack::Ram(buf) => {
