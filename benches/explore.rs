@@ -2,9 +2,9 @@
 //! The end-to-end table (states/s, peak RSS per model) is `tools/bench_table.py`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use spillway::engine::run::{explore_model, ExploreConfig};
 use spillway::engine::EngineOptions;
 use spillway::model::{petri, pnml, Model};
+use spillway::run::{ExploreConfig, Search};
 use std::path::Path;
 
 fn model(name: &str) -> Box<dyn Model> {
@@ -41,7 +41,13 @@ fn bfs_full(c: &mut Criterion) {
     let mut g = c.benchmark_group("bfs_full");
     g.throughput(Throughput::Elements(243));
     g.bench_function("philosophers5", |b| {
-        b.iter(|| explore_model(m.as_ref(), &cfg).unwrap().states)
+        b.iter(|| {
+            Search::model(m.as_ref())
+                .config(cfg.clone())
+                .run()
+                .unwrap()
+                .states
+        })
     });
     g.finish();
 }

@@ -103,6 +103,13 @@ impl From<Clash> for crate::error::PostError {
     }
 }
 
+/// The temporary name an output file has until it is complete (`OUT.partial`).
+pub fn partial_path(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

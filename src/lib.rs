@@ -5,14 +5,15 @@
 //! BEEM benchmark, or a model written in Rust) is explored state by state; the labelled
 //! transition system is streamed to a compressed file.
 //!
-//! Data flows one way: [`model`] → [`engine`] → [`store`] → [`lts`]. See docs/ARCHITECTURE.md.
+//! Data flows one way: [`model`] → [`engine`] → [`store`] → [`lts`], driven by [`run`]. See
+//! docs/ARCHITECTURE.md.
 //!
 //! ```
-//! use spillway::engine::run::{explore_file, ExploreConfig};
+//! use spillway::run::{ExploreConfig, Search};
 //! use std::path::Path;
 //!
 //! let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
-//! let stats = explore_file(&path, &ExploreConfig::default(), &mut |_| {}).unwrap();
+//! let stats = Search::file(&path).config(ExploreConfig::default()).run().unwrap();
 //! assert_eq!((stats.states, stats.transitions), (243, 945));
 //! ```
 
@@ -25,6 +26,7 @@ pub mod files;
 pub mod lts;
 pub mod model;
 pub mod post;
+pub mod run;
 pub mod storage;
 pub mod store;
 pub mod sys;

@@ -2,9 +2,9 @@
 
 use clap::{CommandFactory, FromArgMatches};
 use spillway::cli::{Cli, Command, ExploreArgs, Interval, LtsArgs, ResumeArgs};
-use spillway::engine::run::{explore_file, resume_dir, ResumeOverrides};
 use spillway::engine::ExploreStats;
 use spillway::error::{exit, CheckpointError, ExploreError, LtsError, PostError};
+use spillway::run::{ResumeOverrides, Search};
 use spillway::storage::MemoryLimit;
 use std::process::ExitCode;
 
@@ -60,11 +60,14 @@ fn explore(args: &ExploreArgs) -> i32 {
             return report(&e.into());
         }
     }
-    let result = explore_file(&args.model, &cfg, &mut |note| {
-        if !quiet {
-            eprintln!("spillway: note: {note}");
-        }
-    });
+    let result = Search::file(&args.model)
+        .config(cfg)
+        .notes(|note| {
+            if !quiet {
+                eprintln!("spillway: note: {note}");
+            }
+        })
+        .run();
     finish(result, quiet, args.stats_json.as_deref())
 }
 
@@ -82,11 +85,13 @@ fn resume(args: &ResumeArgs) -> i32 {
         progress: Some(!args.no_progress && !args.quiet),
     };
     let quiet = args.quiet;
-    let result = resume_dir(&args.dir, &overrides, &mut |note| {
-        if !quiet {
-            eprintln!("spillway: note: {note}");
-        }
-    });
+    let result = Search::resume(&args.dir, overrides)
+        .notes(|note| {
+            if !quiet {
+                eprintln!("spillway: note: {note}");
+            }
+        })
+        .run();
     finish(result, quiet, args.stats_json.as_deref())
 }
 

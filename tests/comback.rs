@@ -5,8 +5,8 @@
 mod common;
 
 use common::{bin, reference_rows, shipped};
-use spillway::engine::run::{explore_file, ExploreConfig};
 use spillway::engine::{EngineOptions, Order};
+use spillway::run::{ExploreConfig, Search};
 use spillway::store::bitstate::BitstateOptions;
 use spillway::store::comback::{CombackOptions, Reconstruction, WaitingSet};
 use spillway::store::hashcompact::HashCompactOptions;
@@ -103,7 +103,7 @@ fn explore(model: &Path, order: Order, store: StoreConfig) -> spillway::ExploreS
         engine: EngineOptions { progress: false },
         ..ExploreConfig::default()
     };
-    explore_file(model, &cfg, &mut |_| {}).unwrap()
+    Search::file(model).config(cfg).run().unwrap()
 }
 
 #[test]

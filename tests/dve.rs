@@ -18,7 +18,7 @@ mod common;
 use common::{bin, shared_models};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use spillway::engine::run::{explore_file, ExploreConfig};
+use spillway::run::{ExploreConfig, Search};
 use spillway::store::comback::CombackOptions;
 use spillway::store::delta::DeltaOptions;
 use spillway::store::full::FullOptions;
@@ -130,7 +130,7 @@ fn check_beem(rows: &[Beem], order: Order, store: StoreKind) {
     let cfg = config(order, store);
     let mut failures = Vec::new();
     for r in rows {
-        match explore_file(&r.path, &cfg, &mut |_| {}) {
+        match Search::file(&r.path).config(cfg.clone()).run() {
             Ok(s)
                 if s.states == r.states
                     && r.transitions.is_none_or(|t| t == s.transitions)
@@ -207,7 +207,9 @@ fn explore_src(src: &str, store: StoreKind) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.dve");
     std::fs::write(&path, src).unwrap();
-    let s = explore_file(&path, &config(Order::Bfs, store), &mut |_| {})
+    let s = Search::file(&path)
+        .config(config(Order::Bfs, store))
+        .run()
         .unwrap_or_else(|e| panic!("{e}\n{src}"));
     (s.states, s.transitions)
 }
@@ -342,7 +344,10 @@ fn rendezvous_matches_an_independent_search() {
 fn shipped_dve_model_matches_the_independent_search() {
     let path = common::shipped("dve/clients3.dve");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), clients_src(3));
-    let s = explore_file(&path, &config(Order::Bfs, StoreKind::Full), &mut |_| {}).unwrap();
+    let s = Search::file(&path)
+        .config(config(Order::Bfs, StoreKind::Full))
+        .run()
+        .unwrap();
     assert_eq!((s.states, s.transitions), clients_reference(3));
     assert_eq!(
         (s.states, s.transitions),

@@ -18,8 +18,8 @@
 mod common;
 
 use common::{reference_rows, Reference};
-use spillway::engine::run::{explore_file, ExploreConfig};
 use spillway::engine::{EngineOptions, Order};
+use spillway::run::{ExploreConfig, Search};
 use spillway::storage::{SegOptions, SpillPolicy, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
@@ -98,7 +98,7 @@ fn check_case(rows: &[Reference], case: &Case) {
     let (order, store, variant) = (case.order, case.store.name(), &case.variant);
     let mut failures = Vec::new();
     for r in rows {
-        match explore_file(&r.path, &cfg, &mut |_| {}) {
+        match Search::file(&r.path).config(cfg.clone()).run() {
             Ok(s) if (s.states, s.transitions) == (r.states, r.transitions) && s.exact => {}
             Ok(s) => failures.push(format!(
                 "{}: {order:?}/{store}{variant}: got {} states {} transitions (exact: {}), expected {} / {}",

@@ -6,8 +6,8 @@
 
 mod common;
 
-use spillway::engine::run::{make_store, ExploreConfig};
 use spillway::model::{aut::AutModel, petri, pnml, Model, TransitionId};
+use spillway::run::{make_store, ExploreConfig};
 use spillway::storage::{Storage, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,

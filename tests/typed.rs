@@ -5,9 +5,9 @@
 mod philosophers;
 
 use philosophers::Philosophers;
-use spillway::engine::run::{explore_model, ExploreConfig};
 use spillway::engine::{EngineOptions, Order};
 use spillway::model::typed::Typed;
+use spillway::run::{ExploreConfig, Search};
 
 #[test]
 fn typed_philosophers_match_the_net() {
@@ -17,13 +17,19 @@ fn typed_philosophers_match_the_net() {
             engine: EngineOptions { progress: false },
             ..ExploreConfig::default()
         };
-        let s = explore_model(&Typed::new(Philosophers { n: 5 }), &cfg).unwrap();
+        let s = Search::model(&Typed::new(Philosophers { n: 5 }))
+            .config(cfg.clone())
+            .run()
+            .unwrap();
         assert_eq!(
             (s.states, s.transitions, s.deadlocks),
             (243, 945, 2),
             "{order:?}"
         );
-        let s = explore_model(&Typed::new(Philosophers { n: 10 }), &cfg).unwrap();
+        let s = Search::model(&Typed::new(Philosophers { n: 10 }))
+            .config(cfg.clone())
+            .run()
+            .unwrap();
         // Philosophers-PT-000010 in REFERENCE.tsv.
         assert_eq!((s.states, s.transitions), (59049, 459270), "{order:?}");
     }

@@ -5,8 +5,8 @@
 //! transitions, as the net does. Run it with `cargo run --release --example philosophers [N]`.
 
 use serde::{Deserialize, Serialize};
-use spillway::engine::run::{explore_model, ExploreConfig};
 use spillway::model::typed::{Typed, TypedModel};
+use spillway::run::{ExploreConfig, Search};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phil {
@@ -111,7 +111,9 @@ fn main() {
         .nth(1)
         .map(|a| a.parse().expect("N must be a positive integer"))
         .unwrap_or(5);
-    let stats = explore_model(&Typed::new(Philosophers { n }), &ExploreConfig::default())
+    let stats = Search::model(&Typed::new(Philosophers { n }))
+        .config(ExploreConfig::default())
+        .run()
         .expect("exploration failed");
     println!(
         "{n} philosophers: {} states, {} transitions, {} deadlocks",

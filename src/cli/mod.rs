@@ -1,8 +1,8 @@
 //! Command-line definitions (clap) and the step from raw arguments to a validated config.
 
-use crate::engine::run::{CheckpointConfig, ExploreConfig};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
+use crate::run::{CheckpointConfig, ExploreConfig};
 use crate::storage::budget::{parse_size, MemoryLimit};
 use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use crate::store::bitstate::BitstateOptions;

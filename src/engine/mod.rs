@@ -9,7 +9,6 @@
 
 pub mod bfs;
 pub mod dfs;
-pub mod run;
 
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
 use crate::error::{CheckpointError, ExploreError};
@@ -283,35 +282,6 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Explores `model` in the given order, numbering states with `store` and streaming edges to
-/// `sink` (which is finished on success).
-pub fn explore(
-    model: &dyn Model,
-    store: &mut dyn StateStore,
-    sink: &mut dyn LtsSink,
-    order: Order,
-    opts: &EngineOptions,
-) -> Result<ExploreStats, ExploreError> {
-    explore_in(model, store, sink, order, opts, None)
-}
-
-/// [`explore`] with the run's storage: the engine's own structures (BFS open queue, DFS
-/// stack) then live in segment containers under the storage's budget.
-pub fn explore_in(
-    model: &dyn Model,
-    store: &mut dyn StateStore,
-    sink: &mut dyn LtsSink,
-    order: Order,
-    opts: &EngineOptions,
-    storage: Option<&crate::storage::Storage>,
-) -> Result<ExploreStats, ExploreError> {
-    let session = Session {
-        storage,
-        ..Session::default()
-    };
-    explore_session(model, store, sink, order, opts, session)
-}
-
 /// What an engine needs besides the model, the store and the sink: the run's storage, the
 /// checkpointer of a checkpointed run, and the checkpoint to continue from.
 #[derive(Default)]
@@ -323,8 +293,10 @@ pub struct Session<'a> {
     pub resume: Option<(EngineMark, Counters)>,
 }
 
-/// [`explore`] within a session: checkpoints when they are due, and resuming.
-pub fn explore_session(
+/// Explores `model` in the given order, numbering states with `store` and streaming edges
+/// to `sink` (finished on success), within a session: checkpoints when they are due, and
+/// resuming. The driver ([`crate::run::Search`]) is the way in; this is its engine step.
+pub(crate) fn explore_session(
     model: &dyn Model,
     store: &mut dyn StateStore,
     sink: &mut dyn LtsSink,

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use spillway::model::typed::{Typed, TypedModel};
-//! use spillway::engine::{run::{explore_model, ExploreConfig}};
+//! use spillway::run::{ExploreConfig, Search};
 //!
 //! /// A counter modulo 5 that can step by one or two.
 //! struct Counter;
@@ -22,7 +22,7 @@
 //!     fn next(&self, s: &u8, a: &u8) -> Option<u8> { Some((s + a) % 5) }
 //!     fn label(&self, a: &u8) -> String { format!("add{a}") }
 //! }
-//! let stats = explore_model(&Typed::new(Counter), &ExploreConfig::default()).unwrap();
+//! let stats = Search::model(&Typed::new(Counter)).config(ExploreConfig::default()).run().unwrap();
 //! assert_eq!((stats.states, stats.transitions), (5, 10));
 //! ```
 

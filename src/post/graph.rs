@@ -300,7 +300,7 @@ impl Lts {
 /// Refuses an `output` that is the `input` file itself, or whose temporary `OUT.partial` is
 /// (see [`crate::files::check_output`]); tools that write call it before reading anything.
 pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
-    let partial = crate::engine::run::partial_path(output);
+    let partial = crate::run::partial_path(output);
     Ok(crate::files::check_output(input, output, &partial)?)
 }
 
@@ -313,7 +313,7 @@ pub fn write_file(
     fill: impl FnOnce(&mut dyn LtsSink) -> Result<LtsSummary, PostError>,
 ) -> Result<LtsSummary, PostError> {
     let format = LtsFormat::from_path(path)?;
-    let partial = crate::engine::run::partial_path(path);
+    let partial = crate::run::partial_path(path);
     let result = (|| {
         let mut sink = format.create_with(&partial, options)?;
         let summary = fill(sink.as_mut())?;

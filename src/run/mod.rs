@@ -1,4 +1,6 @@
-//! The driver behind `spillway explore`: model file in, stats (and an LTS file) out.
+//! The driver above the engines: model in, stats (and an LTS file) out. [`Search`] is the
+//! one way to start or resume a search (`spillway explore` and `resume` use it, and so does
+//! a library user).
 //!
 //! The output is written to `OUT.partial` and renamed to `OUT` only once it is complete, so a
 //! failed or killed run never replaces an earlier good file; the partial file has no footer
@@ -8,8 +10,8 @@
 //! overflows, the run restarts from scratch with wider counters (8 → 16 → 32 bits) and says so.
 //! Overflow at 32 bits is an error.
 
-use super::{EngineOptions, ExploreStats, Order, Session};
 use crate::checkpoint::{self, Checkpointer, Leg, Manifest, RunSpec};
+use crate::engine::{EngineOptions, ExploreStats, Order, Session};
 use crate::error::{CheckpointError, ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
 use crate::model::petri::{self, TokenWidth};
@@ -111,17 +113,12 @@ fn check_minimum(
     Ok(())
 }
 
-/// The temporary name an output file has until it is complete.
-pub fn partial_path(out: &Path) -> PathBuf {
-    let mut name = out.as_os_str().to_owned();
-    name.push(".partial");
-    PathBuf::from(name)
-}
+pub use crate::files::partial_path;
 
 /// Explores one model with the given store and writes the output, if any.
 /// A checkpointed configuration is refused: a checkpoint records the model file (and its
 /// digest) to continue from, so checkpointed runs go through [`explore_file`].
-pub fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
+fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats, ExploreError> {
     if cfg.checkpoint.is_some() {
         return Err(ExploreError::Config(
             "a checkpointed run needs its model file: use explore_file (explore_model cannot record what to resume from)".into(),
@@ -217,7 +214,7 @@ fn explore_model_from(
         checkpoint: checkpointer.as_mut(),
         resume: resume.map(|m| (m.engine.clone(), m.counters)),
     };
-    let mut stats = super::explore_session(
+    let mut stats = crate::engine::explore_session(
         model,
         store.as_mut(),
         sink.as_mut(),
@@ -266,7 +263,7 @@ fn explore_model_from(
 
 /// Reads a model file and explores it; `note` receives human-readable remarks (e.g. a restart
 /// with wider counters).
-pub fn explore_file(
+fn explore_file(
     path: &Path,
     cfg: &ExploreConfig,
     note: &mut dyn FnMut(&str),
@@ -506,7 +503,7 @@ pub struct ResumeOverrides {
 
 /// Continues the checkpointed run in `dir` with the configuration its manifest records and
 /// the `overrides` (the only settings a resume may change).
-pub fn resume_dir(
+fn resume_dir(
     dir: &Path,
     overrides: &ResumeOverrides,
     note: &mut dyn FnMut(&str),
@@ -576,4 +573,79 @@ pub fn resume_dir(
     // The directory goes too if the run's `explore` created it.
     finish_run_dir(&cfg, manifest.run.created_dir, &result);
     result
+}
+
+/// What a [`Search`] starts from.
+enum Start<'a> {
+    File(&'a Path),
+    Model(&'a dyn Model),
+    Resume {
+        dir: &'a Path,
+        overrides: ResumeOverrides,
+    },
+}
+
+/// The one way to run a search: from a model file, from a model built in Rust, or resumed
+/// from a checkpoint, with human-readable notes (a restart with wider counters, a resume's
+/// position, warnings) passed to a callback.
+///
+/// ```
+/// use spillway::run::{ExploreConfig, Search};
+/// use std::path::Path;
+///
+/// let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+/// let stats = Search::file(&path).config(ExploreConfig::default()).run().unwrap();
+/// assert_eq!((stats.states, stats.transitions), (243, 945));
+/// ```
+pub struct Search<'a> {
+    start: Start<'a>,
+    cfg: ExploreConfig,
+    note: Box<dyn FnMut(&str) + 'a>,
+}
+
+impl<'a> Search<'a> {
+    fn new(start: Start<'a>) -> Self {
+        Search {
+            start,
+            cfg: ExploreConfig::default(),
+            note: Box::new(|_| {}),
+        }
+    }
+
+    /// Explores the model in `path` (`.pnml`, `.aut`, `.dve`).
+    pub fn file(path: &'a Path) -> Self {
+        Self::new(Start::File(path))
+    }
+
+    /// Explores a model built in Rust (not checkpointable: a checkpoint records its file).
+    pub fn model(model: &'a dyn Model) -> Self {
+        Self::new(Start::Model(model))
+    }
+
+    /// Continues the checkpointed run in `dir` with the configuration its manifest records,
+    /// changed only by `overrides`.
+    pub fn resume(dir: &'a Path, overrides: ResumeOverrides) -> Self {
+        Self::new(Start::Resume { dir, overrides })
+    }
+
+    /// The run's configuration (ignored by [`Search::resume`], which has its own).
+    pub fn config(mut self, cfg: ExploreConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Where human-readable notes go.
+    pub fn notes(mut self, note: impl FnMut(&str) + 'a) -> Self {
+        self.note = Box::new(note);
+        self
+    }
+
+    /// Runs the search to its end (or its first error).
+    pub fn run(mut self) -> Result<ExploreStats, ExploreError> {
+        match self.start {
+            Start::File(path) => explore_file(path, &self.cfg, &mut *self.note),
+            Start::Model(model) => explore_model(model, &self.cfg),
+            Start::Resume { dir, overrides } => resume_dir(dir, &overrides, &mut *self.note),
+        }
+    }
 }
