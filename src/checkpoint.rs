@@ -132,6 +132,8 @@ pub enum EngineMark {
         depth: u64,
         level_left: u64,
         next_level: u64,
+        /// States in the level being expanded (for the progress line and the metrics).
+        level_states: u64,
         open: OpenMark,
     },
     Dfs {

@@ -22,6 +22,7 @@ pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod files;
+pub mod plot;
 pub mod lts;
 pub mod model;
 pub mod post;

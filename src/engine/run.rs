@@ -8,6 +8,7 @@
 //! overflows, the run restarts from scratch with wider counters (8 → 16 → 32 bits) and says so.
 //! Overflow at 32 bits is an error.
 
+use super::observe::{Clock, MetricsConfig, Observer};
 use super::{EngineOptions, ExploreStats, Order, Session};
 use crate::checkpoint::{self, Checkpointer, Leg, Manifest, RunSpec};
 use crate::error::{CheckpointError, ExploreError, LtsError, ModelError};
@@ -35,6 +36,8 @@ pub struct ExploreConfig {
     /// Checkpointing (`--checkpoint-every`): the run directory, the interval, and how the
     /// run was started.
     pub checkpoint: Option<CheckpointConfig>,
+    /// `--metrics`: a JSON line per interval to this file.
+    pub metrics: Option<MetricsConfig>,
 }
 
 /// Settings of a checkpointed run.
@@ -57,6 +60,7 @@ impl Default for ExploreConfig {
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
             checkpoint: None,
+            metrics: None,
         }
     }
 }
@@ -212,10 +216,25 @@ fn explore_model_from(
         }
         _ => Box::new(NullSink),
     };
+    let observer = Observer::new(
+        Clock {
+            started: leg.started,
+            cpu_at_start: leg.cpu_at_start,
+            elapsed_before: leg.elapsed_before,
+            cpu_before: leg.cpu_before,
+        },
+        storage.as_ref().map(|st| st.budget.clone()),
+        match cfg.storage.memory {
+            MemoryLimit::Bytes(b) => Some(b),
+            MemoryLimit::Unlimited => None,
+        },
+        cfg.metrics.as_ref(),
+    )?;
     let session = Session {
         storage: engine_storage,
         checkpoint: checkpointer.as_mut(),
         resume: resume.map(|m| (m.engine.clone(), m.counters)),
+        observer: Some(observer),
     };
     let mut stats = super::explore_session(
         model,
@@ -400,6 +419,9 @@ fn absolute_config(cfg: &ExploreConfig) -> Result<ExploreConfig, ExploreError> {
     if let Some(ck) = &mut c.checkpoint {
         ck.dir = absolute(&ck.dir)?;
     }
+    if let Some(m) = &mut c.metrics {
+        m.path = absolute(&m.path)?;
+    }
     Ok(c)
 }
 
@@ -502,6 +524,10 @@ pub struct ResumeOverrides {
     /// `Some(None)`: checkpoint only on signals.
     pub interval: Option<Option<Duration>>,
     pub progress: Option<bool>,
+    /// `--metrics FILE` (a new file for this leg and the next ones of this process).
+    pub metrics: Option<PathBuf>,
+    /// `--metrics-every INTERVAL`.
+    pub metrics_every: Option<Duration>,
 }
 
 /// Continues the checkpointed run in `dir` with the configuration its manifest records and
@@ -537,6 +563,26 @@ pub fn resume_dir(
     }
     if let Some(p) = overrides.progress {
         cfg.engine.progress = p;
+    }
+    // The file the run started with (recorded absolute) unless the resume names another.
+    if let Some(path) = &overrides.metrics {
+        cfg.metrics = Some(MetricsConfig {
+            path: absolute(path)?,
+            every: cfg
+                .metrics
+                .as_ref()
+                .map_or(super::observe::DEFAULT_METRICS_EVERY, |m| m.every),
+        });
+    }
+    if let Some(every) = overrides.metrics_every {
+        match &mut cfg.metrics {
+            Some(m) => m.every = every,
+            None => {
+                return Err(ExploreError::Config(
+                    "--metrics-every needs --metrics FILE: this run was started without a metrics file".into(),
+                ))
+            }
+        }
     }
     let interval = overrides
         .interval
