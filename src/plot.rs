@@ -235,7 +235,11 @@ mod tests {
         };
         let bfs = render(&[line(0.0, "bfs", 0, Some(1)), line(1.0, "bfs", 3, Some(9))]).unwrap();
         assert!(bfs.starts_with("<svg") && bfs.contains("states per BFS level"));
-        assert_eq!(bfs.matches("<polyline").count(), 5, "states, RSS, budget, levels + legend? {bfs}");
+        assert_eq!(
+            bfs.matches("<polyline").count(),
+            5,
+            "states, RSS, budget, levels + legend? {bfs}"
+        );
         let dfs = render(&[line(0.0, "dfs", 1, None)]).unwrap();
         assert!(dfs.contains("DFS stack depth"));
     }

@@ -1,7 +1,7 @@
 //! Command-line definitions (clap) and the step from raw arguments to a validated config.
 
-use crate::engine::run::{CheckpointConfig, ExploreConfig};
 use crate::engine::observe::{MetricsConfig, DEFAULT_METRICS_EVERY};
+use crate::engine::run::{CheckpointConfig, ExploreConfig};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::storage::budget::{parse_size, MemoryLimit};
@@ -455,8 +455,9 @@ impl ResumeArgs {
 /// A `--metrics-every` interval: as `--checkpoint-every`, but never `off` (no lines at all
 /// is no `--metrics`).
 fn parse_metrics_every(s: &str) -> Result<std::time::Duration, String> {
-    crate::checkpoint::parse_interval(s)?
-        .ok_or_else(|| format!("'{s}': --metrics-every needs an interval (drop --metrics for no metrics)"))
+    crate::checkpoint::parse_interval(s)?.ok_or_else(|| {
+        format!("'{s}': --metrics-every needs an interval (drop --metrics for no metrics)")
+    })
 }
 
 fn parse_order(s: &str) -> Result<Order, String> {

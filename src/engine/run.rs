@@ -577,11 +577,10 @@ pub fn resume_dir(
     if let Some(every) = overrides.metrics_every {
         match &mut cfg.metrics {
             Some(m) => m.every = every,
-            None => {
-                return Err(ExploreError::Config(
-                    "--metrics-every needs --metrics FILE: this run was started without a metrics file".into(),
-                ))
-            }
+            None => return Err(ExploreError::Config(
+                "--metrics-every needs --metrics FILE: this run was started without a metrics file"
+                    .into(),
+            )),
         }
     }
     let interval = overrides

@@ -38,9 +38,9 @@
 use super::filter::Filter;
 use crate::error::StorageError;
 use std::fs::{File, OpenOptions};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes this process has read from and written to segment files (block headers and
 /// compressed payloads), for `--metrics`. Process-wide: one relaxed add per block of
