@@ -70,6 +70,23 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Point>, PlotError> {
     Ok(points)
 }
 
+/// The third panel's colour: plotters' GREEN is too light to read on white.
+const LEVELS: RGBColor = RGBColor(0, 128, 0);
+
+/// An axis label for a count: `1.5M`, `250k`, `12` (the default `1000000.0` is unreadable).
+fn count(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
 /// A range from 0 to a little above `max`, never empty (plotters needs a non-empty span).
 fn span(max: f64) -> std::ops::Range<f64> {
     0.0..if max > 0.0 { max * 1.05 } else { 1.0 }
@@ -96,6 +113,7 @@ fn render(points: &[Point]) -> Result<String, String> {
         c.configure_mesh()
             .x_desc("wall seconds")
             .y_desc("states")
+            .y_label_formatter(&|v| count(*v))
             .draw()
             .map_err(|e| e.to_string())?;
         c.draw_series(LineSeries::new(
@@ -174,11 +192,13 @@ fn render(points: &[Point]) -> Result<String, String> {
             c.configure_mesh()
                 .x_desc("BFS level")
                 .y_desc("states in the level")
+                .x_label_formatter(&|v| format!("{v:.0}"))
+                .y_label_formatter(&|v| count(*v))
                 .draw()
                 .map_err(|e| e.to_string())?;
             c.draw_series(LineSeries::new(
                 bfs.iter().map(|&(l, n)| (l as f64, n as f64)),
-                &GREEN,
+                &LEVELS,
             ))
             .map_err(|e| e.to_string())?;
         } else {
@@ -193,11 +213,12 @@ fn render(points: &[Point]) -> Result<String, String> {
             c.configure_mesh()
                 .x_desc("wall seconds")
                 .y_desc("depth")
+                .y_label_formatter(&|v| count(*v))
                 .draw()
                 .map_err(|e| e.to_string())?;
             c.draw_series(LineSeries::new(
                 points.iter().map(|p| (p.wall_seconds, p.level as f64)),
-                &GREEN,
+                &LEVELS,
             ))
             .map_err(|e| e.to_string())?;
         }
@@ -235,12 +256,18 @@ mod tests {
         };
         let bfs = render(&[line(0.0, "bfs", 0, Some(1)), line(1.0, "bfs", 3, Some(9))]).unwrap();
         assert!(bfs.starts_with("<svg") && bfs.contains("states per BFS level"));
-        assert_eq!(
-            bfs.matches("<polyline").count(),
-            5,
-            "states, RSS, budget, levels + legend? {bfs}"
-        );
+        // Each series is a polyline of its colour (axes and ticks are black ones): states
+        // (blue), RSS (red, and its legend sample), levels (green).
+        let lines = |svg: &str, colour: &str| {
+            svg.split("<polyline")
+                .filter(|p| p.contains(&format!("stroke=\"{colour}\"")))
+                .count()
+        };
+        assert_eq!(lines(&bfs, "#0000FF"), 1, "states");
+        assert_eq!(lines(&bfs, "#FF0000"), 2, "RSS");
+        assert_eq!(lines(&bfs, "#008000"), 1, "levels");
         let dfs = render(&[line(0.0, "dfs", 1, None)]).unwrap();
-        assert!(dfs.contains("DFS stack depth"));
+        assert!(dfs.contains("DFS stack depth") && !dfs.contains("BFS level"));
+        assert_eq!(lines(&dfs, "#008000"), 1, "depth");
     }
 }

@@ -283,25 +283,31 @@ fn plot_draws_a_real_run_and_refuses_bad_files() {
     ] {
         assert!(text.contains(caption), "{caption}");
     }
-    // States, RSS, the budget and the levels are lines; the states line has a point per
-    // metrics line.
-    let polylines: Vec<&str> = text.split("<polyline").skip(1).collect();
-    assert!(polylines.len() >= 4, "{} polylines", polylines.len());
-    let n = lines(&metrics).len();
-    let points = |p: &str| {
-        p.split("points=\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap()
-            .split_whitespace()
-            .count()
+    // Each series is a polyline of its colour (axes and ticks are black ones): the states
+    // (blue) with a point per metrics line, RSS (red; its legend sample is a red line too),
+    // the level sizes (green) with a point
+    // per level some line sampled.
+    let v = lines(&metrics);
+    let series = |colour: &str| -> Vec<usize> {
+        text.split("<polyline")
+            .filter(|p| p.contains(&format!("stroke=\"{colour}\"")))
+            .map(|p| {
+                p.split("points=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .count()
+            })
+            .collect()
     };
-    assert!(
-        polylines.iter().any(|p| points(p) == n),
-        "a series of {n} points"
-    );
+    assert_eq!(series("#0000FF"), vec![v.len()], "states");
+    assert!(series("#FF0000").contains(&v.len()), "RSS");
+    let mut levels: Vec<u64> = v.iter().map(|l| l["level"].as_u64().unwrap()).collect();
+    levels.dedup();
+    assert_eq!(series("#008000"), vec![levels.len()], "levels");
 
     // A malformed line is named by its number (exit 3); a missing file is exit 4.
     let mut bad: Vec<String> = std::fs::read_to_string(&metrics)
