@@ -283,3 +283,76 @@ pub struct Head {
     pub transitions: u64,
     pub position: Position,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(position: Position, limit: Option<u64>) -> Sample {
+        let mut o = Observer::plain();
+        o.memory_limit = limit;
+        o.sample(
+            Head {
+                phase: Phase::Expanding,
+                states: 1234,
+                transitions: 5678,
+                position,
+            },
+            false,
+        )
+    }
+
+    #[test]
+    fn progress_line_names_phase_level_and_budget() {
+        let mut o = Observer::plain();
+        let s = sample(
+            Position::Bfs {
+                level: 3,
+                level_states: 9,
+            },
+            Some(64 << 20),
+        );
+        let line = o.progress_line(&s, 100.0);
+        assert!(
+            line.starts_with(
+                "expanding: 1234 states, 5678 transitions, 100 states/s, level 3 (9 states), RSS "
+            ),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("/64 MiB"),
+            "no disk figure without a storage: {line}"
+        );
+        o.budget = Some(Budget::new(crate::storage::MemoryLimit::Bytes(64 << 20)));
+        let line = o.progress_line(&sample(Position::Dfs { depth: 42 }, None), 0.0);
+        assert!(
+            line.contains("depth 42, RSS ") && line.ends_with(" MiB, disk 0 MiB"),
+            "{line}"
+        );
+        let rss = line.split("RSS ").nth(1).unwrap();
+        assert!(!rss.contains('/'), "no budget, no '/': {line}");
+    }
+
+    #[test]
+    fn metrics_are_due_at_the_first_tick_then_every_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = MetricsConfig {
+            path: dir.path().join("m.jsonl"),
+            every: Duration::from_secs(3600),
+        };
+        let mut o = Observer::new(Clock::now(), None, None, Some(&cfg)).unwrap();
+        let now = Instant::now();
+        assert!(o.metrics_due(now));
+        let s = sample(Position::Dfs { depth: 1 }, None);
+        o.write(&s, now);
+        o.write(&s, now);
+        assert!(!o.metrics_due(Instant::now()), "an hour has not passed");
+        let text = std::fs::read_to_string(&cfg.path).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        let back: Sample = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            (back.states, back.phase, back.level_states),
+            (1234, Phase::Expanding, None)
+        );
+    }
+}
