@@ -210,6 +210,17 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Writes a leg's last metrics line, whenever it is due: the `done` line, or the
+    /// `stopped` line of a run stopped by a signal after a checkpoint.
+    fn last_line(&mut self, store: &dyn StateStore, phase: Phase) {
+        if self.observer.has_metrics() {
+            self.phase = phase;
+            store.sync_accounts();
+            let sample = self.observer.sample(self.head(store), true);
+            self.observer.write(&sample, Instant::now());
+        }
+    }
+
     fn head(&self, store: &dyn StateStore) -> Head {
         Head {
             phase: self.phase,
@@ -257,12 +268,7 @@ impl<'a> Run<'a> {
                 eprint!("\r\x1b[K");
             }
         }
-        if self.observer.has_metrics() {
-            self.phase = Phase::Done;
-            store.sync_accounts();
-            let sample = self.observer.sample(self.head(store), true);
-            self.observer.write(&sample, Instant::now());
-        }
+        self.last_line(store, Phase::Done);
         let wall = self.start.elapsed().as_secs_f64();
         let states = store.len();
         let (exact, omission_probability, forgotten_states) = match store.exactness() {
@@ -409,6 +415,11 @@ pub(crate) fn commit_checkpoint(
     engine: EngineMark,
     engine_files: Vec<FileMark>,
 ) -> Result<(), ExploreError> {
+    if let Due::Stop(_) = due {
+        // Before the commit, which records the run's time: the resumed leg's clock starts
+        // from that time, so the next line must not be earlier than this one.
+        run.last_line(store, Phase::Stopped);
+    }
     let store_mark = store.checkpoint()?;
     let output = match ck.output_partial {
         Some(_) => Some(run.sink.checkpoint()?),

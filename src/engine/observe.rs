@@ -22,6 +22,9 @@ pub enum Phase {
     Starting,
     /// Expanding states (BFS) or firing transitions (DFS).
     Expanding,
+    /// Stopped by SIGINT/SIGTERM after a checkpoint (the last line of a leg that
+    /// `spillway resume` continues).
+    Stopped,
     /// The search is over (the last metrics line).
     Done,
 }
@@ -31,6 +34,7 @@ impl Phase {
         match self {
             Phase::Starting => "starting",
             Phase::Expanding => "expanding",
+            Phase::Stopped => "stopped",
             Phase::Done => "done",
         }
     }
