@@ -33,7 +33,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 
@@ -132,6 +132,8 @@ pub enum EngineMark {
         depth: u64,
         level_left: u64,
         next_level: u64,
+        /// States in the level being expanded (for the progress line and the metrics).
+        level_states: u64,
         open: OpenMark,
     },
     Dfs {

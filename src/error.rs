@@ -256,6 +256,14 @@ pub enum ExploreError {
     Config(String),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// A file the run writes besides its output (the `--metrics` file).
+    #[error("{path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Process exit codes, documented in `--help` and the README.
@@ -299,6 +307,7 @@ impl ExploreError {
             ExploreError::Store(_) => exit::INTERNAL,
             ExploreError::Config(_) => exit::USAGE,
             ExploreError::Checkpoint(e) => e.exit_code(),
+            ExploreError::Io { .. } => exit::IO,
         }
     }
 }
@@ -327,4 +336,35 @@ pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
         None => offset + 1,
     };
     (line, col)
+}
+
+/// Errors of `spillway plot`.
+#[derive(Debug, Error)]
+pub enum PlotError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of the metrics file is not a metrics line (1-based line number).
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// The plotting library refused to draw (a bug, not the input's fault).
+    #[error("{path}: cannot draw the plot: {message}")]
+    Draw { path: PathBuf, message: String },
+}
+
+impl PlotError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PlotError::Io { .. } => exit::IO,
+            PlotError::Malformed { .. } => exit::MODEL,
+            PlotError::Draw { .. } => exit::INTERNAL,
+        }
+    }
 }

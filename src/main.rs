@@ -29,6 +29,13 @@ fn main() -> ExitCode {
         }
         Command::Resume(args) => resume(&args),
         Command::Lts(args) => lts(&args),
+        Command::Plot(args) => match spillway::plot::plot_file(&args.file, &args.output) {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                eprintln!("spillway: error: {e}");
+                e.exit_code()
+            }
+        },
     };
     ExitCode::from(code as u8)
 }
@@ -83,6 +90,8 @@ fn resume(args: &ResumeArgs) -> i32 {
         memory: args.memory.map(MemoryLimit::Bytes),
         interval: args.checkpoint_every.map(|Interval(i)| i),
         progress: Some(!args.no_progress && !args.quiet),
+        metrics: args.metrics.clone(),
+        metrics_every: args.metrics_every,
     };
     let quiet = args.quiet;
     let result = Search::resume(&args.dir, overrides)

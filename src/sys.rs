@@ -13,6 +13,13 @@ pub fn rss_bytes() -> u64 {
     proc_status_kb("VmRSS:") * 1024
 }
 
+/// (current, peak) resident set size in bytes from one read of `/proc/self/status`.
+pub fn rss_and_peak_bytes() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = |key| kb_field(&text, key).unwrap_or(0) * 1024;
+    (kb("VmRSS:"), kb("VmHWM:"))
+}
+
 fn proc_status_kb(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -1,5 +1,6 @@
 //! Command-line definitions (clap) and the step from raw arguments to a validated config.
 
+use crate::engine::observe::{MetricsConfig, DEFAULT_METRICS_EVERY};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::run::{CheckpointConfig, ExploreConfig};
@@ -54,6 +55,23 @@ pub enum Command {
     /// Work on finished LTS files: info, convert, reduce, compare, deadlocks.
     #[command(subcommand_required = true)]
     Lts(LtsArgs),
+    /// Draw a --metrics file as an SVG: states and RSS over time, BFS level sizes.
+    #[command(after_help = PLOT_HELP)]
+    Plot(PlotArgs),
+}
+
+pub const PLOT_HELP: &str = "\
+Exit codes: 0 success; 3 malformed metrics file (the line is named); 4 I/O error (missing
+input, unwritable output).";
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// A metrics file written by `spillway explore --metrics FILE` (or resume).
+    pub file: PathBuf,
+
+    /// The SVG to write.
+    #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +97,15 @@ pub struct ExploreArgs {
     /// Write the run's statistics as one JSON object to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+
+    /// Append one JSON line of the run's figures (time, states, RSS, disk, BFS level, …)
+    /// to this file every --metrics-every, and one at the end; `spillway plot` draws them.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// Time between two --metrics lines (e.g. 1s, 0.5s, 1m; default 1s).
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_metrics_every, requires = "metrics")]
+    pub metrics_every: Option<std::time::Duration>,
 
     /// Write a .dot output even above its size limit (2,000 states, 10,000 transitions).
     #[arg(long)]
@@ -335,8 +362,9 @@ fn parse_interval(s: &str) -> Result<Interval, String> {
 }
 
 pub const RESUME_HELP: &str = "\
-Only --memory, --checkpoint-every, --stats-json, --no-progress and --quiet can change on
-resume: every other option shaped the files the checkpoint is made of.
+Only --memory, --checkpoint-every, --stats-json, --metrics, --metrics-every, --no-progress
+and --quiet can change on resume: every other option shaped the files the checkpoint is
+made of. Without --metrics, a run started with one appends to the same file.
 
 Exit codes: as for `spillway explore`; 5 when the checkpoint is damaged (nothing is changed).";
 
@@ -356,6 +384,15 @@ pub struct ResumeArgs {
     /// Write the run's statistics as one JSON object to this file (`-`: standard output).
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+
+    /// Append the metrics lines to this file instead of the one the run started with (see
+    /// `spillway explore --metrics`); a run started without one gets one from now on.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+
+    /// A new time between two metrics lines.
+    #[arg(long, value_name = "INTERVAL", value_parser = parse_metrics_every)]
+    pub metrics_every: Option<std::time::Duration>,
 
     /// Do not show the live progress line.
     #[arg(long)]
@@ -413,6 +450,14 @@ impl ResumeArgs {
             may_change.join(", ")
         ))
     }
+}
+
+/// A `--metrics-every` interval: as `--checkpoint-every`, but never `off` (no lines at all
+/// is no `--metrics`).
+fn parse_metrics_every(s: &str) -> Result<std::time::Duration, String> {
+    crate::checkpoint::parse_interval(s)?.ok_or_else(|| {
+        format!("'{s}': --metrics-every needs an interval (drop --metrics for no metrics)")
+    })
 }
 
 fn parse_order(s: &str) -> Result<Order, String> {
@@ -489,6 +534,10 @@ impl ExploreArgs {
                 }),
                 _ => None,
             },
+            metrics: self.metrics.as_ref().map(|path| MetricsConfig {
+                path: path.clone(),
+                every: self.metrics_every.unwrap_or(DEFAULT_METRICS_EVERY),
+            }),
         }
     }
 

@@ -6,6 +6,7 @@
 //! a storage budget (its middle spills to compressed segment files). Level boundaries are tracked by counting: level `d + 1` is complete
 //! when every state of level `d` has been expanded.
 
+use super::observe::{Phase, Position};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
@@ -44,7 +45,7 @@ pub fn explore(
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
     let storage = session.storage;
-    let mut run = Run::new(model, sink, opts)?;
+    let mut run = Run::new(model, sink, opts, session.observer.take())?;
     let mut state = Vec::new();
     let mut batch = StateBatch::default();
     let mut labels: Vec<LabelId> = Vec::new();
@@ -54,12 +55,15 @@ pub fn explore(
     let mut level_left: u64 = 1;
     let mut next_level: u64 = 0;
     let mut depth: u64 = 0;
+    // States in the level being expanded (for the progress line and the metrics).
+    let mut level_states: u64 = 1;
     let mut open = match session.resume.take() {
         Some((mark, counters)) => {
             let EngineMark::Bfs {
                 depth: d,
                 level_left: l,
                 next_level: n,
+                level_states: s,
                 open,
             } = mark
             else {
@@ -68,7 +72,7 @@ pub fn explore(
                 ));
             };
             run.restore(&counters);
-            (depth, level_left, next_level) = (d, l, n);
+            (depth, level_left, next_level, level_states) = (d, l, n, s);
             match (open, storage) {
                 (OpenMark::ById { next }, _) => Open::ById { next },
                 (OpenMark::Queue(m), Some(st)) => {
@@ -103,6 +107,7 @@ pub fn explore(
         }
     };
     let mut polls: u64 = 0;
+    run.phase = Phase::Expanding;
     loop {
         polls += 1;
         if let Some((ck, due)) = session.poll(polls) {
@@ -117,6 +122,7 @@ pub fn explore(
                 depth,
                 level_left,
                 next_level,
+                level_states,
                 open: open_mark,
             };
             commit_checkpoint(ck, due, &mut run, store, mark, files)?;
@@ -153,6 +159,7 @@ pub fn explore(
         };
         if level_left == 0 {
             level_left = next_level;
+            level_states = next_level;
             next_level = 0;
             depth += 1;
             run.max_depth = depth + 1;
@@ -180,9 +187,19 @@ pub fn explore(
             run.deadlocks += 1;
         }
         if head & 0x3fff == 0 {
-            run.tick(store.len(), run.max_depth);
+            run.tick(
+                store,
+                Position::Bfs {
+                    level: depth,
+                    level_states,
+                },
+            );
         }
     }
+    run.position = Position::Bfs {
+        level: depth,
+        level_states,
+    };
     run.finish(store)?;
     Ok(run.stats(store, Order::Bfs))
 }

@@ -8,6 +8,7 @@
 //! state vector plus 4 bytes per enabled transition per level, wherever it lives.
 //! Depth is the largest number of frames (the stack plus the top).
 
+use super::observe::{Phase, Position};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::EngineMark;
 use crate::error::{ExploreError, ModelError};
@@ -56,7 +57,7 @@ pub fn explore(
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
     let storage = session.storage;
-    let mut run = Run::new(model, sink, opts)?;
+    let mut run = Run::new(model, sink, opts, session.observer.take())?;
     let mut depth: u64 = 1;
     let mut rec: Vec<u8> = Vec::new();
     let mut succ: Vec<u8> = Vec::new();
@@ -100,6 +101,7 @@ pub fn explore(
         }
     };
     let mut steps: u64 = 0;
+    run.phase = Phase::Expanding;
     loop {
         if let Some((ck, due)) = session.poll(steps) {
             let (m, files) = frames.checkpoint(STACK)?;
@@ -154,9 +156,10 @@ pub fn explore(
         }
         steps += 1;
         if steps & 0x3fff == 0 {
-            run.tick(store.len(), depth);
+            run.tick(store, Position::Dfs { depth });
         }
     }
+    run.position = Position::Dfs { depth };
     run.finish(store)?;
     Ok(run.stats(store, Order::Dfs))
 }

@@ -9,6 +9,7 @@
 
 pub mod bfs;
 pub mod dfs;
+pub mod observe;
 
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
 use crate::error::{CheckpointError, ExploreError};
@@ -16,6 +17,7 @@ use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::storage::{FileMark, Storage};
 use crate::store::{Exactness, StateStore};
+use observe::{Head, Observer, Phase, Position};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -107,6 +109,11 @@ pub(crate) struct Run<'a> {
     start: Instant,
     cpu_at_start: f64,
     progress: Option<Progress>,
+    observer: Observer,
+    /// What the engine is doing, for the progress line and the metrics.
+    pub phase: Phase,
+    /// Where the search stood at the last tick (the final metrics line repeats it).
+    position: Position,
 }
 
 struct Progress {
@@ -120,6 +127,7 @@ impl<'a> Run<'a> {
         model: &'a dyn Model,
         sink: &'a mut dyn LtsSink,
         opts: &EngineOptions,
+        observer: Option<Observer>,
     ) -> Result<Self, ExploreError> {
         let mut run = Run {
             model,
@@ -135,6 +143,12 @@ impl<'a> Run<'a> {
                 last_states: 0,
                 shown: false,
             }),
+            observer: observer.unwrap_or_else(Observer::plain),
+            phase: Phase::Starting,
+            position: Position::Bfs {
+                level: 0,
+                level_states: 1,
+            },
         };
         run.define_labels()?;
         Ok(run)
@@ -162,26 +176,57 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Called now and then by the engines; redraws the progress line about once a second.
-    pub fn tick(&mut self, states: u64, depth: u64) {
-        let Some(p) = self.progress.as_mut() else {
-            return;
-        };
-        let now = Instant::now();
-        let dt = now.duration_since(p.last);
-        if dt < Duration::from_secs(1) {
+    /// Called by the engines every 16,384 expansions (BFS) or steps (DFS): redraws the
+    /// progress line about once a second and appends a metrics line when one is due. The
+    /// clock is read only here, so per state the engines pay nothing for either.
+    pub fn tick(&mut self, store: &dyn StateStore, position: Position) {
+        self.position = position;
+        if self.progress.is_none() && !self.observer.has_metrics() {
             return;
         }
-        let rate = (states - p.last_states) as f64 / dt.as_secs_f64();
-        eprint!(
-            "\r\x1b[K{states} states, {} transitions, {:.0} states/s, depth {depth}, RSS {} MiB",
-            self.transitions,
-            rate,
-            rss_bytes() >> 20
-        );
-        p.last = now;
-        p.last_states = states;
-        p.shown = true;
+        let now = Instant::now();
+        let show = self
+            .progress
+            .as_ref()
+            .is_some_and(|p| now.duration_since(p.last) >= Duration::from_secs(1));
+        let log = self.observer.metrics_due(now);
+        if !show && !log {
+            return;
+        }
+        // Stores update their accounts lazily; the figures must be current.
+        store.sync_accounts();
+        let sample = self.observer.sample(self.head(store), log);
+        if log {
+            self.observer.write(&sample, now);
+        }
+        if let Some(p) = self.progress.as_mut().filter(|_| show) {
+            let dt = now.duration_since(p.last).as_secs_f64();
+            let rate = sample.states.saturating_sub(p.last_states) as f64 / dt;
+            eprint!("\r\x1b[K{}", self.observer.progress_line(&sample, rate));
+            p.last = now;
+            p.last_states = sample.states;
+            p.shown = true;
+        }
+    }
+
+    /// Writes a leg's last metrics line, whenever it is due: the `done` line, or the
+    /// `stopped` line of a run stopped by a signal after a checkpoint.
+    fn last_line(&mut self, store: &dyn StateStore, phase: Phase) {
+        if self.observer.has_metrics() {
+            self.phase = phase;
+            store.sync_accounts();
+            let sample = self.observer.sample(self.head(store), true);
+            self.observer.write(&sample, Instant::now());
+        }
+    }
+
+    fn head(&self, store: &dyn StateStore) -> Head {
+        Head {
+            phase: self.phase,
+            states: store.len(),
+            transitions: self.transitions,
+            position: self.position,
+        }
     }
 
     /// The counters a checkpoint records.
@@ -215,12 +260,14 @@ impl<'a> Run<'a> {
     }
 
     /// Clears the progress line and builds the stats.
+    /// Writes the final metrics line too, with the counts the stats report.
     pub fn stats(&mut self, store: &dyn StateStore, order: Order) -> ExploreStats {
         if let Some(p) = &self.progress {
             if p.shown {
                 eprint!("\r\x1b[K");
             }
         }
+        self.last_line(store, Phase::Done);
         let wall = self.start.elapsed().as_secs_f64();
         let states = store.len();
         let (exact, omission_probability, forgotten_states) = match store.exactness() {
@@ -291,6 +338,8 @@ pub struct Session<'a> {
     /// Continue from this engine mark and these counters instead of the initial state (the
     /// store and the sink must have been resumed from the same checkpoint).
     pub resume: Option<(EngineMark, Counters)>,
+    /// The run's clock, budget and metrics file (default: the progress line alone).
+    pub observer: Option<Observer>,
 }
 
 /// Explores `model` in the given order, numbering states with `store` and streaming edges
@@ -339,6 +388,11 @@ pub(crate) fn commit_checkpoint(
     engine: EngineMark,
     engine_files: Vec<FileMark>,
 ) -> Result<(), ExploreError> {
+    if let Due::Stop(_) = due {
+        // Before the commit, which records the run's time: the resumed leg's clock starts
+        // from that time, so the next line must not be earlier than this one.
+        run.last_line(store, Phase::Stopped);
+    }
     let store_mark = store.checkpoint()?;
     let output = match ck.output_partial {
         Some(_) => Some(run.sink.checkpoint()?),

@@ -11,6 +11,7 @@
 //! Overflow at 32 bits is an error.
 
 use crate::checkpoint::{self, Checkpointer, Leg, Manifest, RunSpec};
+use crate::engine::observe::{Clock, MetricsConfig, Observer};
 use crate::engine::{EngineOptions, ExploreStats, Order, Session};
 use crate::error::{CheckpointError, ExploreError, LtsError, ModelError};
 use crate::lts::{LtsFormat, LtsSink, NullSink};
@@ -37,6 +38,8 @@ pub struct ExploreConfig {
     /// Checkpointing (`--checkpoint-every`): the run directory, the interval, and how the
     /// run was started.
     pub checkpoint: Option<CheckpointConfig>,
+    /// `--metrics`: a JSON line per interval to this file.
+    pub metrics: Option<MetricsConfig>,
 }
 
 /// Settings of a checkpointed run.
@@ -59,6 +62,7 @@ impl Default for ExploreConfig {
             engine: EngineOptions::default(),
             storage: StorageConfig::default(),
             checkpoint: None,
+            metrics: None,
         }
     }
 }
@@ -209,10 +213,25 @@ fn explore_model_from(
         }
         _ => Box::new(NullSink),
     };
+    let observer = Observer::new(
+        Clock {
+            started: leg.started,
+            cpu_at_start: leg.cpu_at_start,
+            elapsed_before: leg.elapsed_before,
+            cpu_before: leg.cpu_before,
+        },
+        storage.as_ref().map(|st| st.budget.clone()),
+        match cfg.storage.memory {
+            MemoryLimit::Bytes(b) => Some(b),
+            MemoryLimit::Unlimited => None,
+        },
+        cfg.metrics.as_ref(),
+    )?;
     let session = Session {
         storage: engine_storage,
         checkpoint: checkpointer.as_mut(),
         resume: resume.map(|m| (m.engine.clone(), m.counters)),
+        observer: Some(observer),
     };
     let mut stats = crate::engine::explore_session(
         model,
@@ -397,6 +416,9 @@ fn absolute_config(cfg: &ExploreConfig) -> Result<ExploreConfig, ExploreError> {
     if let Some(ck) = &mut c.checkpoint {
         ck.dir = absolute(&ck.dir)?;
     }
+    if let Some(m) = &mut c.metrics {
+        m.path = absolute(&m.path)?;
+    }
     Ok(c)
 }
 
@@ -499,6 +521,10 @@ pub struct ResumeOverrides {
     /// `Some(None)`: checkpoint only on signals.
     pub interval: Option<Option<Duration>>,
     pub progress: Option<bool>,
+    /// `--metrics FILE` (a new file for this leg and the next ones of this process).
+    pub metrics: Option<PathBuf>,
+    /// `--metrics-every INTERVAL`.
+    pub metrics_every: Option<Duration>,
 }
 
 /// Continues the checkpointed run in `dir` with the configuration its manifest records and
@@ -534,6 +560,25 @@ fn resume_dir(
     }
     if let Some(p) = overrides.progress {
         cfg.engine.progress = p;
+    }
+    // The file the run started with (recorded absolute) unless the resume names another.
+    if let Some(path) = &overrides.metrics {
+        cfg.metrics = Some(MetricsConfig {
+            path: absolute(path)?,
+            every: cfg
+                .metrics
+                .as_ref()
+                .map_or(crate::engine::observe::DEFAULT_METRICS_EVERY, |m| m.every),
+        });
+    }
+    if let Some(every) = overrides.metrics_every {
+        match &mut cfg.metrics {
+            Some(m) => m.every = every,
+            None => return Err(ExploreError::Config(
+                "--metrics-every needs --metrics FILE: this run was started without a metrics file"
+                    .into(),
+            )),
+        }
     }
     let interval = overrides
         .interval

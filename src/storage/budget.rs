@@ -98,7 +98,7 @@ impl Account {
 }
 
 /// A structure's figures at one moment (for the stats).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
     pub name: String,
     pub ram_bytes: u64,
@@ -185,6 +185,16 @@ impl Budget {
             }
         }
         Ok(())
+    }
+
+    /// RAM and disk bytes of every structure together (no allocation: the progress line
+    /// asks once a second).
+    pub fn totals(&self) -> (u64, u64) {
+        self.accounts
+            .lock()
+            .unwrap()
+            .iter()
+            .fold((0, 0), |(r, d), a| (r + a.ram(), d + a.disk()))
     }
 
     /// Every structure's figures.
