@@ -1,0 +1,568 @@
+//! Tree compression (Blom, Lisser, van de Pol, Weber's tree database; Laarman, van de Pol,
+//! Weber, "Parallel Recursive State Compression for Free", SPIN 2011): `--store tree`, exact.
+//!
+//! A state vector is cut into 4-byte leaves (the last one zero-padded, at least two) and
+//! folded pairwise into a balanced binary tree of fixed shape. Every inner node is a pair
+//! of 32-bit children — leaf values at the bottom, references of nodes above — interned in
+//! one shared node table (`tree.nodes`); the root pair is interned in the root table
+//! (`tree.roots`), whose references are numbered in insertion order, so **the root's
+//! reference is the state number** and the root table doubles as the visited set. Two
+//! states that share a subtree share its nodes, so a state costs its root (8 bytes plus a
+//! 4-byte index slot) and the few nodes no stored state had.
+//!
+//! Insertion is incremental: a successor is folded against its parent's tree (the engines
+//! say which state it came from), re-interning only the nodes above leaves that changed
+//! and reusing the parent's references elsewhere. The parent's tree is the one `get`
+//! unfolded last (BFS reads the parent, then inserts its successors), the state inserted
+//! last (DFS descends into it), or else unfolded from its root. `get` unfolds from the
+//! root: one node read per inner node.
+//!
+//! Everything stays in RAM. Under `--memory` both tables charge their pairs and index to the
+//! budget and growing past it is `BudgetTooSmall` (exit 6). A checkpointed run logs every
+//! new pair in two segment vectors (`tree.roots.log`, `tree.nodes.log`); resuming reloads
+//! them and rebuilds the indexes, so a checkpoint costs only what changed.
+
+mod table;
+
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark,
+    StoreSpec, Via,
+};
+use crate::error::StoreError;
+use crate::model::Model;
+use crate::storage::budget::MemoryLimit;
+use crate::storage::segment::HashId;
+use crate::storage::{FileMark, Storage, VecMark};
+use serde_json::json;
+use std::cell::RefCell;
+use table::{pack, Charge, NodeTable};
+
+const ROOTS_LOG: &str = "tree.roots.log";
+const NODES_LOG: &str = "tree.nodes.log";
+
+/// `--store tree` (it has no options of its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TreeOptions;
+
+impl StoreSpec for TreeOptions {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(TreeStore::build(width(model)?, storage)?))
+    }
+
+    fn resume<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(TreeStore::resume(width(model)?, storage, mark)?))
+    }
+}
+
+/// The fixed state width the tree's shape is built for.
+fn width(model: &dyn Model) -> Result<usize, StoreError> {
+    model.state_len().ok_or_else(|| StoreError::Invalid {
+        store: "tree",
+        message: "the tree store needs fixed-width states (its tree shape is fixed); this model's states vary in width: use --store full".into(),
+    })
+}
+
+/// What a checkpoint records.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mark {
+    width: usize,
+    roots: u64,
+    nodes: u64,
+    roots_log: VecMark,
+    nodes_log: VecMark,
+}
+
+/// A state's tree: `vals[..leaves]` are the leaf values, `vals[leaves + k]` the reference of
+/// inner node `k` (the last one, the root, holds the state number).
+struct Tree {
+    id: StateId,
+    vals: Vec<u32>,
+}
+
+/// No state.
+const NONE: StateId = u64::MAX;
+
+pub struct TreeStore {
+    width: usize,
+    leaves: usize,
+    /// Inner nodes, children before parents, the root last: indexes into a tree's `vals`.
+    plan: Vec<(u32, u32)>,
+    roots: NodeTable,
+    nodes: NodeTable,
+    /// The tree being folded, and which of its values differ from the parent's.
+    cur: Vec<u32>,
+    changed: Vec<bool>,
+    /// The tree `get` unfolded last (a BFS parent).
+    got: RefCell<Tree>,
+    /// The tree inserted last (a DFS parent).
+    last: Tree,
+    /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
+    incremental: u64,
+    whole: u64,
+    parent_unfolds: u64,
+}
+
+/// The balanced fold of `leaves` leaves: `(left, right)` per inner node, children first.
+fn plan(leaves: usize) -> Vec<(u32, u32)> {
+    fn build(a: usize, b: usize, leaves: usize, out: &mut Vec<(u32, u32)>) -> u32 {
+        if b - a == 1 {
+            return a as u32;
+        }
+        let mid = a + (b - a).div_ceil(2);
+        let l = build(a, mid, leaves, out);
+        let r = build(mid, b, leaves, out);
+        out.push((l, r));
+        (leaves + out.len() - 1) as u32
+    }
+    let mut out = Vec::with_capacity(leaves - 1);
+    build(0, leaves, leaves, &mut out);
+    out
+}
+
+impl TreeStore {
+    /// An empty store for states of `width` bytes, charged to `storage`'s budget when it has
+    /// a limit and logging its pairs when it is a checkpointed run's.
+    pub fn build(width: usize, storage: Option<&Storage>) -> Result<Self, StoreError> {
+        let charge = |name: &str| {
+            storage
+                .filter(|st| st.config.memory != MemoryLimit::Unlimited)
+                .map(|st| Charge {
+                    account: st.budget.account(name),
+                    budget: st.budget.clone(),
+                })
+        };
+        let log = |name: &str| -> Result<_, StoreError> {
+            Ok(match storage {
+                Some(st) if st.is_kept() => Some(st.sequential_vec(name, 8, HashId::None)?),
+                _ => None,
+            })
+        };
+        let roots = NodeTable::new("tree.roots", charge("tree.roots"), log(ROOTS_LOG)?);
+        let nodes = NodeTable::new("tree.nodes", charge("tree.nodes"), log(NODES_LOG)?);
+        let leaves = width.div_ceil(4).max(2);
+        let n = 2 * leaves - 1;
+        Ok(TreeStore {
+            width,
+            leaves,
+            plan: plan(leaves),
+            roots,
+            nodes,
+            cur: vec![0; n],
+            changed: vec![false; n],
+            got: RefCell::new(Tree {
+                id: NONE,
+                vals: vec![0; n],
+            }),
+            last: Tree {
+                id: NONE,
+                vals: vec![0; n],
+            },
+            incremental: 0,
+            whole: 0,
+            parent_unfolds: 0,
+        })
+    }
+
+    /// Reopens a checkpointed store: reloads both logs and rebuilds the indexes.
+    pub fn resume(width: usize, storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+        let m: Mark = decode_blob("tree", &mark.blob)?;
+        if m.width != width {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "the checkpoint holds {}-byte states, the model has {width}-byte states",
+                    m.width
+                ),
+            });
+        }
+        let mut s = TreeStore::build(width, None)?;
+        let charge = |name: &str| {
+            (storage.config.memory != MemoryLimit::Unlimited).then(|| Charge {
+                account: storage.budget.account(name),
+                budget: storage.budget.clone(),
+            })
+        };
+        s.roots = NodeTable::new(
+            "tree.roots",
+            charge("tree.roots"),
+            Some(storage.open_sequential_vec(ROOTS_LOG, m.roots_log)?),
+        );
+        s.nodes = NodeTable::new(
+            "tree.nodes",
+            charge("tree.nodes"),
+            Some(storage.open_sequential_vec(NODES_LOG, m.nodes_log)?),
+        );
+        s.roots.reload(m.roots)?;
+        s.nodes.reload(m.nodes)?;
+        Ok(s)
+    }
+
+    fn check(&self, state: &[u8]) -> Result<(), StoreError> {
+        if state.len() != self.width {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "state of {} bytes in a store of {}-byte states",
+                    state.len(),
+                    self.width
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Cuts `state` into the leaves of `cur` (little-endian words, the last zero-padded).
+    #[inline]
+    fn load_leaves(&mut self, state: &[u8]) {
+        let mut chunks = state.chunks_exact(4);
+        for (v, c) in self.cur.iter_mut().zip(&mut chunks) {
+            *v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+        }
+        let full = state.len() / 4;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 4];
+            w[..rest.len()].copy_from_slice(rest);
+            self.cur[full] = u32::from_le_bytes(w);
+            self.cur[full + 1..self.leaves].fill(0);
+        } else {
+            self.cur[full..self.leaves].fill(0);
+        }
+    }
+
+    /// Unfolds state `id` into `vals` (leaves and inner references).
+    fn unfold(&self, id: StateId, vals: &mut [u32]) -> Result<(), StoreError> {
+        let root = self.roots.checked_pair(id)?;
+        let n = self.leaves;
+        let (l, r) = *self.plan.last().expect("at least two leaves");
+        vals[n + self.plan.len() - 1] = id as u32;
+        vals[l as usize] = root as u32;
+        vals[r as usize] = (root >> 32) as u32;
+        for k in (0..self.plan.len() - 1).rev() {
+            let p = self.nodes.pair(vals[n + k]);
+            let (l, r) = self.plan[k];
+            vals[l as usize] = p as u32;
+            vals[r as usize] = (p >> 32) as u32;
+        }
+        Ok(())
+    }
+
+    /// Folds the leaves of `cur` from scratch.
+    fn fold_whole(&mut self) -> Result<Insert, StoreError> {
+        self.whole += 1;
+        let n = self.leaves;
+        let last = self.plan.len() - 1;
+        for k in 0..last {
+            let (l, r) = self.plan[k];
+            let p = pack(self.cur[l as usize], self.cur[r as usize]);
+            self.cur[n + k] = self.nodes.intern(p)?.0;
+        }
+        let (l, r) = self.plan[last];
+        self.root(pack(self.cur[l as usize], self.cur[r as usize]))
+    }
+
+    /// Folds the leaves of `cur` against the parent tree `parent`: a node whose children
+    /// are the parent's has the parent's reference (interning is deterministic), so only
+    /// the paths from changed leaves are interned again.
+    fn fold_against(&mut self, parent: &[u32]) -> Result<Insert, StoreError> {
+        self.incremental += 1;
+        let n = self.leaves;
+        for i in 0..n {
+            self.changed[i] = self.cur[i] != parent[i];
+        }
+        let last = self.plan.len() - 1;
+        for k in 0..last {
+            let (l, r) = self.plan[k];
+            let (l, r) = (l as usize, r as usize);
+            if self.changed[l] || self.changed[r] {
+                let p = pack(self.cur[l], self.cur[r]);
+                let (rf, _) = self.nodes.intern(p)?;
+                self.cur[n + k] = rf;
+                // Equal children would have given the parent's reference.
+                self.changed[n + k] = rf != parent[n + k];
+            } else {
+                self.cur[n + k] = parent[n + k];
+                self.changed[n + k] = false;
+            }
+        }
+        let (l, r) = self.plan[last];
+        let (l, r) = (l as usize, r as usize);
+        if !self.changed[l] && !self.changed[r] {
+            // The successor is its parent (a self-loop).
+            return Ok(Insert::Seen(parent[n + last] as StateId));
+        }
+        self.root(pack(self.cur[l], self.cur[r]))
+    }
+
+    /// Interns the root pair: its reference is the state number.
+    fn root(&mut self, pair: u64) -> Result<Insert, StoreError> {
+        let (id, new) = self.roots.intern(pair)?;
+        let last = self.cur.len() - 1;
+        self.cur[last] = id;
+        Ok(if new {
+            // Keep the new state's tree: DFS expands it next.
+            self.last.id = id as StateId;
+            self.last.vals.copy_from_slice(&self.cur);
+            Insert::New(id as StateId)
+        } else {
+            Insert::Seen(id as StateId)
+        })
+    }
+
+    /// Inserts the leaves of `cur`, a successor of `parent` if known.
+    fn insert_leaves(&mut self, parent: Option<StateId>) -> Result<Insert, StoreError> {
+        let Some(p) = parent else {
+            return self.fold_whole();
+        };
+        // The parent's tree goes to the `get` cache (its next successors need it too); the
+        // vector is taken out while folding so that folding can borrow `self`.
+        let mut vals = std::mem::take(&mut self.got.get_mut().vals);
+        if self.got.get_mut().id != p {
+            self.got.get_mut().id = NONE;
+            if self.last.id == p {
+                vals.copy_from_slice(&self.last.vals);
+            } else {
+                self.parent_unfolds += 1;
+                if let Err(e) = self.unfold(p, &mut vals) {
+                    self.got.get_mut().vals = vals;
+                    return Err(e);
+                }
+            }
+        }
+        let r = self.fold_against(&vals);
+        let got = self.got.get_mut();
+        got.vals = vals;
+        got.id = p;
+        r
+    }
+
+    fn tables_bytes(&self) -> u64 {
+        self.roots.pair_bytes()
+            + self.roots.index_bytes()
+            + self.nodes.pair_bytes()
+            + self.nodes.index_bytes()
+    }
+}
+
+impl StateStore for TreeStore {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+        self.check(state)?;
+        self.load_leaves(state);
+        self.insert_leaves(via.map(|v| v.parent))
+    }
+
+    fn insert_batch(
+        &mut self,
+        parent: StateId,
+        _parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        for i in 0..batch.len() {
+            let s = batch.get(i);
+            self.check(s)?;
+            self.load_leaves(s);
+            out.push(self.insert_leaves(Some(parent))?);
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.roots.len()
+    }
+
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if id >= self.roots.len() {
+            return Ok(false);
+        }
+        let mut got = self.got.borrow_mut();
+        let got = &mut *got;
+        if got.id != id {
+            got.vals.resize(self.cur.len(), 0);
+            got.id = NONE;
+            self.unfold(id, &mut got.vals)?;
+            got.id = id;
+        }
+        out.clear();
+        for v in &got.vals[..self.leaves] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.truncate(self.width);
+        Ok(true)
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Exact
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.roots.ram_bytes() + self.nodes.ram_bytes()
+    }
+
+    fn min_ram_bytes(&self) -> u64 {
+        self.roots.min_ram_bytes() + self.nodes.min_ram_bytes()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.roots.log.as_ref().map_or(0, |l| l.disk_bytes())
+            + self.nodes.log.as_ref().map_or(0, |l| l.disk_bytes())
+    }
+
+    fn sync_accounts(&self) {
+        self.roots.update_account();
+        self.nodes.update_account();
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let (Some(rl), Some(nl)) = (&mut self.roots.log, &mut self.nodes.log) else {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: "built without pair logs (not a checkpointed run's store)".into(),
+            });
+        };
+        let roots_log = rl.flush()?;
+        let nodes_log = nl.flush()?;
+        Ok(StoreMark {
+            blob: encode_blob(&Mark {
+                width: self.width,
+                roots: self.roots.len(),
+                nodes: self.nodes.len(),
+                roots_log,
+                nodes_log,
+            }),
+            files: vec![
+                FileMark::segment(ROOTS_LOG, roots_log.segment_len),
+                FileMark::segment(NODES_LOG, nodes_log.segment_len),
+            ],
+        })
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let states = self.roots.len();
+        let per = |x: u64| {
+            if states == 0 {
+                0.0
+            } else {
+                x as f64 / states as f64
+            }
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("tree_leaves".into(), json!(self.leaves));
+        m.insert("tree_nodes".into(), json!(self.nodes.len()));
+        m.insert("tree_nodes_per_state".into(), json!(per(self.nodes.len())));
+        m.insert(
+            "tree_root_table_bytes".into(),
+            json!(self.roots.pair_bytes() + self.roots.index_bytes()),
+        );
+        m.insert(
+            "tree_node_table_bytes".into(),
+            json!(self.nodes.pair_bytes() + self.nodes.index_bytes()),
+        );
+        m.insert(
+            "tree_bytes_per_state".into(),
+            json!(per(self.tables_bytes())),
+        );
+        m.insert("tree_incremental_inserts".into(), json!(self.incremental));
+        m.insert("tree_whole_folds".into(), json!(self.whole));
+        m.insert("tree_parent_unfolds".into(), json!(self.parent_unfolds));
+        m.insert(
+            "tree_false_compares".into(),
+            json!(self.roots.false_compares + self.nodes.false_compares),
+        );
+        m
+    }
+
+    fn summary(&self) -> Option<String> {
+        let states = self.roots.len().max(1) as f64;
+        Some(format!(
+            "tree: {} leaves per state, {} nodes ({:.2} per state), tables {:.1} bytes per state",
+            self.leaves,
+            self.nodes.len(),
+            self.nodes.len() as f64 / states,
+            self.tables_bytes() as f64 / states
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_is_a_balanced_tree_over_every_leaf() {
+        for leaves in 2..40usize {
+            let p = plan(leaves);
+            assert_eq!(p.len(), leaves - 1);
+            // Every value but the root is a child exactly once; children precede parents.
+            let mut seen = vec![0; 2 * leaves - 1];
+            for (k, &(l, r)) in p.iter().enumerate() {
+                assert!((l as usize) < leaves + k && (r as usize) < leaves + k);
+                seen[l as usize] += 1;
+                seen[r as usize] += 1;
+            }
+            assert!(seen[..2 * leaves - 2].iter().all(|&c| c == 1), "{leaves}");
+            assert_eq!(seen[2 * leaves - 2], 0);
+        }
+    }
+
+    #[test]
+    fn numbers_states_in_order_and_gives_them_back() {
+        for width in [0usize, 1, 3, 4, 5, 8, 13, 40] {
+            let mut s = TreeStore::build(width, None).unwrap();
+            let state = |i: u32| -> Vec<u8> {
+                (0..width)
+                    .map(|b| (i.wrapping_mul(2654435761) >> (b % 4 * 8)) as u8 ^ b as u8)
+                    .collect()
+            };
+            let distinct = if width == 0 { 1 } else { 3000 };
+            let mut ids = std::collections::HashMap::new();
+            let mut parent: Option<StateId> = None;
+            for i in 0..distinct * 2 {
+                let st = state(i % distinct);
+                let via = parent.map(|p| Via {
+                    parent: p,
+                    transition: crate::model::TransitionId(0),
+                    depth: 1,
+                });
+                let r = s.insert(&st, via).unwrap();
+                let next = ids.len() as u64;
+                let id = *ids.entry(st.clone()).or_insert(next);
+                match r {
+                    Insert::New(x) => assert_eq!((x, x), (id, next)),
+                    Insert::Seen(x) => assert_eq!(x, id),
+                }
+                // Parents alternate between the last state, an old one and none.
+                parent = match i % 3 {
+                    0 => Some(id),
+                    1 => Some(id / 2),
+                    _ => None,
+                };
+            }
+            assert_eq!(s.len(), ids.len() as u64);
+            let mut out = Vec::new();
+            for (st, &id) in &ids {
+                assert!(s.get(id, &mut out).unwrap());
+                assert_eq!(&out, st, "width {width} id {id}");
+            }
+            assert!(!s.get(s.len(), &mut out).unwrap());
+        }
+    }
+}
