@@ -109,6 +109,8 @@ pub struct TreeStore {
     got: RefCell<Tree>,
     /// The tree inserted last (a DFS parent).
     last: Tree,
+    /// Root pairs of a batch (`None`: the parent itself).
+    batch_roots: Vec<Option<u64>>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
     incremental: u64,
     whole: u64,
@@ -170,6 +172,7 @@ impl TreeStore {
                 id: NONE,
                 vals: vec![0; n],
             },
+            batch_roots: Vec::new(),
             incremental: 0,
             whole: 0,
             parent_unfolds: 0,
@@ -274,10 +277,11 @@ impl TreeStore {
         self.root(pack(self.cur[l as usize], self.cur[r as usize]))
     }
 
-    /// Folds the leaves of `cur` against the parent tree `parent`: a node whose children
-    /// are the parent's has the parent's reference (interning is deterministic), so only
-    /// the paths from changed leaves are interned again.
-    fn fold_against(&mut self, parent: &[u32]) -> Result<Insert, StoreError> {
+    /// Folds the leaves of `cur` against the parent tree `parent` up to the root: a node
+    /// whose children are the parent's has the parent's reference (interning is
+    /// deterministic), so only the paths from changed leaves are interned again. Returns the
+    /// root pair, or `None` when the successor is the parent itself (a self-loop).
+    fn fold_below_root(&mut self, parent: &[u32]) -> Result<Option<u64>, StoreError> {
         self.incremental += 1;
         let n = self.leaves;
         for i in 0..n {
@@ -301,10 +305,39 @@ impl TreeStore {
         let (l, r) = self.plan[last];
         let (l, r) = (l as usize, r as usize);
         if !self.changed[l] && !self.changed[r] {
-            // The successor is its parent (a self-loop).
-            return Ok(Insert::Seen(parent[n + last] as StateId));
+            return Ok(None);
         }
-        self.root(pack(self.cur[l], self.cur[r]))
+        Ok(Some(pack(self.cur[l], self.cur[r])))
+    }
+
+    /// Folds and inserts the leaves of `cur` against the parent tree `parent`.
+    fn fold_against(&mut self, parent: &[u32]) -> Result<Insert, StoreError> {
+        match self.fold_below_root(parent)? {
+            Some(root) => self.root(root),
+            None => Ok(Insert::Seen(parent[parent.len() - 1] as StateId)),
+        }
+    }
+
+    /// Makes `got` hold the tree of state `p` (from `last` or unfolded).
+    fn load_parent(&mut self, p: StateId) -> Result<(), StoreError> {
+        if self.got.get_mut().id == p {
+            return Ok(());
+        }
+        let mut vals = std::mem::take(&mut self.got.get_mut().vals);
+        self.got.get_mut().id = NONE;
+        let r = if self.last.id == p {
+            vals.copy_from_slice(&self.last.vals);
+            Ok(())
+        } else {
+            self.parent_unfolds += 1;
+            self.unfold(p, &mut vals)
+        };
+        let got = self.got.get_mut();
+        got.vals = vals;
+        if r.is_ok() {
+            got.id = p;
+        }
+        r
     }
 
     /// Interns the root pair: its reference is the state number.
@@ -327,25 +360,12 @@ impl TreeStore {
         let Some(p) = parent else {
             return self.fold_whole();
         };
-        // The parent's tree goes to the `get` cache (its next successors need it too); the
-        // vector is taken out while folding so that folding can borrow `self`.
-        let mut vals = std::mem::take(&mut self.got.get_mut().vals);
-        if self.got.get_mut().id != p {
-            self.got.get_mut().id = NONE;
-            if self.last.id == p {
-                vals.copy_from_slice(&self.last.vals);
-            } else {
-                self.parent_unfolds += 1;
-                if let Err(e) = self.unfold(p, &mut vals) {
-                    self.got.get_mut().vals = vals;
-                    return Err(e);
-                }
-            }
-        }
+        self.load_parent(p)?;
+        // The vector is taken out of the cache while folding so that folding can borrow
+        // `self`; the parent's tree stays there for its next successors.
+        let vals = std::mem::take(&mut self.got.get_mut().vals);
         let r = self.fold_against(&vals);
-        let got = self.got.get_mut();
-        got.vals = vals;
-        got.id = p;
+        self.got.get_mut().vals = vals;
         r
     }
 
@@ -368,6 +388,10 @@ impl StateStore for TreeStore {
         self.insert_leaves(via.map(|v| v.parent))
     }
 
+    /// Two passes, as in the full store: every successor is folded up to its root pair and
+    /// the root's home slot is touched, so that the root-table misses of a batch overlap;
+    /// then the roots are interned in order (which alone numbers states: nodes below the
+    /// root may be interned in any order).
     fn insert_batch(
         &mut self,
         parent: StateId,
@@ -376,13 +400,53 @@ impl StateStore for TreeStore {
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         out.clear();
-        for i in 0..batch.len() {
-            let s = batch.get(i);
-            self.check(s)?;
-            self.load_leaves(s);
-            out.push(self.insert_leaves(Some(parent))?);
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i))?;
         }
-        Ok(())
+        self.load_parent(parent)?;
+        let vals = std::mem::take(&mut self.got.get_mut().vals);
+        let mut roots = std::mem::take(&mut self.batch_roots);
+        roots.clear();
+        let mut folded = Ok(());
+        for i in 0..n {
+            self.load_leaves(batch.get(i));
+            match self.fold_below_root(&vals) {
+                Ok(r) => {
+                    if let Some(p) = r {
+                        self.roots.touch(p);
+                    }
+                    roots.push(r);
+                }
+                Err(e) => {
+                    folded = Err(e);
+                    break;
+                }
+            }
+        }
+        for p in roots.iter().flatten() {
+            self.roots.touch_candidate(*p);
+        }
+        let own = vals[vals.len() - 1] as StateId;
+        self.got.get_mut().vals = vals;
+        let r = folded.and_then(|()| {
+            for r in &roots {
+                out.push(match *r {
+                    Some(p) => {
+                        let (id, new) = self.roots.intern(p)?;
+                        if new {
+                            Insert::New(id as StateId)
+                        } else {
+                            Insert::Seen(id as StateId)
+                        }
+                    }
+                    None => Insert::Seen(own),
+                });
+            }
+            Ok(())
+        });
+        self.batch_roots = roots;
+        r
     }
 
     fn len(&self) -> u64 {

@@ -17,9 +17,11 @@ use crate::storage::SegVec;
 use memmap2::MmapMut;
 use std::sync::Arc;
 
-/// Pairs per chunk of the pair array (256 KiB): growing the array allocates a chunk and
-/// never copies (a doubling vector would briefly hold 1.5 times its contents).
-const CHUNK_BITS: u32 = 15;
+/// Pairs per chunk of the pair array (2 MiB, one huge page): growing the array maps a chunk
+/// and never copies (a doubling vector would briefly hold 1.5 times its contents). Chunks
+/// are anonymous mappings advised for huge pages, like the index: pairs are read at random
+/// (the pair behind every index match), and 4 KiB pages would add a TLB miss to each.
+const CHUNK_BITS: u32 = 18;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
 /// The smallest index.
@@ -81,6 +83,35 @@ impl Index {
     }
 }
 
+/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
+/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
+/// overlap even with the folding work between them.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// `CHUNK` pairs in an anonymous mapping.
+struct Chunk(MmapMut);
+
+impl Chunk {
+    #[inline(always)]
+    fn pairs(&self) -> &[u64] {
+        // Page-aligned and `CHUNK * 8` bytes long: the cast cannot fail.
+        bytemuck::cast_slice(&self.0[..])
+    }
+    #[inline(always)]
+    fn pairs_mut(&mut self) -> &mut [u64] {
+        bytemuck::cast_slice_mut(&mut self.0[..])
+    }
+}
+
 /// Where the home slot of hash `h` is in an index of `cap` slots.
 #[inline(always)]
 fn home(h: u64, cap: usize) -> usize {
@@ -97,7 +128,7 @@ pub struct NodeTable {
     /// What the table is called in errors and accounts (`tree.roots`, `tree.nodes`).
     name: &'static str,
     /// Pair `r` is `chunks[r >> CHUNK_BITS][r & (CHUNK - 1)]`; chunks are full except the last.
-    chunks: Vec<Box<[u64]>>,
+    chunks: Vec<Chunk>,
     len: u64,
     index: Index,
     /// Slot bits above the `ref + 1` field: where the hash tag goes.
@@ -134,7 +165,7 @@ impl NodeTable {
     /// The pair of reference `r` (`r < len`).
     #[inline(always)]
     pub fn pair(&self, r: u32) -> u64 {
-        self.chunks[(r >> CHUNK_BITS) as usize][r as usize & (CHUNK - 1)]
+        self.chunks[(r >> CHUNK_BITS) as usize].pairs()[r as usize & (CHUNK - 1)]
     }
 
     /// The pair of reference `r`, or an error naming the table when `r` is not stored.
@@ -161,8 +192,10 @@ impl NodeTable {
         self.pair_bytes() + self.index_bytes() + self.log.as_ref().map_or(0, |l| l.ram_bytes())
     }
 
+    /// What the table cannot work without: its index and pairs, at least one chunk and the
+    /// smallest index (so that a budget that passes this check holds the first states).
     pub fn min_ram_bytes(&self) -> u64 {
-        self.pair_bytes()
+        self.pair_bytes().max((CHUNK * 8) as u64)
             + self.index_bytes().max(MIN_SLOTS as u64 * 4)
             + self.log.as_ref().map_or(0, |l| l.min_ram_bytes())
     }
@@ -245,15 +278,45 @@ impl NodeTable {
         Ok(())
     }
 
-    /// Hints the CPU to load the home slot of `pair` (batches touch every home first, so
-    /// that the misses overlap).
+    /// Prefetches the home slot of `pair` (batches prefetch every home first, so that the
+    /// misses overlap).
     #[inline(always)]
-    pub fn touch(&self, pair: u64) -> u32 {
+    pub fn touch(&self, pair: u64) {
         let s = self.index.slots();
-        if s.is_empty() {
-            return 0;
+        if !s.is_empty() {
+            prefetch(&s[home(pair_hash(pair), s.len())] as *const u32 as *const u8);
         }
-        s[home(pair_hash(pair), s.len())]
+    }
+
+    /// Prefetches the pair behind the first index slot whose tag matches `pair`'s, if any:
+    /// the second miss of a lookup that finds its pair (after [`NodeTable::touch`] fetched
+    /// the home slot), overlapped across a batch.
+    #[inline(always)]
+    pub fn touch_candidate(&self, pair: u64) {
+        let slots = self.index.slots();
+        let cap = slots.len();
+        if cap == 0 {
+            return;
+        }
+        let h = pair_hash(pair);
+        let tag = h as u32 & self.tag_mask;
+        let mut i = home(h, cap);
+        loop {
+            let s = slots[i];
+            if s == 0 {
+                return;
+            }
+            if s & self.tag_mask == tag {
+                let r = (s & !self.tag_mask) - 1;
+                let c = &self.chunks[(r >> CHUNK_BITS) as usize].pairs()[r as usize & (CHUNK - 1)];
+                prefetch(c as *const u64 as *const u8);
+                return;
+            }
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
+        }
     }
 
     /// The reference of `pair`, inserting it if new: `(reference, new)`.
@@ -297,19 +360,18 @@ impl NodeTable {
                 self.pair_bytes() + (CHUNK * 8) as u64 + self.index_bytes(),
                 &format!("one more block of {CHUNK} pairs of 8 bytes"),
             )?;
-            let mut v: Vec<u64> = Vec::new();
-            v.try_reserve_exact(CHUNK)
-                .map_err(|e| StoreError::CapacityExceeded {
-                    store: "tree",
-                    message: format!("cannot allocate a block of {}: {e}", self.name),
-                })?;
-            v.resize(CHUNK, 0);
-            self.chunks.push(v.into_boxed_slice());
+            let map = MmapMut::map_anon(CHUNK * 8).map_err(|e| StoreError::CapacityExceeded {
+                store: "tree",
+                message: format!("cannot allocate a block of {}: {e}", self.name),
+            })?;
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::HugePage);
+            self.chunks.push(Chunk(map));
             if let Some(c) = &self.charge {
                 c.account.set(self.ram_bytes(), 0, 0);
             }
         }
-        self.chunks[self.len as usize >> CHUNK_BITS][off] = pair;
+        self.chunks[self.len as usize >> CHUNK_BITS].pairs_mut()[off] = pair;
         self.len += 1;
         if let Some(log) = &mut self.log {
             log.push(&pair.to_le_bytes())?;
