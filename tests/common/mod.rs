@@ -113,4 +113,11 @@ pub fn placeless_file(dir: &Path, transitions: u32) -> PathBuf {
 }
 
 /// Every `--store` value with the orders it supports.
-pub const STORES: &[&str] = &["full", "comback", "delta", "hashcompact", "bitstate"];
+pub const STORES: &[&str] = &[
+    "full",
+    "comback",
+    "delta",
+    "hashcompact",
+    "bitstate",
+    "tree",
+];
