@@ -465,20 +465,34 @@ fn small_models_bfs_tree_writes_the_full_stores_lts() {
     let mut differ = Vec::new();
     for r in &rows {
         let mut files = Vec::new();
-        for store in [StoreConfig::Full(FullOptions), StoreConfig::Tree(TreeOptions)] {
+        for store in [
+            StoreConfig::Full(FullOptions),
+            StoreConfig::Tree(TreeOptions),
+        ] {
             let out = t.path().join(format!("{}.slts", store.name()));
             let cfg = ExploreConfig {
                 output: Some(out.clone()),
                 ..Case::new(Order::Bfs, store).config()
             };
             let s = explore_file(&r.path, &cfg, &mut |_| {}).unwrap();
-            assert_eq!((s.states, s.transitions), (r.states, r.transitions), "{}", r.rel);
+            assert_eq!(
+                (s.states, s.transitions),
+                (r.states, r.transitions),
+                "{}",
+                r.rel
+            );
             files.push(std::fs::read(&out).unwrap());
         }
         if files[0] != files[1] {
             differ.push(r.rel.clone());
         }
     }
-    assert!(differ.is_empty(), "tree and full LTS files differ: {differ:?}");
-    eprintln!("{} models: identical BFS files from tree and full", rows.len());
+    assert!(
+        differ.is_empty(),
+        "tree and full LTS files differ: {differ:?}"
+    );
+    eprintln!(
+        "{} models: identical BFS files from tree and full",
+        rows.len()
+    );
 }

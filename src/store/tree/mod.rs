@@ -112,9 +112,13 @@ pub struct TreeStore {
     got: RefCell<Tree>,
     /// The tree inserted last (a DFS parent).
     last: Tree,
-    /// A batch's trees (`batch × vals`) and which of their values differ from the parent's.
+    /// A batch's trees (`batch × vals`), their dirty nodes (plan indexes, each successor's
+    /// ascending) and where each successor's list ends.
     batch_vals: Vec<u32>,
-    batch_changed: Vec<bool>,
+    batch_dirty: Vec<u32>,
+    batch_ends: Vec<usize>,
+    /// The plan index of each value's parent node (the root's entry is unused).
+    up: Vec<u32>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
     incremental: u64,
     whole: u64,
@@ -195,6 +199,11 @@ impl TreeStore {
         let leaves = width.div_ceil(4).max(2);
         let n = 2 * leaves - 1;
         let (plan, levels) = plan(leaves);
+        let mut up = vec![0u32; n];
+        for (k, &(l, r)) in plan.iter().enumerate() {
+            up[l as usize] = k as u32;
+            up[r as usize] = k as u32;
+        }
         Ok(TreeStore {
             width,
             leaves,
@@ -213,7 +222,9 @@ impl TreeStore {
                 vals: vec![0; n],
             },
             batch_vals: Vec::new(),
-            batch_changed: Vec::new(),
+            batch_dirty: Vec::new(),
+            batch_ends: Vec::new(),
+            up,
             incremental: 0,
             whole: 0,
             parent_unfolds: 0,
@@ -325,8 +336,8 @@ impl TreeStore {
     fn fold_below_root(&mut self, parent: &[u32]) -> Result<Option<u64>, StoreError> {
         self.incremental += 1;
         let n = self.leaves;
-        for i in 0..n {
-            self.changed[i] = self.cur[i] != parent[i];
+        for ((c, v), p) in self.changed[..n].iter_mut().zip(&self.cur).zip(parent) {
+            *c = v != p;
         }
         let last = self.plan.len() - 1;
         for k in 0..last {
@@ -396,95 +407,117 @@ impl TreeStore {
         })
     }
 
-    /// [`StateStore::insert_batch`] with the parent's tree `pv` and scratch arrays.
+    /// [`StateStore::insert_batch`] with the parent's tree `pv`. Each successor starts as a
+    /// copy of the parent's tree; only the ancestors of its changed leaves (its *dirty*
+    /// nodes, listed in plan order, which is height order) are interned again.
     fn fold_batch(
         &mut self,
         pv: &[u32],
         batch: &StateBatch,
         vals: &mut Vec<u32>,
-        changed: &mut Vec<bool>,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         let m = batch.len();
         let nv = pv.len();
         let n = self.leaves;
+        let root = self.plan.len() - 1;
         vals.resize(m * nv, 0);
-        changed.resize(m * nv, false);
+        let mut dirty = std::mem::take(&mut self.batch_dirty);
+        let mut ends = std::mem::take(&mut self.batch_ends);
+        dirty.clear();
+        ends.clear();
         for s in 0..m {
             self.load_leaves(batch.get(s));
-            let (v, c) = (&mut vals[s * nv..(s + 1) * nv], &mut changed[s * nv..(s + 1) * nv]);
-            v[..n].copy_from_slice(&self.cur[..n]);
+            let v = &mut vals[s * nv..(s + 1) * nv];
+            v.copy_from_slice(pv);
+            let start = dirty.len();
             for i in 0..n {
-                c[i] = v[i] != pv[i];
+                if self.cur[i] != pv[i] {
+                    v[i] = self.cur[i];
+                    let mut j = i;
+                    loop {
+                        let k = self.up[j] as usize;
+                        if self.changed[k] {
+                            break;
+                        }
+                        self.changed[k] = true;
+                        dirty.push(k as u32);
+                        if k == root {
+                            break;
+                        }
+                        j = n + k;
+                    }
+                }
             }
+            dirty[start..].sort_unstable();
+            for &k in &dirty[start..] {
+                self.changed[k as usize] = false;
+            }
+            ends.push(dirty.len());
         }
-        let root = self.plan.len() - 1;
-        for lv in self.levels.clone() {
-            let table = if lv.end > root {
-                &self.roots
-            } else {
-                &self.nodes
-            };
-            for s in 0..m {
-                let (v, c) = (&vals[s * nv..(s + 1) * nv], &changed[s * nv..(s + 1) * nv]);
-                for k in lv.clone() {
-                    let (l, r) = self.plan[k];
-                    if c[l as usize] || c[r as usize] {
+        // `pos[s]`: the next dirty node of successor `s`.
+        let mut pos: Vec<usize> = Vec::with_capacity(m);
+        pos.push(0);
+        pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        let r = (|| {
+            for lv in &self.levels {
+                let table = if lv.end > root {
+                    &self.roots
+                } else {
+                    &self.nodes
+                };
+                for s in 0..m {
+                    let v = &vals[s * nv..(s + 1) * nv];
+                    for &k in &dirty[pos[s]..ends[s]] {
+                        if k as usize >= lv.end {
+                            break;
+                        }
+                        let (l, r) = self.plan[k as usize];
                         table.touch(pack(v[l as usize], v[r as usize]));
                     }
                 }
-            }
-            if lv.end > root {
-                // The roots: also prefetch the pair behind a matching slot (most successors
-                // were seen, and reading their pair is the lookup's second miss).
+                if lv.end > root {
+                    break;
+                }
                 for s in 0..m {
-                    let (v, c) = (&vals[s * nv..(s + 1) * nv], &changed[s * nv..(s + 1) * nv]);
-                    for k in lv.clone() {
+                    let v = &mut vals[s * nv..(s + 1) * nv];
+                    while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
+                        let k = dirty[pos[s]] as usize;
                         let (l, r) = self.plan[k];
-                        if c[l as usize] || c[r as usize] {
-                            table.touch_candidate(pack(v[l as usize], v[r as usize]));
-                        }
+                        v[n + k] = self.nodes.intern(pack(v[l as usize], v[r as usize]))?.0;
+                        pos[s] += 1;
                     }
                 }
-                break;
+            }
+            // The roots: also prefetch the pair behind a matching slot (most successors were
+            // seen, and reading their pair is the lookup's second miss).
+            let (l, r) = self.plan[root];
+            let (l, r) = (l as usize, r as usize);
+            for s in 0..m {
+                if pos[s] < ends[s] {
+                    let v = &vals[s * nv..(s + 1) * nv];
+                    self.roots.touch_candidate(pack(v[l], v[r]));
+                }
             }
             for s in 0..m {
-                let (v, c) = (
-                    &mut vals[s * nv..(s + 1) * nv],
-                    &mut changed[s * nv..(s + 1) * nv],
-                );
-                for k in lv.clone() {
-                    let (l, r) = self.plan[k];
-                    let (l, r) = (l as usize, r as usize);
-                    if c[l] || c[r] {
-                        let (rf, _) = self.nodes.intern(pack(v[l], v[r]))?;
-                        v[n + k] = rf;
-                        // Equal children would have given the parent's reference.
-                        c[n + k] = rf != pv[n + k];
+                let v = &vals[s * nv..(s + 1) * nv];
+                out.push(if pos[s] < ends[s] {
+                    let (id, new) = self.roots.intern(pack(v[l], v[r]))?;
+                    if new {
+                        Insert::New(id as StateId)
                     } else {
-                        v[n + k] = pv[n + k];
-                        c[n + k] = false;
+                        Insert::Seen(id as StateId)
                     }
-                }
-            }
-        }
-        let (l, r) = self.plan[root];
-        let (l, r) = (l as usize, r as usize);
-        for s in 0..m {
-            let (v, c) = (&vals[s * nv..(s + 1) * nv], &changed[s * nv..(s + 1) * nv]);
-            out.push(if c[l] || c[r] {
-                let (id, new) = self.roots.intern(pack(v[l], v[r]))?;
-                if new {
-                    Insert::New(id as StateId)
                 } else {
-                    Insert::Seen(id as StateId)
-                }
-            } else {
-                // The successor is its parent (a self-loop).
-                Insert::Seen(pv[nv - 1] as StateId)
-            });
-        }
-        Ok(())
+                    // No leaf changed: the successor is its parent (a self-loop).
+                    Insert::Seen(pv[nv - 1] as StateId)
+                });
+            }
+            Ok(())
+        })();
+        self.batch_dirty = dirty;
+        self.batch_ends = ends;
+        r
     }
 
     /// Inserts the leaves of `cur`, a successor of `parent` if known.
@@ -542,11 +575,9 @@ impl StateStore for TreeStore {
         self.incremental += m as u64;
         let pv = std::mem::take(&mut self.got.get_mut().vals);
         let mut vals = std::mem::take(&mut self.batch_vals);
-        let mut changed = std::mem::take(&mut self.batch_changed);
-        let r = self.fold_batch(&pv, batch, &mut vals, &mut changed, out);
+        let r = self.fold_batch(&pv, batch, &mut vals, out);
         self.got.get_mut().vals = pv;
         self.batch_vals = vals;
-        self.batch_changed = changed;
         r
     }
 

@@ -210,9 +210,15 @@ impl NodeTable {
             return Ok(());
         };
         let headroom = c.budget.headroom(&c.account).unwrap_or(u64::MAX);
-        let others = limit.saturating_sub(UNTRACKED_RESERVE).saturating_sub(headroom);
-        c.budget
-            .claim(&format!("the tree store's {}", self.name), need, others, what)?;
+        let others = limit
+            .saturating_sub(UNTRACKED_RESERVE)
+            .saturating_sub(headroom);
+        c.budget.claim(
+            &format!("the tree store's {}", self.name),
+            need,
+            others,
+            what,
+        )?;
         Ok(())
     }
 
