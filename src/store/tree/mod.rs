@@ -117,6 +117,9 @@ pub struct TreeStore {
     batch_vals: Vec<u32>,
     batch_dirty: Vec<u32>,
     batch_ends: Vec<usize>,
+    /// Which inner nodes (plan indexes) are already on the successor's dirty list; all false
+    /// between successors.
+    batch_mark: Vec<bool>,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
@@ -224,6 +227,7 @@ impl TreeStore {
             batch_vals: Vec::new(),
             batch_dirty: Vec::new(),
             batch_ends: Vec::new(),
+            batch_mark: vec![false; leaves - 1],
             up,
             incremental: 0,
             whole: 0,
@@ -437,10 +441,10 @@ impl TreeStore {
                     let mut j = i;
                     loop {
                         let k = self.up[j] as usize;
-                        if self.changed[k] {
+                        if self.batch_mark[k] {
                             break;
                         }
-                        self.changed[k] = true;
+                        self.batch_mark[k] = true;
                         dirty.push(k as u32);
                         if k == root {
                             break;
@@ -451,7 +455,7 @@ impl TreeStore {
             }
             dirty[start..].sort_unstable();
             for &k in &dirty[start..] {
-                self.changed[k as usize] = false;
+                self.batch_mark[k as usize] = false;
             }
             ends.push(dirty.len());
         }
