@@ -6,6 +6,9 @@
 //! The default suite covers models up to 200,000 states; the rest up to 3,000,000 run with
 //! `cargo test --release --test reference -- --ignored`.
 //!
+//! Tree store: BFS and DFS (≤ 200,000 states by default, ≤ 3,000,000 with `--ignored`), and
+//! its BFS native files byte for byte against the full store's.
+//!
 //! Full store: BFS and DFS, in RAM and with every structure forced through small compressed
 //! segment blocks (`Spill::Forced`); the large BFS run also with `--spill always`.
 //!
