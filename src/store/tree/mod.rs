@@ -493,16 +493,8 @@ impl TreeStore {
                     }
                 }
             }
-            // The roots: also prefetch the pair behind a matching slot (most successors were
-            // seen, and reading their pair is the lookup's second miss).
             let (l, r) = self.plan[root];
             let (l, r) = (l as usize, r as usize);
-            for s in 0..m {
-                if pos[s] < ends[s] {
-                    let v = &vals[s * nv..(s + 1) * nv];
-                    self.roots.touch_candidate(pack(v[l], v[r]));
-                }
-            }
             for s in 0..m {
                 let v = &vals[s * nv..(s + 1) * nv];
                 out.push(if pos[s] < ends[s] {
@@ -559,9 +551,10 @@ impl StateStore for TreeStore {
 
     /// Height by height over the whole batch: every changed node of a height is first hashed
     /// and its home slot prefetched for all successors, then the height is interned; so the
-    /// misses of a height overlap, as the full store's do. For the roots, the pair behind a
-    /// matching slot is prefetched too (a pass that reads the slots: measured slower for the
-    /// inner nodes on SharedMemory-PT-000010, 9.0 s against 7.2 s of CPU). The roots (the last level) are interned in successor order, which
+    /// misses of a height overlap, as the full store's do. A further pass that reads the
+    /// slots to prefetch the pair behind a matching one was measured slower, for the inner
+    /// nodes (SharedMemory-PT-000010: 9.0 s against 7.2 s of CPU) and for the roots
+    /// (Kanban-PT-00005: 3.5 s against 3.0 s). The roots (the last level) are interned in successor order, which
     /// alone numbers states: nodes below the root may be interned in any order.
     fn insert_batch(
         &mut self,

@@ -296,37 +296,6 @@ impl NodeTable {
         }
     }
 
-    /// Prefetches the pair behind the first index slot whose tag matches `pair`'s, if any:
-    /// the second miss of a lookup that finds its pair (after [`NodeTable::touch`] fetched
-    /// the home slot), overlapped across a batch.
-    #[inline(always)]
-    pub fn touch_candidate(&self, pair: u64) {
-        let slots = self.index.slots();
-        let cap = slots.len();
-        if cap == 0 {
-            return;
-        }
-        let h = pair_hash(pair);
-        let tag = h as u32 & self.tag_mask;
-        let mut i = home(h, cap);
-        loop {
-            let s = slots[i];
-            if s == 0 {
-                return;
-            }
-            if s & self.tag_mask == tag {
-                let r = (s & !self.tag_mask) - 1;
-                let c = &self.chunks[(r >> CHUNK_BITS) as usize].pairs()[r as usize & (CHUNK - 1)];
-                prefetch(c as *const u64 as *const u8);
-                return;
-            }
-            i += 1;
-            if i == cap {
-                i = 0;
-            }
-        }
-    }
-
     /// The reference of `pair`, inserting it if new: `(reference, new)`.
     #[inline]
     pub fn intern(&mut self, pair: u64) -> Result<(u32, bool), StoreError> {
