@@ -264,6 +264,8 @@ const STORES: &[(&[&str], Option<&str>)] = &[
         &["--store", "delta", "--order", "dfs", "--k-delta", "5"],
         Some("aut"),
     ),
+    (&["--store", "tree"], Some("slts")),
+    (&["--store", "tree", "--order", "dfs"], Some("aut")),
 ];
 
 /// The heavy variant's stores: as [`STORES`], but ComBack in DFS keeps its cache (without
@@ -280,6 +282,8 @@ const HEAVY_STORES: &[(&[&str], Option<&str>)] = &[
         &["--store", "delta", "--order", "dfs", "--k-delta", "5"],
         Some("aut"),
     ),
+    (&["--store", "tree"], Some("slts")),
+    (&["--store", "tree", "--order", "dfs"], Some("aut")),
 ];
 
 fn kill_suite(rel: &str, kills: usize, sig: Sig, stores: &[(&[&str], Option<&str>)]) {

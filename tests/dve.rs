@@ -22,6 +22,7 @@ use spillway::run::{ExploreConfig, Search};
 use spillway::store::comback::CombackOptions;
 use spillway::store::delta::DeltaOptions;
 use spillway::store::full::FullOptions;
+use spillway::store::tree::TreeOptions;
 use spillway::store::StoreConfig;
 
 /// The exact stores, each with its default options.
@@ -30,6 +31,7 @@ enum StoreKind {
     Full,
     Comback,
     Delta,
+    Tree,
 }
 
 impl StoreKind {
@@ -38,6 +40,7 @@ impl StoreKind {
             StoreKind::Full => StoreConfig::Full(FullOptions),
             StoreKind::Comback => StoreConfig::Comback(CombackOptions::default()),
             StoreKind::Delta => StoreConfig::Delta(DeltaOptions::default()),
+            StoreKind::Tree => StoreConfig::Tree(TreeOptions),
         }
     }
 }
@@ -177,6 +180,12 @@ fn beem_small_bfs_delta() {
 
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn beem_small_bfs_tree() {
+    check_beem(&beem_rows(0, SMALL), Order::Bfs, StoreKind::Tree);
+}
+
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn beem_small_dfs_full() {
     check_beem(&beem_rows(0, SMALL), Order::Dfs, StoreKind::Full);
 }
@@ -199,6 +208,12 @@ fn beem_large_bfs_delta() {
     check_beem(&beem_rows(SMALL, LARGE), Order::Bfs, StoreKind::Delta);
 }
 
+#[test]
+#[ignore = "large: run with --ignored (release build)"]
+fn beem_large_bfs_tree() {
+    check_beem(&beem_rows(SMALL, LARGE), Order::Bfs, StoreKind::Tree);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Small models with known state spaces
 
@@ -217,7 +232,7 @@ fn explore_src(src: &str, store: StoreKind) -> (u64, u64) {
 /// The counts with every exact store; they must agree.
 fn counts(src: &str) -> (u64, u64) {
     let full = explore_src(src, StoreKind::Full);
-    for store in [StoreKind::Comback, StoreKind::Delta] {
+    for store in [StoreKind::Comback, StoreKind::Delta, StoreKind::Tree] {
         assert_eq!(explore_src(src, store), full, "{store:?} differs from full");
     }
     full

@@ -6,6 +6,9 @@
 //! The default suite covers models up to 200,000 states; the rest up to 3,000,000 run with
 //! `cargo test --release --test reference -- --ignored`.
 //!
+//! Tree store: BFS and DFS (≤ 200,000 states by default, ≤ 3,000,000 with `--ignored`), and
+//! its BFS native files byte for byte against the full store's.
+//!
 //! Full store: BFS and DFS, in RAM and with every structure forced through small compressed
 //! segment blocks (`Spill::Forced`); the large BFS run also with `--spill always`.
 //!
@@ -26,6 +29,7 @@ use spillway::store::comback::{
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 use spillway::store::full::FullOptions;
+use spillway::store::tree::TreeOptions;
 use spillway::store::StoreConfig;
 
 /// Whether the store's structures are forced into segment files.
@@ -407,4 +411,91 @@ fn weak_8_bit_hashes_are_resolved_by_reconstruction() {
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_bfs_comback_every_variant() {
     check_comback(SMALL, LARGE, Order::Bfs, LARGE);
+}
+
+// Tree compression (`--store tree`): exact counts in both orders, and in BFS the same native
+// LTS file as the full store.
+
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn small_models_bfs_tree() {
+    check(
+        &reference_rows(0, SMALL),
+        Order::Bfs,
+        StoreConfig::Tree(TreeOptions),
+    );
+}
+
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn small_models_dfs_tree() {
+    check(
+        &reference_rows(0, SMALL),
+        Order::Dfs,
+        StoreConfig::Tree(TreeOptions),
+    );
+}
+
+#[test]
+#[ignore = "large: run with --ignored (release build recommended)"]
+fn large_models_bfs_tree() {
+    check(
+        &reference_rows(SMALL, LARGE),
+        Order::Bfs,
+        StoreConfig::Tree(TreeOptions),
+    );
+}
+
+#[test]
+#[ignore = "large: run with --ignored (release build recommended)"]
+fn large_models_dfs_tree() {
+    check(
+        &reference_rows(SMALL, LARGE),
+        Order::Dfs,
+        StoreConfig::Tree(TreeOptions),
+    );
+}
+
+/// The tree store numbers states like the full store (root reference = state number), so
+/// its BFS native file is the full store's, byte for byte, on every model up to 200,000
+/// states.
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn small_models_bfs_tree_writes_the_full_stores_lts() {
+    let t = tempfile::tempdir().unwrap();
+    let rows = reference_rows(0, SMALL);
+    assert!(!rows.is_empty());
+    let mut differ = Vec::new();
+    for r in &rows {
+        let mut files = Vec::new();
+        for store in [
+            StoreConfig::Full(FullOptions),
+            StoreConfig::Tree(TreeOptions),
+        ] {
+            let out = t.path().join(format!("{}.slts", store.name()));
+            let cfg = ExploreConfig {
+                output: Some(out.clone()),
+                ..Case::new(Order::Bfs, store).config()
+            };
+            let s = Search::file(&r.path).config(cfg.clone()).run().unwrap();
+            assert_eq!(
+                (s.states, s.transitions),
+                (r.states, r.transitions),
+                "{}",
+                r.rel
+            );
+            files.push(std::fs::read(&out).unwrap());
+        }
+        if files[0] != files[1] {
+            differ.push(r.rel.clone());
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "tree and full LTS files differ: {differ:?}"
+    );
+    eprintln!(
+        "{} models: identical BFS files from tree and full",
+        rows.len()
+    );
 }

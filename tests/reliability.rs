@@ -367,3 +367,20 @@ fn stats_json_never_overwrites_the_model() {
     assert!(stderr(&o).contains("is the model file"));
     assert_eq!(std::fs::read(&model).unwrap(), before);
 }
+
+/// The tree store charges its tables to the budget as they grow: passing it is exit 6
+/// naming the tree store's table, not a silent overrun; a budget that holds them passes.
+#[test]
+fn tree_growth_stops_at_the_budget() {
+    let t = tempfile::tempdir().unwrap();
+    // 2^20 states: 8 MiB of roots and an 8 MiB root index, past a 20 MiB budget (which the
+    // empty store's 4 MiB minimum passes at the start).
+    let model = toggles_file(t.path(), 20);
+    let o = explore(&model, &["-q", "--store", "tree", "--memory", "20M"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(err.contains("the tree store's tree."), "{err}");
+    assert!(err.contains("raise --memory to"), "{err}");
+    let o = explore(&model, &["-q", "--store", "tree", "--memory", "64M"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -1,5 +1,5 @@
 //! One conformance suite for the `StateStore` trait, run against every exact store: the full
-//! table, ComBack with each variant and with weak hashes, and Δ-markings with several kδ and
+//! table, tree compression, ComBack with each variant and with weak hashes, and Δ-markings with several kδ and
 //! each optimisation off. The suite drives the store the
 //! way the engines do (BFS and DFS, single inserts and batches, re-inserting every state) and
 //! checks every answer against an oracle map of state vectors.
@@ -14,6 +14,7 @@ use spillway::store::comback::{
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 use spillway::store::full::FullOptions;
+use spillway::store::tree::TreeOptions;
 use spillway::store::StoreConfig;
 use spillway::store::{Exactness, Insert, StateBatch, StateStore, Via};
 use std::collections::HashMap;
@@ -134,7 +135,10 @@ fn models() -> Vec<(&'static str, Box<dyn Model>)> {
 
 fn exact_stores() -> Vec<(String, StoreConfig)> {
     let d = CombackOptions::default();
-    let mut v = vec![("full".to_string(), StoreConfig::Full(FullOptions))];
+    let mut v = vec![
+        ("full".to_string(), StoreConfig::Full(FullOptions)),
+        ("tree".to_string(), StoreConfig::Tree(TreeOptions)),
+    ];
     let variants = [
         ("default", d),
         ("no-cache", CombackOptions { cache: 0, ..d }),

@@ -13,6 +13,7 @@ use crate::store::comback::{
 use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacement};
 use crate::store::full::FullOptions;
 use crate::store::hashcompact::HashCompactOptions;
+use crate::store::tree::TreeOptions;
 use crate::store::StoreConfig;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -86,7 +87,7 @@ pub struct ExploreArgs {
     /// Visited-state store; each store's own options are listed under its heading below,
     /// and an option of another store than the chosen one is refused.
     #[arg(long, default_value = "full",
-          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate"])]
+          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree"])]
     pub store: String,
 
     /// Write the LTS here: .slts (native, compressed), .aut (Aldebaran), .fsm (mCRL2) or
@@ -601,6 +602,7 @@ impl ExploreArgs {
                 log2_bits: self.bitstate.bitstate_log2_bits,
                 k: self.bitstate.bitstate_k,
             }),
+            "tree" => StoreConfig::Tree(TreeOptions),
             _ => StoreConfig::Full(FullOptions),
         }
     }

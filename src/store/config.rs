@@ -10,6 +10,7 @@ use super::comback::CombackOptions;
 use super::delta::DeltaOptions;
 use super::full::FullOptions;
 use super::hashcompact::HashCompactOptions;
+use super::tree::TreeOptions;
 use super::StoreSpec;
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,8 @@ pub enum StoreConfig {
     Hashcompact(HashCompactOptions),
     /// Bit-state hashing: k bits per state in a bit array (inexact baseline, no LTS output).
     Bitstate(BitstateOptions),
+    /// Tree compression: states folded into a binary tree of interned pairs (exact).
+    Tree(TreeOptions),
 }
 
 impl Default for StoreConfig {
@@ -44,6 +47,7 @@ impl StoreConfig {
             StoreConfig::Delta(o) => o,
             StoreConfig::Hashcompact(o) => o,
             StoreConfig::Bitstate(o) => o,
+            StoreConfig::Tree(o) => o,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod full;
 pub mod hashcompact;
 pub mod records;
 pub mod slots;
+pub mod tree;
 
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};

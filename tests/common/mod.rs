@@ -113,7 +113,14 @@ pub fn placeless_file(dir: &Path, transitions: u32) -> PathBuf {
 }
 
 /// Every `--store` value with the orders it supports.
-pub const STORES: &[&str] = &["full", "comback", "delta", "hashcompact", "bitstate"];
+pub const STORES: &[&str] = &[
+    "full",
+    "comback",
+    "delta",
+    "hashcompact",
+    "bitstate",
+    "tree",
+];
 
 /// How a child process ended, with its peak resident set size.
 #[derive(Debug)]

@@ -1,0 +1,768 @@
+//! Tree compression (Blom, Lisser, van de Pol, Weber's tree database; Laarman, van de Pol,
+//! Weber, "Parallel Recursive State Compression for Free", SPIN 2011): `--store tree`, exact.
+//!
+//! A state vector is cut into 4-byte leaves (the last one zero-padded, at least two) and
+//! folded pairwise into a balanced binary tree of fixed shape. Every inner node is a pair
+//! of 32-bit children — leaf values at the bottom, references of nodes above — interned in
+//! one shared node table (`tree.nodes`); the root pair is interned in the root table
+//! (`tree.roots`), whose references are numbered in insertion order, so **the root's
+//! reference is the state number** and the root table doubles as the visited set. Two
+//! states that share a subtree share its nodes, so a state costs its root (8 bytes plus a
+//! 4-byte index slot) and the few nodes no stored state had.
+//!
+//! Insertion is incremental: a successor is folded against its parent's tree (the engines
+//! say which state it came from), re-interning only the nodes above leaves that changed
+//! and reusing the parent's references elsewhere. The parent's tree is the one `get`
+//! unfolded last (BFS reads the parent, then inserts its successors), the state inserted
+//! last (DFS descends into it), or else unfolded from its root. `get` unfolds from the
+//! root: one node read per inner node.
+//!
+//! Everything stays in RAM. Under `--memory` both tables charge their pairs and index to the
+//! budget and growing past it is `BudgetTooSmall` (exit 6). A checkpointed run logs every
+//! new pair in two segment vectors (`tree.roots.log`, `tree.nodes.log`); resuming reloads
+//! them and rebuilds the indexes, so a checkpoint costs only what changed.
+
+mod table;
+
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark,
+    StoreSpec, Via,
+};
+use crate::error::StoreError;
+use crate::model::Model;
+use crate::storage::budget::MemoryLimit;
+use crate::storage::segment::HashId;
+use crate::storage::{FileMark, Storage, VecMark};
+use serde_json::json;
+use std::cell::RefCell;
+use std::ops::Range;
+use table::{pack, Charge, NodeTable};
+
+const ROOTS_LOG: &str = "tree.roots.log";
+const NODES_LOG: &str = "tree.nodes.log";
+
+/// `--store tree` (it has no options of its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TreeOptions;
+
+impl StoreSpec for TreeOptions {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(TreeStore::build(width(model)?, storage)?))
+    }
+
+    fn resume<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(TreeStore::resume(width(model)?, storage, mark)?))
+    }
+}
+
+/// The fixed state width the tree's shape is built for.
+fn width(model: &dyn Model) -> Result<usize, StoreError> {
+    model.state_len().ok_or_else(|| StoreError::Invalid {
+        store: "tree",
+        message: "the tree store needs fixed-width states (its tree shape is fixed); this model's states vary in width: use --store full".into(),
+    })
+}
+
+/// What a checkpoint records.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Mark {
+    width: usize,
+    roots: u64,
+    nodes: u64,
+    roots_log: VecMark,
+    nodes_log: VecMark,
+}
+
+/// A state's tree: `vals[..leaves]` are the leaf values, `vals[leaves + k]` the reference of
+/// inner node `k` (the last one, the root, holds the state number).
+struct Tree {
+    id: StateId,
+    vals: Vec<u32>,
+}
+
+/// No state.
+const NONE: StateId = u64::MAX;
+
+pub struct TreeStore {
+    width: usize,
+    leaves: usize,
+    /// Inner nodes, children before parents, the root last: indexes into a tree's `vals`.
+    plan: Vec<(u32, u32)>,
+    /// The ranges of `plan` that make up each level, bottom first (the root alone last).
+    levels: Vec<Range<usize>>,
+    roots: NodeTable,
+    nodes: NodeTable,
+    /// The tree being folded, and which of its values differ from the parent's.
+    cur: Vec<u32>,
+    changed: Vec<bool>,
+    /// The tree `get` unfolded last (a BFS parent).
+    got: RefCell<Tree>,
+    /// The tree inserted last (a DFS parent).
+    last: Tree,
+    /// A batch's trees (`batch × vals`), their dirty nodes (plan indexes, each successor's
+    /// ascending) and where each successor's list ends.
+    batch_vals: Vec<u32>,
+    batch_dirty: Vec<u32>,
+    batch_ends: Vec<usize>,
+    /// Which inner nodes (plan indexes) are already on the successor's dirty list; all false
+    /// between successors.
+    batch_mark: Vec<bool>,
+    /// The plan index of each value's parent node (the root's entry is unused).
+    up: Vec<u32>,
+    /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
+    incremental: u64,
+    whole: u64,
+    parent_unfolds: u64,
+}
+
+/// The balanced fold of `leaves` leaves (each node splits its leaves in halves, the larger
+/// half left), ordered by height. Returns `(left, right)` per inner node, children before
+/// parents and the root last, and the range of inner nodes of each height (a batch interns
+/// a whole height of all its successors at once, so that the misses of a height overlap).
+///
+/// Balanced halves matter: folding adjacent pairs level by level and carrying an odd value
+/// up (33 leaves: 32 + 1 at the root) makes the big subtree nearly as varied as the state,
+/// one extra node per state (measured on SharedMemory-PT-000010).
+fn plan(leaves: usize) -> (Vec<(u32, u32)>, Vec<Range<usize>>) {
+    // (left, right, height) in recursion order, children first.
+    fn build(a: usize, b: usize, leaves: usize, out: &mut Vec<(u32, u32, u32)>) -> (u32, u32) {
+        if b - a == 1 {
+            return (a as u32, 0);
+        }
+        let mid = a + (b - a).div_ceil(2);
+        let (l, hl) = build(a, mid, leaves, out);
+        let (r, hr) = build(mid, b, leaves, out);
+        let h = hl.max(hr) + 1;
+        out.push((l, r, h));
+        ((leaves + out.len() - 1) as u32, h)
+    }
+    let mut rec = Vec::with_capacity(leaves - 1);
+    build(0, leaves, leaves, &mut rec);
+    // Renumber the inner nodes by height (stable, so the root stays last).
+    let mut order: Vec<usize> = (0..rec.len()).collect();
+    order.sort_by_key(|&k| rec[k].2);
+    let mut new_index = vec![0u32; rec.len()];
+    for (pos, &k) in order.iter().enumerate() {
+        new_index[k] = (leaves + pos) as u32;
+    }
+    let map = |v: u32| {
+        if (v as usize) < leaves {
+            v
+        } else {
+            new_index[v as usize - leaves]
+        }
+    };
+    let plan: Vec<(u32, u32)> = order
+        .iter()
+        .map(|&k| (map(rec[k].0), map(rec[k].1)))
+        .collect();
+    let mut levels: Vec<Range<usize>> = Vec::new();
+    for (pos, &k) in order.iter().enumerate() {
+        match levels.last_mut() {
+            Some(r) if rec[order[r.start]].2 == rec[k].2 => r.end = pos + 1,
+            _ => levels.push(pos..pos + 1),
+        }
+    }
+    (plan, levels)
+}
+
+impl TreeStore {
+    /// An empty store for states of `width` bytes, charged to `storage`'s budget when it has
+    /// a limit and logging its pairs when it is a checkpointed run's.
+    pub fn build(width: usize, storage: Option<&Storage>) -> Result<Self, StoreError> {
+        let charge = |name: &str| {
+            storage
+                .filter(|st| st.config.memory != MemoryLimit::Unlimited)
+                .map(|st| Charge {
+                    account: st.budget.account(name),
+                    budget: st.budget.clone(),
+                })
+        };
+        let log = |name: &str| -> Result<_, StoreError> {
+            Ok(match storage {
+                Some(st) if st.is_kept() => Some(st.sequential_vec(name, 8, HashId::None)?),
+                _ => None,
+            })
+        };
+        let roots = NodeTable::new("tree.roots", charge("tree.roots"), log(ROOTS_LOG)?);
+        let nodes = NodeTable::new("tree.nodes", charge("tree.nodes"), log(NODES_LOG)?);
+        let leaves = width.div_ceil(4).max(2);
+        let n = 2 * leaves - 1;
+        let (plan, levels) = plan(leaves);
+        let mut up = vec![0u32; n];
+        for (k, &(l, r)) in plan.iter().enumerate() {
+            up[l as usize] = k as u32;
+            up[r as usize] = k as u32;
+        }
+        Ok(TreeStore {
+            width,
+            leaves,
+            plan,
+            levels,
+            roots,
+            nodes,
+            cur: vec![0; n],
+            changed: vec![false; n],
+            got: RefCell::new(Tree {
+                id: NONE,
+                vals: vec![0; n],
+            }),
+            last: Tree {
+                id: NONE,
+                vals: vec![0; n],
+            },
+            batch_vals: Vec::new(),
+            batch_dirty: Vec::new(),
+            batch_ends: Vec::new(),
+            batch_mark: vec![false; leaves - 1],
+            up,
+            incremental: 0,
+            whole: 0,
+            parent_unfolds: 0,
+        })
+    }
+
+    /// Reopens a checkpointed store: reloads both logs and rebuilds the indexes.
+    pub fn resume(width: usize, storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+        let m: Mark = decode_blob("tree", &mark.blob)?;
+        if m.width != width {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "the checkpoint holds {}-byte states, the model has {width}-byte states",
+                    m.width
+                ),
+            });
+        }
+        let mut s = TreeStore::build(width, None)?;
+        let charge = |name: &str| {
+            (storage.config.memory != MemoryLimit::Unlimited).then(|| Charge {
+                account: storage.budget.account(name),
+                budget: storage.budget.clone(),
+            })
+        };
+        s.roots = NodeTable::new(
+            "tree.roots",
+            charge("tree.roots"),
+            Some(storage.open_sequential_vec(ROOTS_LOG, m.roots_log)?),
+        );
+        s.nodes = NodeTable::new(
+            "tree.nodes",
+            charge("tree.nodes"),
+            Some(storage.open_sequential_vec(NODES_LOG, m.nodes_log)?),
+        );
+        s.roots.reload(m.roots)?;
+        s.nodes.reload(m.nodes)?;
+        Ok(s)
+    }
+
+    fn check(&self, state: &[u8]) -> Result<(), StoreError> {
+        if state.len() != self.width {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "state of {} bytes in a store of {}-byte states",
+                    state.len(),
+                    self.width
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Cuts `state` into the leaves of `cur` (little-endian words, the last zero-padded).
+    #[inline]
+    fn load_leaves(&mut self, state: &[u8]) {
+        let mut chunks = state.chunks_exact(4);
+        for (v, c) in self.cur.iter_mut().zip(&mut chunks) {
+            *v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+        }
+        let full = state.len() / 4;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 4];
+            w[..rest.len()].copy_from_slice(rest);
+            self.cur[full] = u32::from_le_bytes(w);
+            self.cur[full + 1..self.leaves].fill(0);
+        } else {
+            self.cur[full..self.leaves].fill(0);
+        }
+    }
+
+    /// Unfolds state `id` into `vals` (leaves and inner references).
+    fn unfold(&self, id: StateId, vals: &mut [u32]) -> Result<(), StoreError> {
+        let root = self.roots.checked_pair(id)?;
+        let n = self.leaves;
+        let (l, r) = *self.plan.last().expect("at least two leaves");
+        vals[n + self.plan.len() - 1] = id as u32;
+        vals[l as usize] = root as u32;
+        vals[r as usize] = (root >> 32) as u32;
+        for k in (0..self.plan.len() - 1).rev() {
+            let p = self.nodes.pair(vals[n + k]);
+            let (l, r) = self.plan[k];
+            vals[l as usize] = p as u32;
+            vals[r as usize] = (p >> 32) as u32;
+        }
+        Ok(())
+    }
+
+    /// Folds the leaves of `cur` from scratch.
+    fn fold_whole(&mut self) -> Result<Insert, StoreError> {
+        self.whole += 1;
+        let n = self.leaves;
+        let last = self.plan.len() - 1;
+        for k in 0..last {
+            let (l, r) = self.plan[k];
+            let p = pack(self.cur[l as usize], self.cur[r as usize]);
+            self.cur[n + k] = self.nodes.intern(p)?.0;
+        }
+        let (l, r) = self.plan[last];
+        self.root(pack(self.cur[l as usize], self.cur[r as usize]))
+    }
+
+    /// Folds the leaves of `cur` against the parent tree `parent` up to the root: a node
+    /// whose children are the parent's has the parent's reference (interning is
+    /// deterministic), so only the paths from changed leaves are interned again. Returns the
+    /// root pair, or `None` when the successor is the parent itself (a self-loop).
+    fn fold_below_root(&mut self, parent: &[u32]) -> Result<Option<u64>, StoreError> {
+        self.incremental += 1;
+        let n = self.leaves;
+        for ((c, v), p) in self.changed[..n].iter_mut().zip(&self.cur).zip(parent) {
+            *c = v != p;
+        }
+        let last = self.plan.len() - 1;
+        for k in 0..last {
+            let (l, r) = self.plan[k];
+            let (l, r) = (l as usize, r as usize);
+            if self.changed[l] || self.changed[r] {
+                let p = pack(self.cur[l], self.cur[r]);
+                let (rf, _) = self.nodes.intern(p)?;
+                self.cur[n + k] = rf;
+                // Equal children would have given the parent's reference.
+                self.changed[n + k] = rf != parent[n + k];
+            } else {
+                self.cur[n + k] = parent[n + k];
+                self.changed[n + k] = false;
+            }
+        }
+        let (l, r) = self.plan[last];
+        let (l, r) = (l as usize, r as usize);
+        if !self.changed[l] && !self.changed[r] {
+            return Ok(None);
+        }
+        Ok(Some(pack(self.cur[l], self.cur[r])))
+    }
+
+    /// Folds and inserts the leaves of `cur` against the parent tree `parent`.
+    fn fold_against(&mut self, parent: &[u32]) -> Result<Insert, StoreError> {
+        match self.fold_below_root(parent)? {
+            Some(root) => self.root(root),
+            None => Ok(Insert::Seen(parent[parent.len() - 1] as StateId)),
+        }
+    }
+
+    /// Makes `got` hold the tree of state `p` (from `last` or unfolded).
+    fn load_parent(&mut self, p: StateId) -> Result<(), StoreError> {
+        if self.got.get_mut().id == p {
+            return Ok(());
+        }
+        let mut vals = std::mem::take(&mut self.got.get_mut().vals);
+        self.got.get_mut().id = NONE;
+        let r = if self.last.id == p {
+            vals.copy_from_slice(&self.last.vals);
+            Ok(())
+        } else {
+            self.parent_unfolds += 1;
+            self.unfold(p, &mut vals)
+        };
+        let got = self.got.get_mut();
+        got.vals = vals;
+        if r.is_ok() {
+            got.id = p;
+        }
+        r
+    }
+
+    /// Interns the root pair: its reference is the state number.
+    fn root(&mut self, pair: u64) -> Result<Insert, StoreError> {
+        let (id, new) = self.roots.intern(pair)?;
+        let last = self.cur.len() - 1;
+        self.cur[last] = id;
+        Ok(if new {
+            // Keep the new state's tree: DFS expands it next.
+            self.last.id = id as StateId;
+            self.last.vals.copy_from_slice(&self.cur);
+            Insert::New(id as StateId)
+        } else {
+            Insert::Seen(id as StateId)
+        })
+    }
+
+    /// [`StateStore::insert_batch`] with the parent's tree `pv`. Each successor starts as a
+    /// copy of the parent's tree; only the ancestors of its changed leaves (its *dirty*
+    /// nodes, listed in plan order, which is height order) are interned again.
+    fn fold_batch(
+        &mut self,
+        pv: &[u32],
+        batch: &StateBatch,
+        vals: &mut Vec<u32>,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        let m = batch.len();
+        let nv = pv.len();
+        let n = self.leaves;
+        let root = self.plan.len() - 1;
+        vals.resize(m * nv, 0);
+        let mut dirty = std::mem::take(&mut self.batch_dirty);
+        let mut ends = std::mem::take(&mut self.batch_ends);
+        dirty.clear();
+        ends.clear();
+        for s in 0..m {
+            self.load_leaves(batch.get(s));
+            let v = &mut vals[s * nv..(s + 1) * nv];
+            v.copy_from_slice(pv);
+            let start = dirty.len();
+            for i in 0..n {
+                if self.cur[i] != pv[i] {
+                    v[i] = self.cur[i];
+                    let mut j = i;
+                    loop {
+                        let k = self.up[j] as usize;
+                        if self.batch_mark[k] {
+                            break;
+                        }
+                        self.batch_mark[k] = true;
+                        dirty.push(k as u32);
+                        if k == root {
+                            break;
+                        }
+                        j = n + k;
+                    }
+                }
+            }
+            dirty[start..].sort_unstable();
+            for &k in &dirty[start..] {
+                self.batch_mark[k as usize] = false;
+            }
+            ends.push(dirty.len());
+        }
+        // `pos[s]`: the next dirty node of successor `s`.
+        let mut pos: Vec<usize> = Vec::with_capacity(m);
+        pos.push(0);
+        pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        let r = (|| {
+            for lv in &self.levels {
+                let table = if lv.end > root {
+                    &self.roots
+                } else {
+                    &self.nodes
+                };
+                for s in 0..m {
+                    let v = &vals[s * nv..(s + 1) * nv];
+                    for &k in &dirty[pos[s]..ends[s]] {
+                        if k as usize >= lv.end {
+                            break;
+                        }
+                        let (l, r) = self.plan[k as usize];
+                        table.touch(pack(v[l as usize], v[r as usize]));
+                    }
+                }
+                if lv.end > root {
+                    break;
+                }
+                for s in 0..m {
+                    let v = &mut vals[s * nv..(s + 1) * nv];
+                    while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
+                        let k = dirty[pos[s]] as usize;
+                        let (l, r) = self.plan[k];
+                        v[n + k] = self.nodes.intern(pack(v[l as usize], v[r as usize]))?.0;
+                        pos[s] += 1;
+                    }
+                }
+            }
+            let (l, r) = self.plan[root];
+            let (l, r) = (l as usize, r as usize);
+            for s in 0..m {
+                let v = &vals[s * nv..(s + 1) * nv];
+                out.push(if pos[s] < ends[s] {
+                    let (id, new) = self.roots.intern(pack(v[l], v[r]))?;
+                    if new {
+                        Insert::New(id as StateId)
+                    } else {
+                        Insert::Seen(id as StateId)
+                    }
+                } else {
+                    // No leaf changed: the successor is its parent (a self-loop).
+                    Insert::Seen(pv[nv - 1] as StateId)
+                });
+            }
+            Ok(())
+        })();
+        self.batch_dirty = dirty;
+        self.batch_ends = ends;
+        r
+    }
+
+    /// Inserts the leaves of `cur`, a successor of `parent` if known.
+    fn insert_leaves(&mut self, parent: Option<StateId>) -> Result<Insert, StoreError> {
+        let Some(p) = parent else {
+            return self.fold_whole();
+        };
+        self.load_parent(p)?;
+        // The vector is taken out of the cache while folding so that folding can borrow
+        // `self`; the parent's tree stays there for its next successors.
+        let vals = std::mem::take(&mut self.got.get_mut().vals);
+        let r = self.fold_against(&vals);
+        self.got.get_mut().vals = vals;
+        r
+    }
+
+    fn tables_bytes(&self) -> u64 {
+        self.roots.pair_bytes()
+            + self.roots.index_bytes()
+            + self.nodes.pair_bytes()
+            + self.nodes.index_bytes()
+    }
+}
+
+impl StateStore for TreeStore {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+
+    fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
+        self.check(state)?;
+        self.load_leaves(state);
+        self.insert_leaves(via.map(|v| v.parent))
+    }
+
+    /// Height by height over the whole batch: every changed node of a height is first hashed
+    /// and its home slot prefetched for all successors, then the height is interned; so the
+    /// misses of a height overlap, as the full store's do. A further pass that reads the
+    /// slots to prefetch the pair behind a matching one was measured slower, for the inner
+    /// nodes (SharedMemory-PT-000010: 9.0 s against 7.2 s of CPU) and for the roots
+    /// (Kanban-PT-00005: 3.5 s against 3.0 s). The roots (the last level) are interned in successor order, which
+    /// alone numbers states: nodes below the root may be interned in any order.
+    fn insert_batch(
+        &mut self,
+        parent: StateId,
+        _parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let m = batch.len();
+        for i in 0..m {
+            self.check(batch.get(i))?;
+        }
+        self.load_parent(parent)?;
+        self.incremental += m as u64;
+        let pv = std::mem::take(&mut self.got.get_mut().vals);
+        let mut vals = std::mem::take(&mut self.batch_vals);
+        let r = self.fold_batch(&pv, batch, &mut vals, out);
+        self.got.get_mut().vals = pv;
+        self.batch_vals = vals;
+        r
+    }
+
+    fn len(&self) -> u64 {
+        self.roots.len()
+    }
+
+    /// Unfolded from its root: the tables keep every state.
+    fn states_back(&self) -> super::StatesBack {
+        super::StatesBack::Kept
+    }
+
+    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if id >= self.roots.len() {
+            return Ok(false);
+        }
+        let mut got = self.got.borrow_mut();
+        let got = &mut *got;
+        if got.id != id {
+            got.vals.resize(self.cur.len(), 0);
+            got.id = NONE;
+            self.unfold(id, &mut got.vals)?;
+            got.id = id;
+        }
+        out.clear();
+        for v in &got.vals[..self.leaves] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.truncate(self.width);
+        Ok(true)
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Exact
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.roots.ram_bytes() + self.nodes.ram_bytes()
+    }
+
+    fn min_ram_bytes(&self) -> u64 {
+        self.roots.min_ram_bytes() + self.nodes.min_ram_bytes()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.roots.log.as_ref().map_or(0, |l| l.disk_bytes())
+            + self.nodes.log.as_ref().map_or(0, |l| l.disk_bytes())
+    }
+
+    fn sync_accounts(&self) {
+        self.roots.update_account();
+        self.nodes.update_account();
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let (Some(rl), Some(nl)) = (&mut self.roots.log, &mut self.nodes.log) else {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: "built without pair logs (not a checkpointed run's store)".into(),
+            });
+        };
+        let roots_log = rl.flush()?;
+        let nodes_log = nl.flush()?;
+        Ok(StoreMark {
+            blob: encode_blob(&Mark {
+                width: self.width,
+                roots: self.roots.len(),
+                nodes: self.nodes.len(),
+                roots_log,
+                nodes_log,
+            }),
+            files: vec![
+                FileMark::segment(ROOTS_LOG, roots_log.segment_len),
+                FileMark::segment(NODES_LOG, nodes_log.segment_len),
+            ],
+        })
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let states = self.roots.len();
+        let per = |x: u64| {
+            if states == 0 {
+                0.0
+            } else {
+                x as f64 / states as f64
+            }
+        };
+        let mut m = serde_json::Map::new();
+        m.insert("tree_leaves".into(), json!(self.leaves));
+        m.insert("tree_nodes".into(), json!(self.nodes.len()));
+        m.insert("tree_nodes_per_state".into(), json!(per(self.nodes.len())));
+        m.insert(
+            "tree_root_table_bytes".into(),
+            json!(self.roots.pair_bytes() + self.roots.index_bytes()),
+        );
+        m.insert(
+            "tree_node_table_bytes".into(),
+            json!(self.nodes.pair_bytes() + self.nodes.index_bytes()),
+        );
+        m.insert(
+            "tree_bytes_per_state".into(),
+            json!(per(self.tables_bytes())),
+        );
+        m.insert("tree_incremental_inserts".into(), json!(self.incremental));
+        m.insert("tree_whole_folds".into(), json!(self.whole));
+        m.insert("tree_parent_unfolds".into(), json!(self.parent_unfolds));
+        m.insert(
+            "tree_false_compares".into(),
+            json!(self.roots.false_compares + self.nodes.false_compares),
+        );
+        m
+    }
+
+    fn summary(&self) -> Option<String> {
+        let states = self.roots.len().max(1) as f64;
+        Some(format!(
+            "tree: {} leaves per state, {} nodes ({:.2} per state), tables {:.1} bytes per state",
+            self.leaves,
+            self.nodes.len(),
+            self.nodes.len() as f64 / states,
+            self.tables_bytes() as f64 / states
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_is_a_tree_over_every_leaf_level_by_level() {
+        for leaves in 2..40usize {
+            let (p, levels) = plan(leaves);
+            assert_eq!(levels.last(), Some(&(leaves - 2..leaves - 1)));
+            assert_eq!(levels.iter().map(|l| l.len()).sum::<usize>(), leaves - 1);
+            assert_eq!(p.len(), leaves - 1);
+            // Every value but the root is a child exactly once; children precede parents.
+            let mut seen = vec![0; 2 * leaves - 1];
+            for (k, &(l, r)) in p.iter().enumerate() {
+                assert!((l as usize) < leaves + k && (r as usize) < leaves + k);
+                seen[l as usize] += 1;
+                seen[r as usize] += 1;
+            }
+            assert!(seen[..2 * leaves - 2].iter().all(|&c| c == 1), "{leaves}");
+            assert_eq!(seen[2 * leaves - 2], 0);
+        }
+    }
+
+    #[test]
+    fn numbers_states_in_order_and_gives_them_back() {
+        for width in [0usize, 1, 3, 4, 5, 8, 13, 40] {
+            let mut s = TreeStore::build(width, None).unwrap();
+            let state = |i: u32| -> Vec<u8> {
+                (0..width)
+                    .map(|b| (i.wrapping_mul(2654435761) >> (b % 4 * 8)) as u8 ^ b as u8)
+                    .collect()
+            };
+            let distinct = if width == 0 { 1 } else { 3000 };
+            let mut ids = std::collections::HashMap::new();
+            let mut parent: Option<StateId> = None;
+            for i in 0..distinct * 2 {
+                let st = state(i % distinct);
+                let via = parent.map(|p| Via {
+                    parent: p,
+                    transition: crate::model::TransitionId(0),
+                    depth: 1,
+                });
+                let r = s.insert(&st, via).unwrap();
+                let next = ids.len() as u64;
+                let id = *ids.entry(st.clone()).or_insert(next);
+                match r {
+                    Insert::New(x) => assert_eq!((x, x), (id, next)),
+                    Insert::Seen(x) => assert_eq!(x, id),
+                }
+                // Parents alternate between the last state, an old one and none.
+                parent = match i % 3 {
+                    0 => Some(id),
+                    1 => Some(id / 2),
+                    _ => None,
+                };
+            }
+            assert_eq!(s.len(), ids.len() as u64);
+            let mut out = Vec::new();
+            for (st, &id) in &ids {
+                assert!(s.get(id, &mut out).unwrap());
+                assert_eq!(&out, st, "width {width} id {id}");
+            }
+            assert!(!s.get(s.len(), &mut out).unwrap());
+        }
+    }
+}

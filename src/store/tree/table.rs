@@ -1,0 +1,387 @@
+//! One node table of the tree store: pairs of 32-bit children interned under dense 32-bit
+//! references. The pairs live in an append-only array indexed by reference (so references
+//! never move: a parent node keeps its children's references through any growth), and an
+//! open-addressing index of 4-byte slots finds a pair's reference.
+//!
+//! Index slot: `tag | (ref + 1)` (0 = empty). `ref + 1` needs `id_bits = bits(capacity)`
+//! bits (the table is never full, so `ref + 1 <= capacity`); the `32 - id_bits` bits left
+//! hold hash bits that filter almost every false comparison, so a lookup rarely reads a
+//! pair it does not want (one random access fewer per probe than a bare reference). Linear
+//! probing, home slot by multiply-shift of the hash's top 32 bits (any capacity works), at
+//! most 7/8 full. Growing frees the old index first and rebuilds the new one from the pair
+//! array, so old and new indexes never coexist (no transient of twice the index).
+
+use crate::error::StoreError;
+use crate::storage::budget::{Account, Budget, MemoryLimit, UNTRACKED_RESERVE};
+use crate::storage::SegVec;
+use memmap2::MmapMut;
+use std::sync::Arc;
+
+/// Pairs per chunk of the pair array (2 MiB): growing the array maps a chunk and never
+/// copies (a doubling vector would briefly hold 1.5 times its contents). Chunks are
+/// anonymous mappings, resident only as far as they are written. Unlike the index they are
+/// not advised for huge pages: that made each table's last chunk wholly resident (3 MB more
+/// peak RSS on Peterson-PT-3, 4 MB on the smallest models) for no measurable speed-up. The
+/// budget is charged whole chunks (at most 2 MiB per table more than is resident).
+const CHUNK_BITS: u32 = 18;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// The smallest index.
+const MIN_SLOTS: usize = 1 << 10;
+
+/// Most entries a table holds: references are `u32` and `ref + 1` must fit in a slot.
+pub const MAX_ENTRIES: u64 = u32::MAX as u64 - 1;
+
+/// The pair hash: the finaliser of MurmurHash3 (a bijection on `u64` with full avalanche),
+/// fast enough to be recomputed for every entry when the index grows.
+#[inline(always)]
+pub fn pair_hash(p: u64) -> u64 {
+    let mut x = p ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
+/// A pair as one `u64`: left child in the low half.
+#[inline(always)]
+pub fn pack(left: u32, right: u32) -> u64 {
+    left as u64 | (right as u64) << 32
+}
+
+/// The zeroed `u32` slots of an index, in an anonymous mapping advised for transparent huge
+/// pages (random probes of a large table otherwise also miss the TLB; see `store/slots.rs`).
+#[derive(Default)]
+struct Index {
+    map: Option<MmapMut>,
+    cap: usize,
+}
+
+impl Index {
+    fn zeroed(cap: usize) -> std::io::Result<Index> {
+        let map = MmapMut::map_anon(cap * 4)?;
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Ok(Index {
+            map: Some(map),
+            cap,
+        })
+    }
+    #[inline(always)]
+    fn slots(&self) -> &[u32] {
+        match &self.map {
+            // Page-aligned and a multiple of 4 bytes long: the cast cannot fail.
+            Some(m) => bytemuck::cast_slice(&m[..self.cap * 4]),
+            None => &[],
+        }
+    }
+    #[inline(always)]
+    fn slots_mut(&mut self) -> &mut [u32] {
+        match &mut self.map {
+            Some(m) => bytemuck::cast_slice_mut(&mut m[..self.cap * 4]),
+            None => &mut [],
+        }
+    }
+}
+
+/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
+/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
+/// overlap even with the folding work between them.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// `CHUNK` pairs in an anonymous mapping.
+struct Chunk(MmapMut);
+
+impl Chunk {
+    #[inline(always)]
+    fn pairs(&self) -> &[u64] {
+        // Page-aligned and `CHUNK * 8` bytes long: the cast cannot fail.
+        bytemuck::cast_slice(&self.0[..])
+    }
+    #[inline(always)]
+    fn pairs_mut(&mut self) -> &mut [u64] {
+        bytemuck::cast_slice_mut(&mut self.0[..])
+    }
+}
+
+/// Where the home slot of hash `h` is in an index of `cap` slots.
+#[inline(always)]
+fn home(h: u64, cap: usize) -> usize {
+    (((h >> 32) * cap as u64) >> 32) as usize
+}
+
+/// A table's budget account, when the run has a limit.
+pub struct Charge {
+    pub account: Account,
+    pub budget: Arc<Budget>,
+}
+
+pub struct NodeTable {
+    /// What the table is called in errors and accounts (`tree.roots`, `tree.nodes`).
+    name: &'static str,
+    /// Pair `r` is `chunks[r >> CHUNK_BITS][r & (CHUNK - 1)]`; chunks are full except the last.
+    chunks: Vec<Chunk>,
+    len: u64,
+    index: Index,
+    /// Slot bits above the `ref + 1` field: where the hash tag goes.
+    tag_mask: u32,
+    /// Grow the index before `len` reaches this (7/8 of its capacity).
+    limit: u64,
+    charge: Option<Charge>,
+    /// Checkpointed runs: every pair in reference order, so that a resume can rebuild the
+    /// table (a checkpoint never copies it).
+    pub log: Option<SegVec>,
+    /// Index slots compared against a stored pair and found different (tag collisions).
+    pub false_compares: u64,
+}
+
+impl NodeTable {
+    pub fn new(name: &'static str, charge: Option<Charge>, log: Option<SegVec>) -> Self {
+        NodeTable {
+            name,
+            chunks: Vec::new(),
+            len: 0,
+            index: Index::default(),
+            tag_mask: 0,
+            limit: 0,
+            charge,
+            log,
+            false_compares: 0,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The pair of reference `r` (`r < len`).
+    #[inline(always)]
+    pub fn pair(&self, r: u32) -> u64 {
+        self.chunks[(r >> CHUNK_BITS) as usize].pairs()[r as usize & (CHUNK - 1)]
+    }
+
+    /// The pair of reference `r`, or an error naming the table when `r` is not stored.
+    pub fn checked_pair(&self, r: u64) -> Result<u64, StoreError> {
+        if r >= self.len {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!("{}: reference {r} of {} entries", self.name, self.len),
+            });
+        }
+        Ok(self.pair(r as u32))
+    }
+
+    pub fn index_bytes(&self) -> u64 {
+        self.index.cap as u64 * 4
+    }
+
+    pub fn pair_bytes(&self) -> u64 {
+        (self.chunks.len() * CHUNK * 8) as u64
+    }
+
+    /// RAM held: pair chunks, index, and the log's buffers.
+    pub fn ram_bytes(&self) -> u64 {
+        self.pair_bytes() + self.index_bytes() + self.log.as_ref().map_or(0, |l| l.ram_bytes())
+    }
+
+    /// What the table cannot work without: its index and pairs, at least one chunk and the
+    /// smallest index (so that a budget that passes this check holds the first states).
+    pub fn min_ram_bytes(&self) -> u64 {
+        self.pair_bytes().max((CHUNK * 8) as u64)
+            + self.index_bytes().max(MIN_SLOTS as u64 * 4)
+            + self.log.as_ref().map_or(0, |l| l.min_ram_bytes())
+    }
+
+    /// Checks that the table can hold `need` bytes of RAM next to what every other
+    /// structure of the run holds now (`BudgetTooSmall`, exit 6, otherwise).
+    fn claim(&self, need: u64, what: &str) -> Result<(), StoreError> {
+        let Some(c) = &self.charge else {
+            return Ok(());
+        };
+        let MemoryLimit::Bytes(limit) = c.budget.limit() else {
+            return Ok(());
+        };
+        let headroom = c.budget.headroom(&c.account).unwrap_or(u64::MAX);
+        let others = limit
+            .saturating_sub(UNTRACKED_RESERVE)
+            .saturating_sub(headroom);
+        c.budget.claim(
+            &format!("the tree store's {}", self.name),
+            need,
+            others,
+            what,
+        )?;
+        Ok(())
+    }
+
+    pub fn update_account(&self) {
+        if let Some(c) = &self.charge {
+            c.account.set(self.ram_bytes(), 0, 0);
+        }
+        if let Some(l) = &self.log {
+            l.update_account();
+        }
+    }
+
+    /// Rebuilds the index with room for more entries: frees the old one first, then
+    /// re-inserts every pair in reference order.
+    fn grow(&mut self) -> Result<(), StoreError> {
+        if self.len >= MAX_ENTRIES {
+            return Err(StoreError::CapacityExceeded {
+                store: "tree",
+                message: format!("{} holds {MAX_ENTRIES} entries already", self.name),
+            });
+        }
+        let mut cap = self.index.cap.max(MIN_SLOTS);
+        while (self.len + 1) * 8 > cap as u64 * 7 {
+            cap *= 2;
+        }
+        // `ref + 1 <= len < cap` must fit in the slot: at most 2^32 - 1 slots.
+        let cap = cap.min(u32::MAX as usize);
+        let bytes = cap as u64 * 4;
+        self.claim(
+            self.pair_bytes() + bytes,
+            &format!(
+                "an index of {cap} slots of 4 bytes for more than {} entries",
+                self.len
+            ),
+        )?;
+        self.index = Index::default();
+        let mut index = Index::zeroed(cap).map_err(|e| StoreError::CapacityExceeded {
+            store: "tree",
+            message: format!("cannot allocate {} MiB for {}: {e}", bytes >> 20, self.name),
+        })?;
+        let id_bits = usize::BITS - cap.leading_zeros();
+        let tag_mask = if id_bits >= 32 {
+            0
+        } else {
+            !((1u32 << id_bits) - 1)
+        };
+        let slots = index.slots_mut();
+        for r in 0..self.len {
+            let h = pair_hash(self.pair(r as u32));
+            let mut i = home(h, cap);
+            while slots[i] != 0 {
+                i += 1;
+                if i == cap {
+                    i = 0;
+                }
+            }
+            slots[i] = (h as u32 & tag_mask) | (r as u32 + 1);
+        }
+        self.index = index;
+        self.tag_mask = tag_mask;
+        self.limit = cap as u64 * 7 / 8;
+        self.update_account();
+        Ok(())
+    }
+
+    /// Prefetches the home slot of `pair` (batches prefetch every home first, so that the
+    /// misses overlap).
+    #[inline(always)]
+    pub fn touch(&self, pair: u64) {
+        let s = self.index.slots();
+        if !s.is_empty() {
+            prefetch(&s[home(pair_hash(pair), s.len())] as *const u32 as *const u8);
+        }
+    }
+
+    /// The reference of `pair`, inserting it if new: `(reference, new)`.
+    #[inline]
+    pub fn intern(&mut self, pair: u64) -> Result<(u32, bool), StoreError> {
+        if self.len >= self.limit {
+            self.grow()?;
+        }
+        let h = pair_hash(pair);
+        let tag = h as u32 & self.tag_mask;
+        let cap = self.index.cap;
+        let mut i = home(h, cap);
+        loop {
+            let s = self.index.slots()[i];
+            if s == 0 {
+                break;
+            }
+            if s & self.tag_mask == tag {
+                let r = (s & !self.tag_mask) - 1;
+                if self.pair(r) == pair {
+                    return Ok((r, false));
+                }
+                self.false_compares += 1;
+            }
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
+        }
+        let r = self.len as u32;
+        self.push_pair(pair)?;
+        self.index.slots_mut()[i] = tag | (r + 1);
+        Ok((r, true))
+    }
+
+    /// Appends `pair` to the pair array (and the log) without indexing it.
+    fn push_pair(&mut self, pair: u64) -> Result<(), StoreError> {
+        let off = self.len as usize & (CHUNK - 1);
+        if off == 0 {
+            self.claim(
+                self.pair_bytes() + (CHUNK * 8) as u64 + self.index_bytes(),
+                &format!("one more block of {CHUNK} pairs of 8 bytes"),
+            )?;
+            let map = MmapMut::map_anon(CHUNK * 8).map_err(|e| StoreError::CapacityExceeded {
+                store: "tree",
+                message: format!("cannot allocate a block of {}: {e}", self.name),
+            })?;
+            self.chunks.push(Chunk(map));
+            if let Some(c) = &self.charge {
+                c.account.set(self.ram_bytes(), 0, 0);
+            }
+        }
+        self.chunks[self.len as usize >> CHUNK_BITS].pairs_mut()[off] = pair;
+        self.len += 1;
+        if let Some(log) = &mut self.log {
+            log.push(&pair.to_le_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Reloads the pairs of a checkpoint's log (the table must be empty and keep `log`);
+    /// the index is built once at the end.
+    pub fn reload(&mut self, count: u64) -> Result<(), StoreError> {
+        let Some(log) = self.log.take() else {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!("{}: no log to reload", self.name),
+            });
+        };
+        if log.len() != count {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "{}: the checkpoint names {count} entries, its log holds {}",
+                    self.name,
+                    log.len()
+                ),
+            });
+        }
+        let mut failed = Ok(());
+        log.scan(|r, rec| {
+            if r < count && failed.is_ok() {
+                let p = u64::from_le_bytes(rec.try_into().expect("8-byte records"));
+                failed = self.push_pair(p);
+            }
+        })?;
+        failed?;
+        self.log = Some(log);
+        self.grow()
+    }
+}
