@@ -150,6 +150,14 @@ pub enum StorageError {
         /// The smallest `--memory` that passes this check, e.g. `12M`.
         minimum: String,
     },
+    /// A run without `--memory` reached its default ceiling (see `sys::default_ceiling`).
+    #[error("stopped at the default memory ceiling of {} MiB: {structure} needs {} MiB more with {} MiB resident; give --memory SIZE to run within SIZE, spilling to disk (the full store's index spills in BFS), or --memory unlimited to lift the ceiling", limit >> 20, more.div_ceil(1 << 20), rss >> 20)]
+    Ceiling {
+        structure: String,
+        rss: u64,
+        more: u64,
+        limit: u64,
+    },
     #[error("storage: {0}")]
     Invalid(String),
 }
@@ -168,7 +176,7 @@ impl StorageError {
         match self {
             StorageError::Io { .. } => exit::IO,
             StorageError::Corrupt { .. } | StorageError::Version { .. } => exit::CORRUPT,
-            StorageError::BudgetTooSmall { .. } => exit::LIMIT,
+            StorageError::BudgetTooSmall { .. } | StorageError::Ceiling { .. } => exit::LIMIT,
             StorageError::Invalid(_) => exit::INTERNAL,
         }
     }

@@ -5,10 +5,24 @@ use spillway::cli::{Cli, Command, ExploreArgs, Interval, LtsArgs, ResumeArgs};
 use spillway::engine::ExploreStats;
 use spillway::error::{exit, CheckpointError, ExploreError, LtsError, PostError};
 use spillway::run::{ResumeOverrides, Search};
-use spillway::storage::MemoryLimit;
 use std::process::ExitCode;
 
+/// Fixes glibc's allocation thresholds. By default glibc raises its mmap threshold after a
+/// large block is freed (up to 32 MiB) and keeps freed heap memory below twice that: a run
+/// that frees a filter or a buffer of a few MiB then keeps it resident, outside every
+/// structure's account, and `--memory` is no ceiling. Fixed thresholds send every block of
+/// 1 MiB or more to its own mapping, returned to the system when freed.
+fn bound_the_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    bound_the_allocator();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
@@ -87,7 +101,7 @@ fn resume(args: &ResumeArgs) -> i32 {
         return report(&e.into());
     }
     let overrides = ResumeOverrides {
-        memory: args.memory.map(MemoryLimit::Bytes),
+        memory: args.memory,
         interval: args.checkpoint_every.map(|Interval(i)| i),
         progress: Some(!args.no_progress && !args.quiet),
         metrics: args.metrics.clone(),

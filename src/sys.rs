@@ -133,6 +133,105 @@ fn cgroup_limit() -> Option<u64> {
     })
 }
 
+/// The default memory ceiling of a run without `--memory` (0: none). Process-global: the
+/// stores' RAM structures and the engines' periodic check read it without plumbing.
+static CEILING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets (or, with `None`, lifts) the ceiling.
+pub fn set_ceiling(bytes: Option<u64>) {
+    CEILING.store(bytes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The ceiling, if one is set.
+pub fn ceiling() -> Option<u64> {
+    match CEILING.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        b => Some(b),
+    }
+}
+
+/// Checks that `structure` may take `more` bytes on top of the resident memory now without
+/// passing the ceiling (`more` = 0: that the process is still under it).
+pub fn check_ceiling(structure: &str, more: u64) -> Result<(), crate::error::StorageError> {
+    let Some(limit) = ceiling() else {
+        return Ok(());
+    };
+    let rss = rss_bytes();
+    if rss.saturating_add(more) <= limit {
+        return Ok(());
+    }
+    Err(crate::error::StorageError::Ceiling {
+        structure: structure.to_string(),
+        rss,
+        more,
+        limit,
+    })
+}
+
+/// The limits of this process's address space and data segment (`ulimit -v`, `ulimit -d`),
+/// the smaller one, when set.
+pub fn rlimit_memory() -> Option<u64> {
+    let get = |r| {
+        // SAFETY: an all-zero rlimit is a valid value of this plain C struct.
+        let mut l: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: getrlimit only writes the struct we own.
+        if unsafe { libc::getrlimit(r, &mut l) } != 0 || l.rlim_cur == libc::RLIM_INFINITY {
+            None
+        } else {
+            Some(l.rlim_cur)
+        }
+    };
+    match (get(libc::RLIMIT_AS), get(libc::RLIMIT_DATA)) {
+        (Some(a), Some(d)) => Some(a.min(d)),
+        (a, d) => a.or(d),
+    }
+}
+
+/// Virtual memory size of this process (VmSize), in bytes.
+pub fn virtual_bytes() -> u64 {
+    proc_status_kb("VmSize:") * 1024
+}
+
+/// The default ceiling of a run without `--memory`, and what it was taken from: 3/4 of the
+/// physical RAM or of the cgroup's limit, whichever is smaller; under an address-space limit
+/// (`ulimit -v`), half of the room it leaves (mappings count there whether resident or not).
+pub fn default_ceiling() -> Option<(u64, String)> {
+    let m = MachineMemory::read();
+    let gib = |b: u64| {
+        if b >= 1 << 30 {
+            format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+        } else {
+            format!("{} MiB", b >> 20)
+        }
+    };
+    let mut best: Option<(u64, String)> = None;
+    let mut offer = |bytes: u64, why: String| {
+        if best.as_ref().is_none_or(|(b, _)| bytes < *b) {
+            best = Some((bytes, why));
+        }
+    };
+    if let Some(t) = m.total {
+        offer(t / 4 * 3, format!("3/4 of {} of RAM", gib(t)));
+    }
+    if let Some(c) = m.cgroup_limit {
+        offer(
+            c / 4 * 3,
+            format!("3/4 of the cgroup's limit of {}", gib(c)),
+        );
+    }
+    if let Some(l) = rlimit_memory() {
+        let room = l.saturating_sub(virtual_bytes());
+        offer(
+            rss_bytes() + room / 2,
+            format!(
+                "half the room left by the address-space limit of {}",
+                gib(l)
+            ),
+        );
+    }
+    best.map(|(b, why)| (b, format!("{} ({why})", gib(b))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,12 +116,15 @@ pub struct ExploreArgs {
     #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
     pub token_bits: TokenWidth,
 
-    /// RAM budget, e.g. 64M or 8G (powers of 1024). Structures that do not fit spill to
-    /// compressed segment files in the work directory; a budget below what the chosen store
-    /// needs at the least is refused at the start (exit 6, naming that figure).
-    /// Default: unlimited (everything stays in RAM, no files).
-    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
-    pub memory: Option<u64>,
+    /// RAM budget, e.g. 64M or 8G (powers of 1024), or `unlimited`. Structures that do not
+    /// fit spill to compressed segment files in the work directory (the full store's index
+    /// too, in BFS); a budget below what the chosen store needs at the least is refused at
+    /// the start (exit 6, naming that figure). Default: everything in RAM, no files, up to a
+    /// ceiling of 3/4 of the RAM (or of the cgroup's limit; half the room an address-space
+    /// ulimit leaves), printed at the start, where the run stops with exit 6 instead of being
+    /// killed by the kernel; `unlimited` lifts that ceiling.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
+    pub memory: Option<MemoryLimit>,
 
     /// Where segment files go (created if missing): a fresh subdirectory is made in it and
     /// removed at exit. Default: the system temporary directory.
@@ -374,9 +377,9 @@ pub struct ResumeArgs {
     /// The run directory given as --workdir to `spillway explore … --checkpoint-every`.
     pub dir: PathBuf,
 
-    /// A new RAM budget (see `spillway explore --memory`).
-    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
-    pub memory: Option<u64>,
+    /// A new RAM budget, or `unlimited` (see `spillway explore --memory`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
+    pub memory: Option<MemoryLimit>,
 
     /// A new checkpoint interval (see `spillway explore --checkpoint-every`).
     #[arg(long, value_name = "INTERVAL", value_parser = parse_interval)]
@@ -489,6 +492,15 @@ fn parse_memory(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
 
+fn parse_memory_limit(s: &str) -> Result<MemoryLimit, String> {
+    if s == "unlimited" {
+        return Ok(MemoryLimit::Unlimited);
+    }
+    parse_size(s)
+        .map(MemoryLimit::Bytes)
+        .map_err(|e| format!("{e}, or 'unlimited'"))
+}
+
 fn parse_token_bits(s: &str) -> Result<TokenWidth, String> {
     match s {
         "auto" => Ok(TokenWidth::Auto),
@@ -512,9 +524,7 @@ impl ExploreArgs {
                 progress: !self.no_progress && !self.quiet,
             },
             storage: StorageConfig {
-                memory: self
-                    .memory
-                    .map_or(MemoryLimit::Unlimited, MemoryLimit::Bytes),
+                memory: self.memory.unwrap_or(MemoryLimit::Unlimited),
                 workdir: self.workdir.clone(),
                 spill: self.spill,
                 segments: {
@@ -539,6 +549,7 @@ impl ExploreArgs {
                 path: path.clone(),
                 every: self.metrics_every.unwrap_or(DEFAULT_METRICS_EVERY),
             }),
+            machine_ceiling: self.memory.is_none(),
         }
     }
 

@@ -108,31 +108,54 @@ pub fn explore(
     };
     let mut polls: u64 = 0;
     run.phase = Phase::Expanding;
+    // Delayed duplicate detection: the successors of many parents are collected and handed
+    // to the store at once; `parents` holds each parent with its successor count, and their
+    // edges are written when the batch is resolved, in the same order as one by one.
+    let mut delayed = store.delayed_batch();
+    let mut parents: Vec<(u64, u32)> = Vec::new();
     loop {
-        polls += 1;
-        if let Some((ck, due)) = session.poll(polls) {
-            let (open_mark, files) = match &mut open {
-                Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
-                Open::Queue(q) => {
-                    let (m, files) = q.checkpoint()?;
-                    (OpenMark::Queue(m), files)
+        if parents.is_empty() {
+            polls += 1;
+            if let Some((ck, due)) = session.poll(polls) {
+                let (open_mark, files) = match &mut open {
+                    Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
+                    Open::Queue(q) => {
+                        let (m, files) = q.checkpoint()?;
+                        (OpenMark::Queue(m), files)
+                    }
+                };
+                let mark = EngineMark::Bfs {
+                    depth,
+                    level_left,
+                    next_level,
+                    level_states,
+                    open: open_mark,
+                };
+                commit_checkpoint(ck, due, &mut run, store, mark, files)?;
+                if let Open::Queue(q) = &mut open {
+                    q.checkpointed()?;
                 }
-            };
-            let mark = EngineMark::Bfs {
-                depth,
-                level_left,
-                next_level,
-                level_states,
-                open: open_mark,
-            };
-            commit_checkpoint(ck, due, &mut run, store, mark, files)?;
-            if let Open::Queue(q) = &mut open {
-                q.checkpointed()?;
             }
         }
         let head = match &mut open {
             Open::ById { next } => {
                 if *next == store.len() {
+                    if !parents.is_empty() {
+                        resolve(
+                            store,
+                            &mut run,
+                            &batch,
+                            &labels,
+                            &mut parents,
+                            &mut results,
+                            &mut open,
+                            &mut next_level,
+                            &mut rec,
+                        )?;
+                        batch.clear();
+                        labels.clear();
+                        continue;
+                    }
                     break;
                 }
                 if !store.get(*next, &mut state)? {
@@ -153,6 +176,22 @@ pub fn explore(
                 })?;
                 match popped {
                     Some(id) => id,
+                    None if !parents.is_empty() => {
+                        resolve(
+                            store,
+                            &mut run,
+                            &batch,
+                            &labels,
+                            &mut parents,
+                            &mut results,
+                            &mut open,
+                            &mut next_level,
+                            &mut rec,
+                        )?;
+                        batch.clear();
+                        labels.clear();
+                        continue;
+                    }
                     None => break,
                 }
             }
@@ -165,28 +204,61 @@ pub fn explore(
             run.max_depth = depth + 1;
         }
         level_left -= 1;
-        batch.clear();
-        labels.clear();
-        model.successors(&state, &mut |t, label, succ| {
-            batch.push(t, succ);
-            labels.push(label);
-        })?;
-        store.insert_batch(head, depth, &batch, &mut results)?;
-        for (i, (&label, ins)) in labels.iter().zip(&results).enumerate() {
-            let id = match *ins {
-                Insert::New(id) => {
-                    next_level += 1;
-                    open.push(id, batch.get(i), &mut rec)?;
-                    id
-                }
-                Insert::Seen(id) => id,
-            };
-            run.edge(head, label, id)?;
-        }
-        if labels.is_empty() {
-            run.deadlocks += 1;
+        if let Some(limit) = delayed {
+            let before = batch.len();
+            model.successors(&state, &mut |t, label, succ| {
+                batch.push(t, succ);
+                labels.push(label);
+            })?;
+            let count = batch.len() - before;
+            if count == 0 {
+                run.deadlocks += 1;
+            }
+            parents.push((head, count as u32));
+            // A level is resolved before the next starts: its new states are the next
+            // level's count.
+            if level_left == 0 || batch.len() >= limit {
+                resolve(
+                    store,
+                    &mut run,
+                    &batch,
+                    &labels,
+                    &mut parents,
+                    &mut results,
+                    &mut open,
+                    &mut next_level,
+                    &mut rec,
+                )?;
+                batch.clear();
+                labels.clear();
+                // The store's batch size follows its index (it grows, then spills).
+                delayed = store.delayed_batch();
+            }
+        } else {
+            batch.clear();
+            labels.clear();
+            model.successors(&state, &mut |t, label, succ| {
+                batch.push(t, succ);
+                labels.push(label);
+            })?;
+            store.insert_batch(head, depth, &batch, &mut results)?;
+            for (i, (&label, ins)) in labels.iter().zip(&results).enumerate() {
+                let id = match *ins {
+                    Insert::New(id) => {
+                        next_level += 1;
+                        open.push(id, batch.get(i), &mut rec)?;
+                        id
+                    }
+                    Insert::Seen(id) => id,
+                };
+                run.edge(head, label, id)?;
+            }
+            if labels.is_empty() {
+                run.deadlocks += 1;
+            }
         }
         if head & 0x3fff == 0 {
+            crate::sys::check_ceiling("the run", 0)?;
             run.tick(
                 store,
                 Position::Bfs {
@@ -202,6 +274,40 @@ pub fn explore(
     };
     run.finish(store)?;
     Ok(run.stats(store, Order::Bfs))
+}
+
+/// Resolves a delayed batch: the store numbers the successors of `parents` (in order, as
+/// one by one), and their edges are written parent by parent.
+#[allow(clippy::too_many_arguments)]
+fn resolve(
+    store: &mut dyn StateStore,
+    run: &mut Run,
+    batch: &StateBatch,
+    labels: &[LabelId],
+    parents: &mut Vec<(u64, u32)>,
+    results: &mut Vec<Insert>,
+    open: &mut Open,
+    next_level: &mut u64,
+    rec: &mut Vec<u8>,
+) -> Result<(), ExploreError> {
+    store.insert_many(batch, results)?;
+    let mut i = 0;
+    for &(parent, count) in parents.iter() {
+        for _ in 0..count {
+            let id = match results[i] {
+                Insert::New(id) => {
+                    *next_level += 1;
+                    open.push(id, batch.get(i), rec)?;
+                    id
+                }
+                Insert::Seen(id) => id,
+            };
+            run.edge(parent, labels[i], id)?;
+            i += 1;
+        }
+    }
+    parents.clear();
+    Ok(())
 }
 
 /// Name of the BFS open queue's files.

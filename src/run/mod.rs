@@ -40,6 +40,11 @@ pub struct ExploreConfig {
     pub checkpoint: Option<CheckpointConfig>,
     /// `--metrics`: a JSON line per interval to this file.
     pub metrics: Option<MetricsConfig>,
+    /// Without a budget (`storage.memory` unlimited): stop with exit 6 at a ceiling taken
+    /// from the machine (`sys::default_ceiling`) rather than grow until the kernel's OOM
+    /// killer ends the run. What `spillway explore` does without `--memory`;
+    /// `--memory unlimited` turns it off.
+    pub machine_ceiling: bool,
 }
 
 /// Settings of a checkpointed run.
@@ -63,6 +68,7 @@ impl Default for ExploreConfig {
             storage: StorageConfig::default(),
             checkpoint: None,
             metrics: None,
+            machine_ceiling: false,
         }
     }
 }
@@ -332,12 +338,25 @@ fn rate(states: u64, seconds: f64) -> f64 {
     }
 }
 
-/// Warns (through `note`) when `--memory` is more than the machine can give now.
+/// Warns (through `note`) when `--memory` is more than the machine can give now; without a
+/// budget, sets (and says) the machine's ceiling when the configuration asks for one.
 fn warn_if_budget_exceeds_machine(cfg: &ExploreConfig, note: &mut dyn FnMut(&str)) {
-    if let MemoryLimit::Bytes(b) = cfg.storage.memory {
-        if let Some(w) = crate::sys::MachineMemory::read().warn_if_short(b) {
-            note(&format!("warning: {w}"));
+    crate::sys::set_ceiling(None);
+    match cfg.storage.memory {
+        MemoryLimit::Bytes(b) => {
+            if let Some(w) = crate::sys::MachineMemory::read().warn_if_short(b) {
+                note(&format!("warning: {w}"));
+            }
         }
+        MemoryLimit::Unlimited if cfg.machine_ceiling => {
+            if let Some((bytes, what)) = crate::sys::default_ceiling() {
+                crate::sys::set_ceiling(Some(bytes));
+                note(&format!(
+                    "memory ceiling: {what}; the run stops there (exit 6) unless given --memory SIZE (spills to disk) or --memory unlimited"
+                ));
+            }
+        }
+        MemoryLimit::Unlimited => {}
     }
 }
 
@@ -557,6 +576,7 @@ fn resume_dir(
     }
     if let Some(m) = overrides.memory {
         cfg.storage.memory = m;
+        cfg.machine_ceiling = false;
     }
     if let Some(p) = overrides.progress {
         cfg.engine.progress = p;

@@ -19,6 +19,7 @@ pub mod filter;
 pub mod frontier;
 pub mod mmap;
 pub mod queue;
+pub mod runs;
 pub mod segment;
 pub mod stack;
 pub mod vec;

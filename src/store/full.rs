@@ -20,8 +20,9 @@ use super::{
 };
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
+use crate::storage::runs::{HashRuns, RunsMark};
 use crate::storage::segment::HashId;
-use crate::storage::{Account, Budget, FileMark, SegVec, Storage, VecMark};
+use crate::storage::{Account, Budget, FileMark, MemoryLimit, SegVec, Storage, VecMark};
 use std::sync::Arc;
 
 /// Stable state hash: xxh3-64, seed 0. Its identity is recorded wherever hashes are persisted.
@@ -47,6 +48,45 @@ struct Mark {
     count: u64,
     states: VecMark,
     hashes: Option<VecMark>,
+    window: Option<WindowMark>,
+}
+
+/// A spilled index's layout at a checkpoint: the RAM window's id ranges and the runs.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WindowMark {
+    old_start: u64,
+    young_start: u64,
+    table_cap: u64,
+    rotations: u64,
+    runs: RunsMark,
+}
+
+/// Name of the index runs' files (`full.index.run.G`) and of their account.
+const RUNS: &str = "full.index";
+
+/// The index's tables may take this share of `--memory` (1/N) before older states go to disk.
+const INDEX_SHARE: u64 = 2;
+
+/// RAM a candidate of a delayed batch costs besides its vector: the engine's batch record,
+/// label and result, and this store's hash, match and lookup records.
+const BATCH_BYTES_PER_STATE: u64 = 128;
+
+/// The smallest window table: below this, spilling would rotate for every few states.
+const MIN_TABLE: usize = 1 << 12;
+
+/// The index once it has outgrown its share of the budget: a window of two tables of recent
+/// states in RAM, everything older in sorted runs on disk (see docs/ARCHITECTURE.md, "The
+/// disk-resident visited set").
+struct Spill {
+    /// The previous window table: ids `[old_start, young_start)` (empty right after spilling
+    /// began).
+    old: Slots,
+    old_start: u64,
+    /// Capacity of each window table (fixed once spilling began).
+    table_cap: usize,
+    runs: HashRuns,
+    /// Window rotations (each writes the old table's states to the runs).
+    rotations: u64,
 }
 
 /// The full state table.
@@ -61,6 +101,17 @@ pub struct FullStore {
     hashes: Vec<u64>,
     /// The index's account and the budget it claims from, when spilling.
     index_account: Option<(Account, Arc<Budget>)>,
+    /// First id the table `slots` holds: 0 until the index spills, then the window's start.
+    young_start: u64,
+    /// The older part of the index, once it has spilled.
+    spill: Option<Box<Spill>>,
+    /// Where index runs go, and whether they must outlive the process (checkpoints).
+    run_dir: Option<(std::path::PathBuf, bool)>,
+    /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
+    batch_account: Account,
+    /// A delayed batch's `(id, candidate)` matches and `(hash, candidate)` disk lookups.
+    #[allow(clippy::type_complexity)]
+    scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
 }
 
 /// Where the state vectors live.
@@ -114,6 +165,71 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
         i += 1;
     }
     true
+}
+
+/// The id in `slots` (entries `hash_hi:32 | id+1:32`) whose stored hash bits match `h` and
+/// whose state `same` confirms.
+#[inline]
+fn probe(
+    slots: &Slots,
+    h: u64,
+    same: impl Fn(u64) -> Result<bool, StorageError>,
+) -> Result<Option<StateId>, StoreError> {
+    if slots.is_empty() {
+        return Ok(None);
+    }
+    let mask = slots.len() - 1;
+    let hi = h & 0xffff_ffff_0000_0000;
+    let mut i = h as usize & mask;
+    loop {
+        let s = slots[i];
+        if s == 0 {
+            return Ok(None);
+        }
+        if s & 0xffff_ffff_0000_0000 == hi && same((s as u32 - 1) as u64)? {
+            return Ok(Some((s as u32 - 1) as StateId));
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Calls `f(id)` for every entry of `slots` whose stored hash bits match `h`.
+#[inline]
+fn collect(slots: &Slots, h: u64, mut f: impl FnMut(u64)) {
+    if slots.is_empty() {
+        return;
+    }
+    let mask = slots.len() - 1;
+    let hi = h & 0xffff_ffff_0000_0000;
+    let mut i = h as usize & mask;
+    loop {
+        let s = slots[i];
+        if s == 0 {
+            return;
+        }
+        if s & 0xffff_ffff_0000_0000 == hi {
+            f((s as u32 - 1) as u64);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Looks `state` (hash `h`) up in the old window table, then in the runs.
+#[inline(never)]
+fn find_in_spill(
+    sp: &mut Spill,
+    arena: &Arena,
+    state: &[u8],
+    h: u64,
+) -> Result<Option<StateId>, StoreError> {
+    let Arena::Seg { states, .. } = arena else {
+        unreachable!("only spilling stores spill their index")
+    };
+    let same = |id: u64| states.with(id, |r| eq_bytes(&r[..state.len()], state));
+    if let Some(id) = probe(&sp.old, h, same)? {
+        return Ok(Some(id));
+    }
+    Ok(sp.runs.find(h, same)?)
 }
 
 fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
@@ -171,6 +287,11 @@ impl FullStore {
             slots: Slots::default(),
             hashes: Vec::new(),
             index_account: None,
+            young_start: 0,
+            spill: None,
+            run_dir: None,
+            batch_account: Account::detached("bfs.batch"),
+            scratch: Default::default(),
         }
     }
 
@@ -203,6 +324,8 @@ impl FullStore {
         };
         account.set((s.slots.len() * 8) as u64, 0, 0);
         s.index_account = Some((account, storage.budget.clone()));
+        s.run_dir = Some((storage.dir().to_path_buf(), storage.is_kept()));
+        s.batch_account = storage.budget.account("bfs.batch");
         Ok(s)
     }
 
@@ -222,60 +345,283 @@ impl FullStore {
             hashes,
         };
         s.index_account = Some((account, storage.budget.clone()));
+        s.run_dir = Some((storage.dir().to_path_buf(), storage.is_kept()));
+        s.batch_account = storage.budget.account("bfs.batch");
         s.count = m.count;
-        s.reserve(0)?;
+        match m.window {
+            None => s.reserve(0)?,
+            Some(w) => {
+                let runs = HashRuns::open(storage.dir(), RUNS, storage.budget.clone(), &w.runs)?;
+                let cap = w.table_cap as usize;
+                let mut old = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+                s.fill(&mut old, w.old_start, w.young_start)?;
+                let mut young = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+                s.fill(&mut young, w.young_start, s.count)?;
+                s.slots = young;
+                s.young_start = w.young_start;
+                s.spill = Some(Box::new(Spill {
+                    old,
+                    old_start: w.old_start,
+                    table_cap: cap,
+                    runs,
+                    rotations: w.rotations,
+                }));
+                s.set_index_account();
+            }
+        }
         Ok(s)
     }
 
-    /// Makes room for `extra` more states without passing the load limit.
+    /// Inserts the states `[from, to)` into `slots` (empty, large enough), their hashes read
+    /// back from the stored hashes or states in id order.
+    fn fill(&self, slots: &mut Slots, from: u64, to: u64) -> Result<(), StoreError> {
+        let mask = slots.len() - 1;
+        let mut put = |id: u64, h: u64| {
+            let mut i = h as usize & mask;
+            while slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
+        };
+        self.hashes_in(from, to, |id, h| {
+            put(id, h);
+            Ok(())
+        })
+    }
+
+    /// Calls `f(id, hash)` for the states `[from, to)` in id order.
+    fn hashes_in(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, u64) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        match &self.arena {
+            Arena::Ram { .. } => {
+                for id in from..to {
+                    f(id, state_hash(self.ram_state(id as usize)))?;
+                }
+            }
+            Arena::Seg {
+                hashes: Some(hv), ..
+            } if from == 0 && to == self.count => {
+                let mut err = Ok(());
+                hv.scan(|id, h| {
+                    if err.is_ok() {
+                        err = f(id, u64::from_le_bytes(h.try_into().expect("8 bytes")));
+                    }
+                })?;
+                hv.update_account();
+                err?;
+            }
+            Arena::Seg {
+                hashes: Some(hv), ..
+            } => {
+                for id in from..to {
+                    let h = hv.with_sequential(id, |h| {
+                        u64::from_le_bytes(h.try_into().expect("8 bytes"))
+                    })?;
+                    f(id, h)?;
+                }
+                hv.update_account();
+            }
+            Arena::Seg { states, .. } => {
+                let w = self.width.unwrap_or(0);
+                if from == 0 && to == self.count {
+                    let mut err = Ok(());
+                    states.scan(|id, st| {
+                        if err.is_ok() {
+                            err = f(id, state_hash(&st[..w]));
+                        }
+                    })?;
+                    err?;
+                } else {
+                    for id in from..to {
+                        let h = states.with_sequential(id, |st| state_hash(&st[..w]))?;
+                        f(id, h)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Charges the index's tables to its account. Once spilling, the old table's share is
+    /// charged whether it is allocated or not: the caches that size themselves from the
+    /// budget must not grow into it between rotations.
+    fn set_index_account(&self) {
+        if let Some((account, _)) = &self.index_account {
+            let old = self
+                .spill
+                .as_ref()
+                .map_or(0, |sp| sp.old.len().max(sp.table_cap) as u64 * 8);
+            account.set(self.slots.len() as u64 * 8 + old, 0, 0);
+        }
+    }
+
+    /// Lets the state vectors' cache shrink to what the budget leaves it now.
+    fn trim_state_cache(&mut self) -> Result<(), StoreError> {
+        if let Arena::Seg { states, .. } = &mut self.arena {
+            states.trim_cache()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the states `[from, to)` to the runs, in chunks of at most `chunk` pairs (the
+    /// sort buffer takes the RAM of the table just freed).
+    fn flush_to_runs(
+        &mut self,
+        runs: &mut HashRuns,
+        from: u64,
+        to: u64,
+        chunk: usize,
+    ) -> Result<(), StoreError> {
+        let chunk = chunk.max(1024).min((to - from) as usize);
+        // The sort buffer takes the freed table's place in the index's account.
+        if let Some((account, _)) = &self.index_account {
+            let old = self.spill.as_ref().map_or(0, |sp| sp.old.len() as u64 * 8);
+            account.set((self.slots.len() + chunk * 2) as u64 * 8 + old, 0, 0);
+        }
+        let mut buf: Vec<(u64, u32)> = Vec::with_capacity(chunk);
+        let mut result = Ok(());
+        self.hashes_in(from, to, |id, h| {
+            buf.push((h, id as u32));
+            if buf.len() == chunk {
+                runs.add(&mut buf)?;
+                buf.clear();
+            }
+            Ok(())
+        })?;
+        if !buf.is_empty() {
+            result = runs.add(&mut buf);
+        }
+        drop(buf);
+        runs.update_account();
+        Ok(result?)
+    }
+
+    /// The table has outgrown its share of the budget: every state indexed so far goes to
+    /// the runs and the window starts over with two tables of half the size.
+    fn start_spilling(&mut self) -> Result<(), StoreError> {
+        let (dir, kept) = self
+            .run_dir
+            .clone()
+            .expect("only spilling stores have a budget");
+        let budget = self.index_account.as_ref().unwrap().1.clone();
+        let cap = self.slots.len();
+        let half = (cap / 2).max(MIN_TABLE);
+        let mut runs = HashRuns::new(&dir, RUNS, kept, budget);
+        self.trim_state_cache()?;
+        self.slots = Slots::default();
+        self.set_index_account();
+        // The freed table's bytes, as 16-byte pairs.
+        self.flush_to_runs(&mut runs, 0, self.count, cap / 2)?;
+        self.slots = Slots::zeroed(half).map_err(|e| index_alloc_error(half, e))?;
+        self.young_start = self.count;
+        self.spill = Some(Box::new(Spill {
+            old: Slots::default(),
+            old_start: self.count,
+            table_cap: half,
+            runs,
+            rotations: 1,
+        }));
+        self.set_index_account();
+        Ok(())
+    }
+
+    /// The young table is full: the old one's states go to the runs, the young one becomes
+    /// the old one, and a new young one starts at the next id.
+    fn rotate(&mut self) -> Result<(), StoreError> {
+        let mut sp = self.spill.take().expect("spilling");
+        sp.old = Slots::default();
+        let r = self.flush_to_runs(
+            &mut sp.runs,
+            sp.old_start,
+            self.young_start,
+            sp.table_cap / 2,
+        );
+        if let Err(e) = r {
+            self.spill = Some(sp);
+            return Err(e);
+        }
+        sp.old = std::mem::take(&mut self.slots);
+        sp.old_start = self.young_start;
+        sp.rotations += 1;
+        let cap = sp.table_cap;
+        self.spill = Some(sp);
+        // Charge the new young table before it exists, and make the cache give way first.
+        if let Some((account, _)) = &self.index_account {
+            account.set(2 * cap as u64 * 8, 0, 0);
+        }
+        self.trim_state_cache()?;
+        self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+        self.young_start = self.count;
+        self.set_index_account();
+        Ok(())
+    }
+
+    /// Makes room for `extra` more states without passing the load limit: grows the table,
+    /// or, under a budget whose share the table would pass, spills the older states to disk.
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
-        let need = self.count + extra;
+        let need = self.count - self.young_start + extra;
         if need * 4 <= self.slots.len() as u64 * 3 {
             return Ok(());
+        }
+        if let Some(sp) = &self.spill {
+            if extra * 4 > sp.table_cap as u64 * 3 {
+                return Err(StoreError::CapacityExceeded {
+                    store: "full",
+                    message: format!(
+                        "a batch of {extra} successors does not fit the index window of {} slots; raise --memory",
+                        sp.table_cap
+                    ),
+                });
+            }
+            return self.rotate();
         }
         let mut cap = self.slots.len().max(1 << 10);
         while need * 4 > cap as u64 * 3 {
             cap *= 2;
         }
-        let mask = cap - 1;
-        if let (Some((account, budget)), Arena::Seg { states, hashes }) =
-            (&self.index_account, &mut self.arena)
+        if let (Some((_, budget)), Arena::Seg { states, hashes }) =
+            (&self.index_account, &self.arena)
         {
             let bytes = cap as u64 * 8;
-            budget.claim(
+            let over_share = match budget.limit() {
+                MemoryLimit::Bytes(limit) => bytes > limit / INDEX_SHARE,
+                MemoryLimit::Unlimited => false,
+            };
+            let claim = budget.claim(
                 "the full-store index",
                 bytes,
                 states.min_ram_bytes() + hashes.as_ref().map_or(0, |h| h.min_ram_bytes()),
                 &format!("{cap} slots of 8 bytes for more than {} states", self.count),
-            )?;
+            );
+            if (over_share || claim.is_err()) && self.slots.len() >= MIN_TABLE * 2 {
+                return self.start_spilling();
+            }
+            claim?;
+        }
+        let mask = cap - 1;
+        if let (Some((account, _)), Arena::Seg { states, .. }) =
+            (&self.index_account, &mut self.arena)
+        {
             // The old table is rebuilt from the stored hashes (or states), not copied: free it
             // first so old and new never coexist, then let the state cache shrink to what is
             // left.
             self.slots = Slots::default();
-            account.set(bytes, 0, 0);
+            account.set(cap as u64 * 8, 0, 0);
             states.trim_cache()?;
             let mut slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
-            let mut put = |id: u64, h: u64| {
-                let mut i = h as usize & mask;
-                while slots[i] != 0 {
-                    i = (i + 1) & mask;
-                }
-                slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
-            };
-            match hashes {
-                Some(hv) => {
-                    hv.scan(|id, h| put(id, u64::from_le_bytes(h.try_into().expect("8 bytes"))))?;
-                    hv.update_account();
-                }
-                None => {
-                    let w = self.width.unwrap_or(0);
-                    states.scan(|id, st| put(id, state_hash(&st[..w])))?
-                }
-            }
+            self.fill(&mut slots, 0, self.count)?;
             self.slots = slots;
-            states.update_account();
+            if let Arena::Seg { states, .. } = &self.arena {
+                states.update_account();
+            }
             return Ok(());
         }
+        // In RAM the old table lives until the new one is filled.
+        crate::sys::check_ceiling("the full-store index", cap as u64 * 8)?;
         let mut slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
         for id in 0..self.count as usize {
             let h = state_hash(self.ram_state(id));
@@ -323,9 +669,21 @@ impl FullStore {
             }
             i = (i + 1) & mask;
         }
+        if let Some(sp) = &mut self.spill {
+            if let Some(id) = find_in_spill(sp, &self.arena, state, h)? {
+                return Ok(Insert::Seen(id));
+            }
+        }
         let id = self.count;
         match &mut self.arena {
             Arena::Ram { bytes, ends } => {
+                if bytes.len() + state.len() > bytes.capacity() {
+                    // The vector doubles (large blocks are remapped, not copied).
+                    crate::sys::check_ceiling(
+                        "the full store's state vectors",
+                        bytes.capacity() as u64,
+                    )?;
+                }
                 bytes.extend_from_slice(state);
                 if self.width.is_none() {
                     ends.push(bytes.len() as u64);
@@ -341,6 +699,96 @@ impl FullStore {
         self.slots[i] = hi | (id + 1);
         self.count += 1;
         Ok(Insert::New(id))
+    }
+
+    /// [`StateStore::insert_many`] once the index has spilled: (1) every candidate is looked
+    /// up in the RAM window; (2) those some run's filter lets through are sorted by hash and
+    /// looked up in the runs in one sweep, and their hash matches compared with the stored
+    /// vectors in id order (each vector block read once per batch); (3) the rest are new or
+    /// repeat an earlier candidate of the batch: inserted in order, which numbers them as a
+    /// one-by-one insertion would.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        hashes: &[u64],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        // Kept between batches (and charged to the batch's account): allocating them per
+        // batch left freed heap pages resident.
+        let (mut matches, mut maybe) = std::mem::take(&mut self.scratch);
+        matches.clear();
+        maybe.clear();
+        {
+            let FullStore {
+                slots,
+                spill,
+                arena,
+                ..
+            } = self;
+            let sp = spill.as_mut().expect("spilled");
+            let Arena::Seg { states, .. } = &*arena else {
+                unreachable!("only spilling stores spill their index")
+            };
+            // (1) The window: every id whose stored hash bits match, compared below in id
+            // order, so that a block of vectors is read once per batch, not once per match.
+            for &h in hashes {
+                let i = out.len() as u32;
+                collect(slots, h, |id| matches.push((id, i)));
+                collect(&sp.old, h, |id| matches.push((id, i)));
+                out.push(Insert::Seen(OPEN));
+            }
+            // Through the block cache: the window's blocks are the ones worth keeping.
+            matches.sort_unstable();
+            for &(id, i) in &matches {
+                if out[i as usize] == Insert::Seen(OPEN) {
+                    let st = batch.get(i as usize);
+                    if states.with(id, |r| eq_bytes(&r[..st.len()], st))? {
+                        out[i as usize] = Insert::Seen(id);
+                    }
+                }
+            }
+            // (2) The runs, for what the window did not hold and some filter lets through.
+            for (i, &h) in hashes.iter().enumerate() {
+                if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(h) {
+                    maybe.push((h, i as u32));
+                }
+            }
+            if !maybe.is_empty() {
+                maybe.sort_unstable();
+                matches.clear();
+                sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
+                matches.sort_unstable();
+                for &(id, i) in &matches {
+                    if out[i as usize] != Insert::Seen(OPEN) {
+                        continue;
+                    }
+                    let st = batch.get(i as usize);
+                    let equal = states.with_sequential(id, |r| eq_bytes(&r[..st.len()], st))?;
+                    sp.runs.count_outcome(equal);
+                    if equal {
+                        out[i as usize] = Insert::Seen(id);
+                    }
+                }
+            }
+        }
+        self.scratch = (matches, maybe);
+        // (3) New states, or repeats of an earlier candidate of this batch.
+        for i in 0..batch.len() {
+            if out[i] == Insert::Seen(OPEN) {
+                out[i] = self.insert_young(batch.get(i), hashes[i])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds `state` in the young table only (an earlier candidate of the same batch) or
+    /// inserts it there: the rest of the index has been asked already.
+    fn insert_young(&mut self, state: &[u8], h: u64) -> Result<Insert, StoreError> {
+        let spill = self.spill.take();
+        let r = self.insert_hashed(state, h);
+        self.spill = spill;
+        r
     }
 
     fn check(&self, state: &[u8], extra: u64) -> Result<(), StoreError> {
@@ -417,6 +865,61 @@ impl StateStore for FullStore {
         Ok(())
     }
 
+    /// Under a budget: once the index has spilled, lookups that reach the runs are batched
+    /// (sorted by hash against the runs, then compared in id order). The batch is bounded so
+    /// that the window's young table takes it whole, and so that its vectors stay a small
+    /// share of the budget.
+    fn delayed_batch(&self) -> Option<usize> {
+        let (_, budget) = self.index_account.as_ref()?;
+        let MemoryLimit::Bytes(limit) = budget.limit() else {
+            return None;
+        };
+        // Vectors grow by doubling: count a candidate's vector twice.
+        let per = 2 * self.width.unwrap_or(1) as u64 + BATCH_BYTES_PER_STATE;
+        let by_budget = (limit / 16 / per).max(256);
+        let table = match &self.spill {
+            Some(sp) => sp.table_cap / 4,
+            None => (self.slots.len() / 8).max(MIN_TABLE / 4),
+        };
+        let n = (by_budget as usize).min(table).max(64);
+        // The engine's batch and this store's per-candidate vectors are charged here, so that
+        // the caches that size themselves from the budget leave room for them.
+        self.batch_account.set(n as u64 * per, 0, 0);
+        Some(n)
+    }
+
+    fn insert_many(&mut self, batch: &StateBatch, out: &mut Vec<Insert>) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        if n == 0 {
+            return Ok(());
+        }
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
+        }
+        self.reserve(n as u64)?;
+        let mask = self.slots.len() - 1;
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut touch = 0u64;
+        for i in 0..n {
+            let h = state_hash(batch.get(i));
+            touch ^= self.slots[h as usize & mask];
+            hashes.push(h);
+        }
+        std::hint::black_box(touch);
+        let r = if self.spill.is_none() {
+            hashes.iter().enumerate().try_for_each(|(i, &h)| {
+                out.push(self.insert_hashed(batch.get(i), h)?);
+                Ok(())
+            })
+        } else {
+            self.insert_many_spilled(batch, &hashes, out)
+        };
+        self.hashes = hashes;
+        r
+    }
+
     fn len(&self) -> u64 {
         self.count
     }
@@ -455,7 +958,12 @@ impl StateStore for FullStore {
                 states.ram_bytes() + hashes.as_ref().map_or(0, |h| h.ram_bytes())
             }
         };
-        arena + self.slots.len() as u64 * 8
+        arena
+            + self.slots.len() as u64 * 8
+            + self
+                .spill
+                .as_ref()
+                .map_or(0, |sp| sp.old.len() as u64 * 8 + sp.runs.ram_bytes())
     }
 
     /// The index (at least its first 1,024 slots) and the state vectors' minimal buffers.
@@ -466,14 +974,21 @@ impl StateStore for FullStore {
                 states.min_ram_bytes() + hashes.as_ref().map_or(0, |h| h.min_ram_bytes())
             }
         };
-        arena + self.slots.len().max(1 << 10) as u64 * 8
+        // A budgeted index may spill: then it needs the runs' cache and merge buffers too.
+        let runs = if self.index_account.is_some() {
+            HashRuns::min_ram_bytes()
+        } else {
+            0
+        };
+        arena + self.slots.len().max(1 << 10) as u64 * 8 + runs
     }
 
     fn disk_bytes(&self) -> u64 {
+        let runs = self.spill.as_ref().map_or(0, |sp| sp.runs.disk_bytes());
         match &self.arena {
             Arena::Ram { .. } => 0,
             Arena::Seg { states, hashes } => {
-                states.disk_bytes() + hashes.as_ref().map_or(0, |h| h.disk_bytes())
+                states.disk_bytes() + hashes.as_ref().map_or(0, |h| h.disk_bytes()) + runs
             }
         }
     }
@@ -494,18 +1009,40 @@ impl StateStore for FullStore {
         if let Some(hm) = &hm {
             files.push(FileMark::segment(HASHES, hm.segment_len));
         }
+        let window = match &mut self.spill {
+            None => None,
+            Some(sp) => {
+                let (runs, run_files) = sp.runs.checkpoint()?;
+                files.extend(
+                    run_files
+                        .into_iter()
+                        .map(|(name, len)| FileMark { name, len }),
+                );
+                Some(WindowMark {
+                    old_start: sp.old_start,
+                    young_start: self.young_start,
+                    table_cap: sp.table_cap as u64,
+                    rotations: sp.rotations,
+                    runs,
+                })
+            }
+        };
         Ok(StoreMark {
             blob: encode_blob(&Mark {
                 width: w,
                 count: self.count,
                 states: sm,
                 hashes: hm,
+                window,
             }),
             files,
         })
     }
 
     fn sync_accounts(&self) {
+        if let Some(sp) = &self.spill {
+            sp.runs.update_account();
+        }
         if let Arena::Seg { states, hashes } = &self.arena {
             states.update_account();
             if let Some(hv) = hashes {
@@ -520,6 +1057,26 @@ impl StateStore for FullStore {
             let (hits, misses) = states.cache_counts();
             m.insert("state_cache_hits".into(), hits.into());
             m.insert("state_cache_misses".into(), misses.into());
+        }
+        if let Some(sp) = &self.spill {
+            let st = sp.runs.stats();
+            let window = self.count - sp.old_start;
+            for (k, v) in [
+                ("index_spilled_states", sp.runs.pairs()),
+                ("index_window_states", window),
+                ("index_runs", sp.runs.run_count() as u64),
+                ("index_rotations", sp.rotations),
+                ("index_run_merges", st.merges),
+                ("index_filter_bytes", sp.runs.filter_bytes()),
+                ("index_disk_lookups", st.probes),
+                ("index_disk_found", st.found),
+                ("index_false_matches", st.false_matches),
+                ("index_block_reads", st.block_reads),
+                ("index_bytes_read", st.bytes_read),
+                ("index_bytes_written", st.bytes_written),
+            ] {
+                m.insert(k.into(), v.into());
+            }
         }
         m
     }

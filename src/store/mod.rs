@@ -131,6 +131,23 @@ pub trait StateStore {
         }
         Ok(())
     }
+    /// Delayed duplicate detection: `Some(n)` when the store wants BFS to hand it the
+    /// successors of many consecutive parents at once, up to about `n` of them (its index has
+    /// a part on disk that it reads in sorted batches: see `insert_many`). `None` (the
+    /// default): one parent at a time through `insert_batch`.
+    fn delayed_batch(&self) -> Option<usize> {
+        None
+    }
+    /// Inserts the successors of several consecutive parents (in BFS order) at once, for a
+    /// store that asked for it ([`StateStore::delayed_batch`]): the results, and so the
+    /// numbering, are exactly those of inserting them one by one in order.
+    fn insert_many(&mut self, batch: &StateBatch, out: &mut Vec<Insert>) -> Result<(), StoreError> {
+        out.clear();
+        for i in 0..batch.len() {
+            out.push(self.insert(batch.get(i), None)?);
+        }
+        Ok(())
+    }
     /// The number of distinct states stored.
     fn len(&self) -> u64;
     /// Whether the store is empty.
@@ -211,8 +228,9 @@ pub fn decode_blob<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// A batch of successor states (all successors of one state) with the transitions that
-/// produced them, stored contiguously.
+/// A batch of successor states (all successors of one state, or of several consecutive
+/// ones for [`StateStore::insert_many`]) with the transitions that produced them, stored
+/// contiguously.
 #[derive(Default)]
 pub struct StateBatch {
     bytes: Vec<u8>,
@@ -240,6 +258,10 @@ impl StateBatch {
     }
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
+    }
+    /// Bytes of state vectors held.
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
     }
     #[inline]
     pub fn get(&self, i: usize) -> &[u8] {

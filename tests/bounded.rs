@@ -1,0 +1,211 @@
+//! Bounded RAM (issue #19): the full store's index spills to sorted runs on disk under a
+//! budget far below what the index needs, and the run stays exact — same counts, the same
+//! LTS file as an unbounded run, peak RSS within the budget plus the binary's baseline — also
+//! across a checkpoint taken after the index spilled. Generated models only: no `../shared`.
+
+mod common;
+
+use common::{bin, run_measured, toggles_file};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn explore_json(
+    model: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+) -> (common::Measured, serde_json::Value) {
+    let f = dir.join(format!("{name}.json"));
+    let m = run_measured(
+        Command::new(bin())
+            .arg("explore")
+            .arg(model)
+            .args(["-q", "--no-progress", "--stats-json"])
+            .arg(&f)
+            .args(args),
+    );
+    assert_eq!(m.code, Some(0), "{name} {args:?}: {}", m.stderr());
+    let v = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    (m, v)
+}
+
+fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap();
+    (n("states"), n("transitions"), n("deadlocks"))
+}
+
+/// 2^21 markings, 21 successors each; the index would need 32 MiB of slots. Under 20M the
+/// index gets 10 MiB: it spills, its window rotates several times, runs are merged, and
+/// BFS (delayed duplicate detection, batched) and DFS (one lookup at a time) stay exact.
+#[test]
+fn full_store_index_spills_and_stays_exact_within_the_budget() {
+    let t = tempfile::tempdir().unwrap();
+    let k = 21;
+    let model = toggles_file(t.path(), k);
+    let expect = (1u64 << k, k as u64 * (1u64 << k), 0);
+    let tiny = toggles_file(t.path(), 3);
+    let budget: u64 = 20 << 20;
+    for order in ["bfs", "dfs"] {
+        let reference = t.path().join(format!("ref-{order}.slts"));
+        let out = t.path().join(format!("out-{order}.slts"));
+        let (_, v) = explore_json(
+            &model,
+            t.path(),
+            "ref",
+            &["--order", order, "-o", reference.to_str().unwrap()],
+        );
+        assert_eq!(counts(&v), expect, "{order} unbounded");
+        let scratch = t.path().join("scratch.slts");
+        let (base, _) = explore_json(
+            &tiny,
+            t.path(),
+            "tiny",
+            &[
+                "--order",
+                order,
+                "--memory",
+                "20M",
+                "-o",
+                scratch.to_str().unwrap(),
+            ],
+        );
+        let (m, v) = explore_json(
+            &model,
+            t.path(),
+            "bounded",
+            &[
+                "--order",
+                order,
+                "--memory",
+                "20M",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(counts(&v), expect, "{order} under 20M");
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+            "{order}: the LTS under 20M differs from the unbounded run's"
+        );
+        let d = &v["store_details"];
+        let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
+        assert!(n("index_rotations") >= 3, "{order}: {d}");
+        assert!(n("index_run_merges") >= 1, "{order}: {d}");
+        assert!(n("index_spilled_states") >= 1 << 19, "{order}: {d}");
+        assert!(n("index_disk_lookups") > 0, "{order}: {d}");
+        assert!(
+            m.max_rss <= budget + base.max_rss,
+            "{order}: peak RSS {} MiB over the budget 20 MiB + baseline {} MiB",
+            m.max_rss >> 20,
+            base.max_rss >> 20
+        );
+    }
+}
+
+/// A checkpoint taken after the index spilled (its runs named in the manifest) resumes, after
+/// SIGKILL, to the LTS file of an uninterrupted run; runs retired by merges in between are
+/// not needed.
+#[test]
+fn spilled_index_survives_sigkill_and_resume() {
+    let t = tempfile::tempdir().unwrap();
+    let model = toggles_file(t.path(), 21);
+    let reference = t.path().join("ref.slts");
+    let (_, v) = explore_json(
+        &model,
+        t.path(),
+        "ref",
+        &["-o", reference.to_str().unwrap()],
+    );
+    let expect = counts(&v);
+    let run = t.path().join("run");
+    let out = t.path().join("out.slts");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args([
+            "-q",
+            "--no-progress",
+            "--memory",
+            "20M",
+            "--checkpoint-every",
+            "0.2s",
+        ])
+        .arg("--workdir")
+        .arg(&run)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill once a checkpoint names a run file (the manifest is rewritten at each checkpoint).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut killed = false;
+    let mut finished_early = false;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            finished_early = true;
+            break;
+        }
+        let manifest = std::fs::read(run.join("manifest")).unwrap_or_default();
+        if manifest.windows(14).any(|w| w == b"full.index.run") {
+            let _ = child.kill();
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert!(
+        !finished_early,
+        "finished before a checkpoint with a spilled index: {status:?}"
+    );
+    assert!(killed, "no checkpoint named an index run in time");
+    let f = t.path().join("resumed.json");
+    let o = Command::new(bin())
+        .args(["resume", "-q", "--no-progress", "--stats-json"])
+        .arg(&f)
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(counts(&v), expect);
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+        "the resumed LTS differs from the uninterrupted run's"
+    );
+}
+
+/// Without `--memory`, a run under an address-space limit (`ulimit -v`) smaller than its
+/// unbounded need stops at the default ceiling with exit 6 and says what to do, instead of
+/// dying of a failed allocation (it was killed by SIGABRT before the ceiling).
+#[test]
+fn default_ceiling_stops_a_run_before_the_system_kills_it() {
+    let t = tempfile::tempdir().unwrap();
+    // 2^23 markings: about 190 MiB of state vectors and 128 MiB of index in RAM.
+    let model = toggles_file(t.path(), 23);
+    let out = t.path().join("out.slts");
+    let m = run_measured(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 400000 && exec \"$0\" \"$@\"")
+            .arg(bin())
+            .arg("explore")
+            .arg(&model)
+            .args(["--no-progress", "-o"])
+            .arg(&out),
+    );
+    let err = m.stderr();
+    assert_eq!(m.signal, None, "killed: {err}");
+    assert_eq!(m.code, Some(6), "{err}");
+    assert!(err.contains("memory ceiling: "), "{err}");
+    assert!(err.contains("address-space limit"), "{err}");
+    assert!(
+        err.contains("stopped at the default memory ceiling") && err.contains("--memory SIZE"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no partial output passed off as complete");
+}
