@@ -36,8 +36,8 @@ fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
 }
 
 /// 2^21 markings, 21 successors each; the index would need 32 MiB of slots. Under 20M the
-/// index gets 10 MiB: it spills, its window rotates several times, runs are merged, and
-/// BFS (delayed duplicate detection, batched) and DFS (one lookup at a time) stay exact.
+/// index gets 10 MiB: it spills, its window rotates several times, runs are merged, and BFS
+/// (delayed duplicate detection, batched) stays exact and within the budget.
 #[test]
 fn full_store_index_spills_and_stays_exact_within_the_budget() {
     let t = tempfile::tempdir().unwrap();
@@ -46,6 +46,59 @@ fn full_store_index_spills_and_stays_exact_within_the_budget() {
     let expect = (1u64 << k, k as u64 * (1u64 << k), 0);
     let tiny = toggles_file(t.path(), 3);
     let budget: u64 = 20 << 20;
+    let reference = t.path().join("ref.slts");
+    let out = t.path().join("out.slts");
+    let (_, v) = explore_json(
+        &model,
+        t.path(),
+        "ref",
+        &["-o", reference.to_str().unwrap()],
+    );
+    assert_eq!(counts(&v), expect, "unbounded");
+    let scratch = t.path().join("scratch.slts");
+    let (base, _) = explore_json(
+        &tiny,
+        t.path(),
+        "tiny",
+        &["--memory", "20M", "-o", scratch.to_str().unwrap()],
+    );
+    let (m, v) = explore_json(
+        &model,
+        t.path(),
+        "bounded",
+        &["--memory", "20M", "-o", out.to_str().unwrap()],
+    );
+    assert_eq!(counts(&v), expect, "under 20M");
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+        "the LTS under 20M differs from the unbounded run's"
+    );
+    let d = &v["store_details"];
+    let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
+    assert!(n("index_rotations") >= 3, "{d}");
+    assert!(n("index_run_merges") >= 1, "{d}");
+    assert!(n("index_spilled_states") >= 1 << 20, "{d}");
+    assert!(
+        n("index_disk_lookups") > 0 && n("index_disk_found") > 0,
+        "{d}"
+    );
+    assert!(
+        m.max_rss <= budget + base.max_rss,
+        "peak RSS {} MiB over the budget 20 MiB + baseline {} MiB",
+        m.max_rss >> 20,
+        base.max_rss >> 20
+    );
+}
+
+/// With a small window (hidden `--full-index-slots`) the index spills early and rotates
+/// dozens of times on a small model, in BFS and DFS (one lookup at a time), with ComBack's
+/// and everyone's exact counts and the unbounded run's LTS file.
+#[test]
+fn small_window_rotates_often_in_bfs_and_dfs() {
+    let t = tempfile::tempdir().unwrap();
+    let k = 16;
+    let model = toggles_file(t.path(), k);
+    let expect = (1u64 << k, k as u64 * (1u64 << k), 0);
     for order in ["bfs", "dfs"] {
         let reference = t.path().join(format!("ref-{order}.slts"));
         let out = t.path().join(format!("out-{order}.slts"));
@@ -56,51 +109,40 @@ fn full_store_index_spills_and_stays_exact_within_the_budget() {
             &["--order", order, "-o", reference.to_str().unwrap()],
         );
         assert_eq!(counts(&v), expect, "{order} unbounded");
-        let scratch = t.path().join("scratch.slts");
-        let (base, _) = explore_json(
-            &tiny,
-            t.path(),
-            "tiny",
-            &[
-                "--order",
-                order,
-                "--memory",
-                "20M",
-                "-o",
-                scratch.to_str().unwrap(),
-            ],
-        );
-        let (m, v) = explore_json(
+        let (_, v) = explore_json(
             &model,
             t.path(),
-            "bounded",
+            "small",
             &[
                 "--order",
                 order,
                 "--memory",
-                "20M",
+                "32M",
+                "--full-index-slots",
+                "8192",
                 "-o",
                 out.to_str().unwrap(),
             ],
         );
-        assert_eq!(counts(&v), expect, "{order} under 20M");
+        assert_eq!(counts(&v), expect, "{order} small window");
         assert!(
             std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
-            "{order}: the LTS under 20M differs from the unbounded run's"
+            "{order}: the LTS with a small window differs from the unbounded run's"
         );
         let d = &v["store_details"];
         let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
-        assert!(n("index_rotations") >= 3, "{order}: {d}");
-        assert!(n("index_run_merges") >= 1, "{order}: {d}");
-        assert!(n("index_spilled_states") >= 1 << 19, "{order}: {d}");
-        assert!(n("index_disk_lookups") > 0, "{order}: {d}");
-        assert!(
-            m.max_rss <= budget + base.max_rss,
-            "{order}: peak RSS {} MiB over the budget 20 MiB + baseline {} MiB",
-            m.max_rss >> 20,
-            base.max_rss >> 20
-        );
+        assert!(n("index_rotations") >= 10, "{order}: {d}");
+        assert!(n("index_run_merges") >= 5, "{order}: {d}");
+        assert!(n("index_disk_found") > 0, "{order}: {d}");
     }
+    // The hidden option is the full store's: refused with another store.
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--store", "tree", "--full-index-slots", "8192"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
 
 /// A checkpoint taken after the index spilled (its runs named in the manifest) resumes, after
@@ -109,7 +151,7 @@ fn full_store_index_spills_and_stays_exact_within_the_budget() {
 #[test]
 fn spilled_index_survives_sigkill_and_resume() {
     let t = tempfile::tempdir().unwrap();
-    let model = toggles_file(t.path(), 21);
+    let model = toggles_file(t.path(), 18);
     let reference = t.path().join("ref.slts");
     let (_, v) = explore_json(
         &model,
@@ -127,9 +169,11 @@ fn spilled_index_survives_sigkill_and_resume() {
             "-q",
             "--no-progress",
             "--memory",
-            "20M",
+            "32M",
+            "--full-index-slots",
+            "8192",
             "--checkpoint-every",
-            "0.2s",
+            "0.1s",
         ])
         .arg("--workdir")
         .arg(&run)

@@ -37,7 +37,7 @@ enum StoreKind {
 impl StoreKind {
     fn config(self) -> StoreConfig {
         match self {
-            StoreKind::Full => StoreConfig::Full(FullOptions),
+            StoreKind::Full => StoreConfig::Full(FullOptions::default()),
             StoreKind::Comback => StoreConfig::Comback(CombackOptions::default()),
             StoreKind::Delta => StoreConfig::Delta(DeltaOptions::default()),
             StoreKind::Tree => StoreConfig::Tree(TreeOptions),

@@ -140,7 +140,7 @@ fn small_models_bfs_full() {
     check(
         &reference_rows(0, SMALL),
         Order::Bfs,
-        StoreConfig::Full(FullOptions),
+        StoreConfig::Full(FullOptions::default()),
     );
 }
 
@@ -150,28 +150,31 @@ fn small_models_dfs_full() {
     check(
         &reference_rows(0, SMALL),
         Order::Dfs,
-        StoreConfig::Full(FullOptions),
+        StoreConfig::Full(FullOptions::default()),
     );
 }
 
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_full_spilled() {
-    let case = Case::new(Order::Bfs, StoreConfig::Full(FullOptions)).spill(Spill::Forced);
+    let case =
+        Case::new(Order::Bfs, StoreConfig::Full(FullOptions::default())).spill(Spill::Forced);
     check_case(&reference_rows(0, SMALL), &case);
 }
 
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_dfs_full_spilled() {
-    let case = Case::new(Order::Dfs, StoreConfig::Full(FullOptions)).spill(Spill::Forced);
+    let case =
+        Case::new(Order::Dfs, StoreConfig::Full(FullOptions::default())).spill(Spill::Forced);
     check_case(&reference_rows(0, SMALL), &case);
 }
 
 #[test]
 #[ignore = "large: run with --ignored (release build recommended)"]
 fn large_models_bfs_full_spilled() {
-    let case = Case::new(Order::Bfs, StoreConfig::Full(FullOptions)).spill(Spill::Always);
+    let case =
+        Case::new(Order::Bfs, StoreConfig::Full(FullOptions::default())).spill(Spill::Always);
     check_case(&reference_rows(SMALL, LARGE), &case);
 }
 
@@ -181,7 +184,7 @@ fn large_models_bfs_full() {
     check(
         &reference_rows(SMALL, LARGE),
         Order::Bfs,
-        StoreConfig::Full(FullOptions),
+        StoreConfig::Full(FullOptions::default()),
     );
 }
 
@@ -191,7 +194,7 @@ fn large_models_dfs_full() {
     check(
         &reference_rows(SMALL, LARGE),
         Order::Dfs,
-        StoreConfig::Full(FullOptions),
+        StoreConfig::Full(FullOptions::default()),
     );
 }
 
@@ -469,7 +472,7 @@ fn small_models_bfs_tree_writes_the_full_stores_lts() {
     for r in &rows {
         let mut files = Vec::new();
         for store in [
-            StoreConfig::Full(FullOptions),
+            StoreConfig::Full(FullOptions::default()),
             StoreConfig::Tree(TreeOptions),
         ] {
             let out = t.path().join(format!("{}.slts", store.name()));

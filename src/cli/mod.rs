@@ -167,6 +167,9 @@ pub struct ExploreArgs {
     pub delta: DeltaArgs,
 
     #[command(flatten)]
+    pub full: FullArgs,
+
+    #[command(flatten)]
     pub hashcompact: HashCompactArgs,
 
     #[command(flatten)]
@@ -272,6 +275,17 @@ pub struct DeltaArgs {
     #[arg(long, value_name = "S", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delta_strata: u32,
+}
+
+/// The options of `--store full`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Full store (--store full)")]
+pub struct FullArgs {
+    /// Under --memory, spill the index once its table would pass N slots (tests and
+    /// benchmarks of the spilled index on small models; default: half the budget decides).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u64).range(8192..))]
+    pub full_index_slots: Option<u64>,
 }
 
 /// The options of `--store hashcompact`.
@@ -614,7 +628,9 @@ impl ExploreArgs {
                 k: self.bitstate.bitstate_k,
             }),
             "tree" => StoreConfig::Tree(TreeOptions),
-            _ => StoreConfig::Full(FullOptions),
+            _ => StoreConfig::Full(FullOptions {
+                index_slots: self.full.full_index_slots,
+            }),
         }
     }
 }

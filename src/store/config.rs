@@ -34,7 +34,7 @@ pub enum StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig::Full(FullOptions)
+        StoreConfig::Full(FullOptions::default())
     }
 }
 

@@ -109,6 +109,8 @@ pub struct FullStore {
     run_dir: Option<(std::path::PathBuf, bool)>,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
     batch_account: Account,
+    /// See [`FullOptions::index_slots`].
+    index_slots: Option<u64>,
     /// A delayed batch's `(id, candidate)` matches and `(hash, candidate)` disk lookups.
     #[allow(clippy::type_complexity)]
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
@@ -242,9 +244,14 @@ fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
     }
 }
 
-/// `--store full` (it has no options of its own).
+/// `--store full`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FullOptions;
+pub struct FullOptions {
+    /// Under a budget, spill the index once its table would pass this many slots, even if
+    /// the budget could hold more (hidden `--full-index-slots`: tests and benchmarks of the
+    /// spilled path on small models). `None`: half the budget decides.
+    pub index_slots: Option<u64>,
+}
 
 impl StoreSpec for FullOptions {
     fn name(&self) -> &'static str {
@@ -259,7 +266,11 @@ impl StoreSpec for FullOptions {
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         Ok(Box::new(match storage {
-            Some(st) => FullStore::spilling(model.state_len(), st)?,
+            Some(st) => {
+                let mut s = FullStore::spilling(model.state_len(), st)?;
+                s.index_slots = self.index_slots;
+                s
+            }
             None => FullStore::new(model.state_len()),
         }))
     }
@@ -270,7 +281,9 @@ impl StoreSpec for FullOptions {
         storage: &Storage,
         mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Ok(Box::new(FullStore::resume(storage, mark)?))
+        let mut s = FullStore::resume(storage, mark)?;
+        s.index_slots = self.index_slots;
+        Ok(Box::new(s))
     }
 }
 
@@ -292,6 +305,7 @@ impl FullStore {
             run_dir: None,
             batch_account: Account::detached("bfs.batch"),
             scratch: Default::default(),
+            index_slots: None,
         }
     }
 
@@ -590,7 +604,7 @@ impl FullStore {
             let over_share = match budget.limit() {
                 MemoryLimit::Bytes(limit) => bytes > limit / INDEX_SHARE,
                 MemoryLimit::Unlimited => false,
-            };
+            } || self.index_slots.is_some_and(|max| cap as u64 > max);
             let claim = budget.claim(
                 "the full-store index",
                 bytes,

@@ -110,6 +110,11 @@ impl Disk {
 
     /// A budget account for a group of [`Accounting::Private`] arrays, which their owner
     /// keeps up to date with [`Records::figures`].
+    /// The run's budget.
+    pub fn budget(&self) -> &Arc<Budget> {
+        &self.0.budget
+    }
+
     pub fn shared_account(&self, family: &str) -> Account {
         self.account(family)
     }
@@ -412,6 +417,11 @@ impl Records {
     pub fn set_cache_bytes(&mut self, bytes: u64) -> Result<(), StoreError> {
         self.layout.cache_bytes = bytes;
         Ok(self.vec.set_cache_bytes(bytes)?)
+    }
+
+    /// Lets the block cache shrink to what the budget leaves it now.
+    pub fn trim_cache(&mut self) -> Result<(), StoreError> {
+        Ok(self.vec.trim_cache()?)
     }
 
     pub fn compactions(&self) -> u64 {

@@ -260,6 +260,13 @@ impl BackedgeTable {
         self.recs.set_cache_bytes(bytes)
     }
 
+    /// Lets the block caches shrink to what the budget leaves them now.
+    pub fn trim_cache(&mut self) -> Result<(), StoreError> {
+        self.recs.trim_cache()?;
+        self.descs.trim_cache()?;
+        Ok(())
+    }
+
     pub fn len(&self) -> u64 {
         self.recs.len()
     }

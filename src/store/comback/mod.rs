@@ -437,7 +437,26 @@ impl<'m> CombackStore<'m> {
     }
 
     /// Rebuilds the state table 4/3 larger from the descriptors in the backedge table.
+    ///
+    /// The old and the new table coexist while it is rebuilt: under `--memory` both are
+    /// claimed from the budget first (exit 6 naming the table when they cannot fit) and
+    /// charged before the new one exists, so that the block caches give way first and the
+    /// peak stays within the budget.
     fn grow(&mut self) -> Result<(), StoreError> {
+        let old = self.table.ram_bytes();
+        let new = self.table.grown_bytes();
+        let others = self.ram_without_backedges() - old;
+        self.disk.budget().claim(
+            "the ComBack state table",
+            others + old + new,
+            backedge::MIN_CACHE,
+            &format!(
+                "a table of {new} bytes rebuilt next to the {old} it replaces, for more than {} states",
+                self.back.len()
+            ),
+        )?;
+        self.ram_account.set(others + old + new, 0, 0);
+        self.back.trim_cache()?;
         let mut g = self.table.grown();
         self.back.scan_descriptors(|id, d| {
             let p = g.probe_empty(d);

@@ -94,6 +94,11 @@ impl StateTable {
         (self.count + extra) * 20 > self.slots.len() as u64 * 17
     }
 
+    /// Bytes of the table [`StateTable::grown`] makes.
+    pub fn grown_bytes(&self) -> u64 {
+        (self.slots.len() as u64 * 4 / 3).max(1024) * std::mem::size_of::<Slot>() as u64
+    }
+
     /// A new, empty table for at least the current count, 4/3 as large; the caller
     /// re-inserts every state with [`StateTable::insert_at`] after [`StateTable::probe_empty`].
     pub fn grown(&self) -> StateTable {
