@@ -136,7 +136,10 @@ fn models() -> Vec<(&'static str, Box<dyn Model>)> {
 fn exact_stores() -> Vec<(String, StoreConfig)> {
     let d = CombackOptions::default();
     let mut v = vec![
-        ("full".to_string(), StoreConfig::Full(FullOptions::default())),
+        (
+            "full".to_string(),
+            StoreConfig::Full(FullOptions::default()),
+        ),
         ("tree".to_string(), StoreConfig::Tree(TreeOptions)),
     ];
     let variants = [

@@ -176,7 +176,9 @@ struct RunWriter {
 }
 
 impl RunWriter {
-    fn create(path: PathBuf, filter: Filter) -> Result<RunWriter, StorageError> {
+    /// A new run file; `unlink`ed at once in a scratch directory (the handle keeps the data,
+    /// and the space comes back however the process ends, as for segment files).
+    fn create(path: PathBuf, filter: Filter, unlink: bool) -> Result<RunWriter, StorageError> {
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -184,6 +186,10 @@ impl RunWriter {
             .truncate(true)
             .open(&path)
             .map_err(io_err(&path, "create an index run file"))?;
+        if unlink {
+            std::fs::remove_file(&path)
+                .map_err(io_err(&path, "unlink a scratch index run file"))?;
+        }
         Ok(RunWriter {
             path,
             out: BufWriter::with_capacity(128 << 10, f),
@@ -529,7 +535,7 @@ impl HashRuns {
         let gen = self.next_gen;
         self.next_gen += 1;
         let filter = Filter::new(pairs.len() as u64, self.filter_bits(pairs.len() as u64));
-        let mut w = RunWriter::create(self.run_path(gen), filter)?;
+        let mut w = RunWriter::create(self.run_path(gen), filter, !self.kept)?;
         for &(h, id) in pairs.iter() {
             w.push(h, id)?;
         }
@@ -580,7 +586,7 @@ impl HashRuns {
         self.next_gen += 1;
         let pairs = a.pairs + b.pairs;
         let bits = self.filter_bits(pairs);
-        let mut w = RunWriter::create(self.run_path(gen), Filter::new(pairs, bits))?;
+        let mut w = RunWriter::create(self.run_path(gen), Filter::new(pairs, bits), !self.kept)?;
         let mut stats = RunStats::default();
         let (mut ra, mut rb) = (RunReader::new(a), RunReader::new(b));
         let (mut x, mut y) = (ra.next(&mut stats)?, rb.next(&mut stats)?);
@@ -608,12 +614,10 @@ impl HashRuns {
     }
 
     fn retire(&mut self, run: Run) {
+        // A scratch run was unlinked when created: dropping its handle frees the space.
         let Run { path, .. } = run;
         if self.kept {
             self.retired.push(path);
-        } else {
-            // A scratch run is nobody else's: gone at once (the space comes back now).
-            let _ = std::fs::remove_file(&path);
         }
     }
 
@@ -815,5 +819,91 @@ impl HashRuns {
             },
             files,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemoryLimit;
+
+    fn pairs(n: u64, salt: u64) -> Vec<(u64, u32)> {
+        // Hashes with deliberate duplicates (every 7th repeats its predecessor's hash).
+        (0..n)
+            .map(|i| {
+                let h = (i / 7 * 7 + salt).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                (if i % 7 == 1 { h } else { h ^ i }, (i + salt) as u32)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_every_pair_across_merges_one_by_one_and_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = HashRuns::new(dir.path(), "t", true, Budget::new(MemoryLimit::Unlimited));
+        let mut all = Vec::new();
+        for (k, n) in [
+            (0u64, 5000u64),
+            (100_000, 3000),
+            (200_000, 4000),
+            (300_000, 700),
+        ] {
+            let mut p = pairs(n, k);
+            all.extend_from_slice(&p);
+            r.add(&mut p).unwrap();
+        }
+        assert!(r.stats().merges >= 2, "{:?}", r.stats());
+        assert_eq!(r.pairs(), all.len() as u64);
+        for &(h, id) in &all {
+            let got = r.find(h, |x| Ok(x == id as u64)).unwrap();
+            assert_eq!(got, Some(id as u64));
+        }
+        assert_eq!(r.find(12345, |_| Ok(true)).unwrap(), None);
+        let mut wanted: Vec<(u64, u32)> = all
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.0, i as u32))
+            .collect();
+        wanted.sort_unstable();
+        let mut hits = vec![false; all.len()];
+        r.find_sorted(&wanted, |tag, id| {
+            if all[tag as usize].1 as u64 == id {
+                hits[tag as usize] = true;
+            }
+        })
+        .unwrap();
+        assert!(hits.iter().all(|&h| h));
+    }
+
+    #[test]
+    fn reopens_from_a_mark_and_refuses_a_flipped_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(MemoryLimit::Unlimited);
+        let mut r = HashRuns::new(dir.path(), "t", true, budget.clone());
+        let mut p = pairs(4000, 1);
+        r.add(&mut p.clone()).unwrap();
+        let (mark, files) = r.checkpoint().unwrap();
+        assert_eq!(files.len(), 1);
+        let mut again = HashRuns::open(dir.path(), "t", budget.clone(), &mark).unwrap();
+        p.sort_unstable();
+        for &(h, id) in &p {
+            assert_eq!(
+                again.find(h, |x| Ok(x == id as u64)).unwrap(),
+                Some(id as u64)
+            );
+        }
+        let path = dir.path().join(&files[0].0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[BLOCK + 100] ^= 0x10;
+        std::fs::write(&path, bytes).unwrap();
+        match HashRuns::open(dir.path(), "t", budget, &mark) {
+            Err(StorageError::Corrupt {
+                path: p, offset, ..
+            }) => {
+                assert_eq!(p, path);
+                assert_eq!(offset, BLOCK as u64);
+            }
+            other => panic!("{:?}", other.err()),
+        }
     }
 }
