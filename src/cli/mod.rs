@@ -314,7 +314,7 @@ pub struct SnapshotsArgs {
     #[arg(long, value_name = "SPEC", value_parser = StreamSpec::parse, conflicts_with = "preset")]
     pub caches: Option<StreamSpec>,
 
-    /// A named stream: frontier-safety-net = (c1,LRU,3)(8,LLNR,4), pebble =
+    /// A named stream: frontier-safety-net = (c1,LRU,2)(c3,LLNR,8)(8,LLNR,4), pebble =
     /// (c1,LRU,2)(c4,LLNR,8)+.
     #[arg(long, value_name = "NAME", value_parser = Preset::parse)]
     pub preset: Option<Preset>,
@@ -338,6 +338,12 @@ pub struct SnapshotsArgs {
     /// without it distinct states are estimated (HyperLogLog, about 1%).
     #[arg(long)]
     pub snapshots_audit: bool,
+
+    /// When the output reaches F times the distinct states expanded so far, the last cache
+    /// stops evicting, so that the search surely ends (0: never). Lemma 1 guarantees that
+    /// cycles are caught; a whole level can still oscillate with a bounded stream.
+    #[arg(long, value_name = "F", default_value_t = crate::store::snapshots::DEFAULT_WATCHDOG)]
+    pub snapshots_watchdog: u32,
 }
 
 /// A `--X` / `--no-X` switch pair: the later on the command line wins (`overrides_with`),
@@ -661,6 +667,7 @@ impl ExploreArgs {
                     backtrack: switch(a.backtrack, a.no_backtrack, false),
                     allow_nontermination: a.allow_nontermination,
                     audit: a.snapshots_audit,
+                    watchdog: a.snapshots_watchdog,
                 })
             }
             _ => StoreConfig::Full(FullOptions),

@@ -62,7 +62,11 @@ impl Level {
         if i == 0 {
             self.first_id = id;
         }
-        debug_assert_eq!(self.first_id + i as u64, id, "a level's numbers are consecutive");
+        debug_assert_eq!(
+            self.first_id + i as u64,
+            id,
+            "a level's numbers are consecutive"
+        );
         self.bytes.extend_from_slice(state);
         self.ends.push(self.bytes.len());
         self.hashes.push(hash);
@@ -292,9 +296,6 @@ mod tests {
         ));
         assert!(matches!(s.and(None, false), AllIn::None));
         assert!(matches!(s.and(None, true).and(None, false), AllIn::None));
-        assert!(matches!(
-            s.and(Some(3), false).and(None, true),
-            AllIn::None
-        ));
+        assert!(matches!(s.and(Some(3), false).and(None, true), AllIn::None));
     }
 }

@@ -15,7 +15,7 @@
 //!   offers it to the next cache; the last cache's evictions leave memory, unless the
 //!   stream grows (Pebble), where a copy of the last cache is appended to take them.
 
-use super::spec::{Capacity, CacheSpec, Growth, Replacement, Sampling, StreamSpec};
+use super::spec::{CacheSpec, Capacity, Growth, Replacement, Sampling, StreamSpec};
 
 /// A snapshot's number, given by [`Stream::offer_level`].
 pub type Handle = u32;
@@ -137,7 +137,12 @@ impl Stream {
     /// Returns the new snapshot's handle if the level was taken (the caller then stores its
     /// states under it), and pushes onto `dropped` the handles of snapshots that left the
     /// stream, with their levels (the caller frees their states).
-    pub fn offer_level(&mut self, level: u64, size: u64, dropped: &mut Vec<(Handle, u64)>) -> Option<Handle> {
+    pub fn offer_level(
+        &mut self,
+        level: u64,
+        size: u64,
+        dropped: &mut Vec<(Handle, u64)>,
+    ) -> Option<Handle> {
         if !self.caches[0].samples(level) {
             self.caches[0].declined += 1;
             return None;
@@ -234,6 +239,14 @@ impl Stream {
         pick.expect("a full cache has a member besides its pinned one")
     }
 
+    /// From now on the last cache never evicts (the watchdog's escalation): whatever
+    /// reaches it stays, which makes termination certain (see `Termination::UnboundedCache`).
+    pub fn make_last_unbounded(&mut self) {
+        if let Some(c) = self.caches.last_mut() {
+            c.spec.capacity = Capacity::Unbounded;
+        }
+    }
+
     /// One line per cache for the stats.
     pub fn report(&self) -> Vec<serde_json::Value> {
         self.caches
@@ -267,7 +280,11 @@ mod tests {
     }
 
     fn held_levels(s: &Stream, i: usize) -> Vec<u64> {
-        let mut v: Vec<u64> = s.caches[i].members.iter().map(|&h| s.meta(h).level).collect();
+        let mut v: Vec<u64> = s.caches[i]
+            .members
+            .iter()
+            .map(|&h| s.meta(h).level)
+            .collect();
         v.sort();
         v
     }

@@ -54,7 +54,17 @@ pub struct SnapshotsOptions {
     /// states held) to count distinct and redundant states and transitions exactly
     /// (`--snapshots-audit`); without it distinct states are estimated (HyperLogLog).
     pub audit: bool,
+    /// The watchdog (`--snapshots-watchdog F`, 0 = off): when the output reaches `F` times
+    /// the distinct states expanded so far, the last cache stops evicting, which makes
+    /// termination certain whatever the stream. Lemma 1 only covers cycles: with a bounded
+    /// stream, a whole level can still oscillate between two halves that never both sit in
+    /// the caches (docs/SNAPSHOTS.md has an example).
+    pub watchdog: u32,
 }
+
+/// The default watchdog factor: far above the redundancy of any preset run measured
+/// (at most 6x on the reference models, 40x on the ring of 10,000 states).
+pub const DEFAULT_WATCHDOG: u32 = 64;
 
 impl Default for SnapshotsOptions {
     fn default() -> Self {
@@ -64,6 +74,7 @@ impl Default for SnapshotsOptions {
             backtrack: false,
             allow_nontermination: false,
             audit: false,
+            watchdog: DEFAULT_WATCHDOG,
         }
     }
 }
@@ -168,11 +179,15 @@ impl Pool {
     }
 
     fn entry(&self, i: u32) -> &Entry {
-        self.entries[i as usize].as_ref().expect("a live pool entry")
+        self.entries[i as usize]
+            .as_ref()
+            .expect("a live pool entry")
     }
 
     fn entry_mut(&mut self, i: u32) -> &mut Entry {
-        self.entries[i as usize].as_mut().expect("a live pool entry")
+        self.entries[i as usize]
+            .as_mut()
+            .expect("a live pool entry")
     }
 
     /// The entry of `state`, made if it is not in the pool (with no reference yet).
@@ -252,11 +267,7 @@ impl Sketch {
     fn estimate(&self) -> f64 {
         let m = self.registers.len() as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
-        let sum: f64 = self
-            .registers
-            .iter()
-            .map(|&r| 2f64.powi(-(r as i32)))
-            .sum();
+        let sum: f64 = self.registers.iter().map(|&r| 2f64.powi(-(r as i32))).sum();
         let raw = alpha * m * m / sum;
         let zeros = self.registers.iter().filter(|&&r| r == 0).count();
         if raw <= 2.5 * m && zeros > 0 {
@@ -294,6 +305,10 @@ pub struct SnapshotStore {
     sketch: Sketch,
     audit: Option<Audit>,
     record: Vec<u8>,
+    /// Output size at which the watchdog looks again (doubling: the estimate costs 16 K
+    /// register reads), and the level where it fired.
+    watch_at: u64,
+    watchdog_fired: Option<u64>,
 }
 
 /// `--snapshots-audit`: the hashes of expanded states, to tell first expansions from
@@ -339,6 +354,8 @@ impl SnapshotStore {
             learned_rule2: 0,
             sketch: Sketch::new(),
             record: Vec::new(),
+            watch_at: 4096,
+            watchdog_fired: None,
         })
     }
 
@@ -446,10 +463,32 @@ impl SnapshotStore {
         for (h, level) in dropped {
             self.leave(h, level)?;
         }
+        self.watch(level);
         // The peak of states held is taken by the engine's `note_open` calls: here the
         // level just taken is still counted in Open.
         self.peak_snapshot_states = self.peak_snapshot_states.max(self.stream.held_states);
         Ok(())
+    }
+
+    /// The watchdog: fires once, when the output passes `watchdog` times the distinct
+    /// states expanded so far.
+    fn watch(&mut self, level: u64) {
+        let factor = self.opts.watchdog as u64;
+        if factor == 0 || self.watchdog_fired.is_some() || self.numbered < self.watch_at {
+            return;
+        }
+        let (distinct, _) = self.distinct_states();
+        if self.numbered > factor.saturating_mul(distinct.max(1)) {
+            self.stream.make_last_unbounded();
+            self.watchdog_fired = Some(level);
+        } else {
+            self.watch_at = self.numbered.saturating_mul(2);
+        }
+    }
+
+    /// The level where the watchdog made the last cache unbounded, if it did.
+    pub fn watchdog_fired(&self) -> Option<u64> {
+        self.watchdog_fired
     }
 
     /// Snapshot `h` left the stream: its states go to the evicted file and are released.
@@ -545,7 +584,10 @@ impl StateStore for SnapshotStore {
             + self.pool.index.capacity() as u64 * 4
             + self.open_bytes
             + self.evicted.as_ref().map_or(0, |q| q.ram_bytes())
-            + self.audit.as_ref().map_or(0, |a| a.seen.capacity() as u64 * 9)
+            + self
+                .audit
+                .as_ref()
+                .map_or(0, |a| a.seen.capacity() as u64 * 9)
             + (1 << SKETCH_BITS)
     }
 
@@ -571,6 +613,8 @@ impl StateStore for SnapshotStore {
                 Termination::NotGuaranteed(_) => "not guaranteed (--allow-nontermination)".to_string(),
             },
             "backtrack": self.opts.backtrack,
+            "watchdog": self.opts.watchdog,
+            "watchdog_fired_at_level": self.watchdog_fired,
             "output_states": out,
             "distinct_states": distinct,
             "distinct_states_exact": exact,
@@ -601,16 +645,21 @@ impl StateStore for SnapshotStore {
 
     fn summary(&self) -> Option<String> {
         let (distinct, exact) = self.distinct_states();
-        let hits: Vec<String> = self
-            .stream
-            .caches
-            .iter()
-            .map(|c| c.hits.to_string())
-            .collect();
+        let caches = &self.stream.caches;
+        let mut hits: Vec<String> = caches.iter().take(6).map(|c| c.hits.to_string()).collect();
+        if caches.len() > 6 {
+            // Pebble streams grow long: the rest in one figure.
+            let rest: u64 = caches[6..].iter().map(|c| c.hits).sum();
+            hits.push(format!("{rest} in {} more", caches.len() - 6));
+        }
         Some(format!(
-            "{}{}: peak {} states held ({:.1}% of {} distinct{}), {} output states ({:.2}x), hits per cache [{}], Backtrack set {} states ({} hits)",
+            "{}{}{}: peak {} states held ({:.1}% of {} distinct{}), {} output states ({:.2}x), hits per cache [{}], Backtrack set {} states ({} hits)",
             self.opts.stream,
             if self.opts.backtrack { " + backtrack" } else { "" },
+            match self.watchdog_fired {
+                Some(l) => format!(" (watchdog: last cache unbounded from level {l})"),
+                None => String::new(),
+            },
             self.peak_held,
             100.0 * self.peak_held as f64 / distinct.max(1) as f64,
             distinct,

@@ -119,7 +119,7 @@ impl Preset {
     /// The stream the preset stands for, in the textual notation.
     pub fn notation(self) -> &'static str {
         match self {
-            Preset::FrontierSafetyNet => "(c1,LRU,3)(8,LLNR,4)",
+            Preset::FrontierSafetyNet => "(c1,LRU,2)(c3,LLNR,8)(8,LLNR,4)",
             Preset::Pebble => "(c1,LRU,2)(c4,LLNR,8)+",
         }
     }
@@ -305,7 +305,10 @@ impl Parser<'_> {
             Ok(n) => Ok(n),
             Err(_) => Err(self.error_at(
                 at,
-                &format!("{what}: expected a number from 1 to {}, found '{digits}'", u32::MAX),
+                &format!(
+                    "{what}: expected a number from 1 to {}, found '{digits}'",
+                    u32::MAX
+                ),
             )),
         }
     }
@@ -315,12 +318,10 @@ impl Parser<'_> {
         let (at, w) = self.word();
         let sampling = match w.strip_prefix(['c', 'C']) {
             Some(n) => Sampling::Constant(self.number(at, n, "a constant sampling period cN")?),
-            None if w.is_empty() => {
-                return Err(self.error_at(
-                    at,
-                    "expected a sampling function: cN (constant period N) or N (period growing by N)",
-                ))
-            }
+            None if w.is_empty() => return Err(self.error_at(
+                at,
+                "expected a sampling function: cN (constant period N) or N (period growing by N)",
+            )),
             None => Sampling::Increasing(self.number(at, &w, "an increasing sampling period N")?),
         };
         self.expect(',', "after the sampling function")?;
@@ -335,9 +336,7 @@ impl Parser<'_> {
             _ => {
                 return Err(self.error_at(
                     at,
-                    &format!(
-                        "'{w}' is not a replacement strategy (LRU, MRU, LFU, MFU, RND, LLNR)"
-                    ),
+                    &format!("'{w}' is not a replacement strategy (LRU, MRU, LFU, MFU, RND, LLNR)"),
                 ))
             }
         };
@@ -383,7 +382,10 @@ mod tests {
         assert_eq!(s.to_string(), "(c2,LLNR,5)(2,LFU,10)");
         let t = StreamSpec::parse(" ( C3 , lru , inf ) (1,mfu,2) + ").unwrap();
         assert_eq!(t.to_string(), "(c3,LRU,inf)(1,MFU,2)+");
-        assert_eq!(StreamSpec::parse("(c1,RND,∞)").unwrap().to_string(), "(c1,RND,inf)");
+        assert_eq!(
+            StreamSpec::parse("(c1,RND,∞)").unwrap().to_string(),
+            "(c1,RND,inf)"
+        );
         for p in Preset::ALL {
             assert_eq!(p.stream().to_string(), p.notation());
         }
