@@ -51,7 +51,7 @@ pub struct Cli {
 pub enum Command {
     /// Explore every reachable state of a model and optionally write its LTS.
     #[command(after_help = EXIT_CODES)]
-    Explore(ExploreArgs),
+    Explore(Box<ExploreArgs>),
     /// Continue a checkpointed run (started with --workdir DIR --checkpoint-every …).
     #[command(after_help = RESUME_HELP)]
     Resume(ResumeArgs),
