@@ -7,7 +7,7 @@ held (snapshots + Open + Backtrack set) as a fraction of the true states, its ou
 (states and transitions) relative to the true state space, and its CPU time (user + system)
 relative to standard BFS. True counts come from REFERENCE.tsv.
 
-usage: tools/snapshots_table.py [--runs N] [--shared ../shared/models] MODEL_REL...
+usage: tools/snapshots_table.py [--runs N] [--timeout S] [--shared ../shared/models] MODEL_REL...
 """
 import argparse
 import json
@@ -40,14 +40,18 @@ def reference(shared):
     return rows
 
 
-def run(model, args, runs):
-    """Best CPU time of `runs` runs, and the stats of that run."""
+def run(model, args, runs, timeout=None):
+    """Best CPU time of `runs` runs, and the stats of that run; None when a run takes
+    longer than `timeout` seconds (wall)."""
     best = None
     for _ in range(runs):
         with tempfile.NamedTemporaryFile(suffix=".json") as js:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = subprocess.run([BIN, "explore", model, "-q", "--no-progress",
-                                "--stats-json", js.name] + args)
+            try:
+                r = subprocess.run([BIN, "explore", model, "-q", "--no-progress",
+                                    "--stats-json", js.name] + args, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if r.returncode != 0:
                 sys.exit(f"{model} {args}: exit {r.returncode}")
@@ -61,6 +65,8 @@ def run(model, args, runs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="stop a snapshots run after this many seconds (wall) and say so")
     ap.add_argument("--shared", default=os.path.join(HERE, "..", "..", "shared", "models"))
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
@@ -74,7 +80,12 @@ def main():
         assert base["states"] == states, rel
         name = os.path.basename(rel).rsplit(".", 1)[0]
         for label, args in CONFIGS:
-            cpu, s = run(model, ["--store", "snapshots"] + args, a.runs)
+            got = run(model, ["--store", "snapshots"] + args, a.runs, a.timeout)
+            if got is None:
+                print(f"| {name} | {states:,} | {label} | stopped after {a.timeout:.0f} s | | | |",
+                      flush=True)
+                continue
+            cpu, s = got
             d = s["store_details"]
             print(f"| {name} | {states:,} | {label} | {d['peak_states_held'] / states:.2f} | "
                   f"{s['states'] / states:.2f} | {s['transitions'] / transitions:.2f} | "

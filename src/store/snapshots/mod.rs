@@ -672,3 +672,92 @@ impl StateStore for SnapshotStore {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(spec: &str) -> SnapshotStore {
+        SnapshotStore::new(
+            SnapshotsOptions {
+                stream: StreamSpec::parse(spec).unwrap(),
+                preset: None,
+                backtrack: true,
+                ..SnapshotsOptions::default()
+            },
+            None,
+        )
+        .unwrap()
+    }
+
+    fn level(states: &[&'static [u8]], first: u64) -> Vec<(&'static [u8], u64, StateId)> {
+        states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (*s, crate::store::full::state_hash(s), first + i as u64))
+            .collect()
+    }
+
+    #[test]
+    fn a_state_in_the_backtrack_set_and_a_snapshot_is_stored_once() {
+        let mut s = store("(c1,LRU,1)");
+        let l0 = level(&[b"aa", b"bb"], 0);
+        // "aa" is learned while level 0 is expanded, then level 0 becomes a snapshot.
+        s.learn(b"aa", l0[0].1, 0, Rule::OldSnapshot);
+        s.level_done(0, 2, l0.iter().copied()).unwrap();
+        assert_eq!(s.pool.live, 2, "aa once, bb once");
+        assert_eq!(
+            s.pool
+                .entry(s.pool.find(b"aa", l0[0].1).unwrap())
+                .snaps
+                .len(),
+            1
+        );
+        let f = s.lookup(b"aa", l0[0].1, 1).unwrap();
+        assert_eq!(
+            (f.id, f.backtrack, f.snapshot.map(|(_, old)| old)),
+            (0, true, Some(false))
+        );
+        // Level 1 evicts level 0: bb leaves memory, aa stays for the Backtrack set.
+        let l1 = level(&[b"cc"], 2);
+        s.level_done(1, 1, l1.iter().copied()).unwrap();
+        assert_eq!(s.pool.live, 2, "aa (Backtrack set) and cc (snapshot)");
+        assert!(s.lookup(b"bb", l0[1].1, 2).is_none());
+        let f = s.lookup(b"aa", l0[0].1, 2).unwrap();
+        assert_eq!((f.id, f.backtrack, f.snapshot), (0, true, None));
+        assert_eq!(s.backtrack_hits, 1);
+        assert_eq!(s.evicted_states, 2);
+        assert_eq!(s.forgotten(), 2);
+    }
+
+    #[test]
+    fn hits_go_to_the_cache_holding_the_snapshot_and_old_means_not_first() {
+        let mut s = store("(c1,LLNR,1)(1,LLNR,2)");
+        let l0 = level(&[b"x0"], 0);
+        let l1 = level(&[b"x1"], 1);
+        s.level_done(0, 1, l0.iter().copied()).unwrap();
+        s.level_done(1, 1, l1.iter().copied()).unwrap();
+        // Level 0 went down to cache 2: old; level 1 is in cache 1.
+        let old = s.lookup(b"x0", l0[0].1, 2).unwrap();
+        let new = s.lookup(b"x1", l1[0].1, 2).unwrap();
+        assert_eq!(old.snapshot.map(|(_, o)| o), Some(true));
+        assert_eq!(new.snapshot.map(|(_, o)| o), Some(false));
+        let hits: Vec<u64> = s.stream.caches.iter().map(|c| c.hits).collect();
+        assert_eq!(hits, vec![1, 1]);
+    }
+
+    #[test]
+    fn the_sketch_estimates_within_a_few_percent() {
+        let mut k = Sketch::new();
+        for i in 0..100_000u64 {
+            k.add(crate::store::full::state_hash(&i.to_le_bytes()));
+        }
+        let e = k.estimate();
+        assert!((e - 100_000.0).abs() < 3_000.0, "{e}");
+        let mut small = Sketch::new();
+        for i in 0..100u64 {
+            small.add(crate::store::full::state_hash(&i.to_le_bytes()));
+        }
+        assert!((small.estimate() - 100.0).abs() < 2.0);
+    }
+}
