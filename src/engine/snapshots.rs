@@ -21,7 +21,7 @@
 
 use super::observe::{Phase, Position};
 use super::{EngineOptions, ExploreStats, Order, Run, Session};
-use crate::error::ExploreError;
+use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::store::full::state_hash;
@@ -194,11 +194,15 @@ pub(crate) fn explore(
                         None => {
                             all_in = AllIn::None;
                             if next.full() {
-                                return Err(ExploreError::Config(format!(
-                                    "BFS level {} has more than {} states: the snapshots engine indexes a level with 32-bit positions",
-                                    depth + 1,
-                                    u32::MAX
-                                )));
+                                return Err(StoreError::CapacityExceeded {
+                                    store: "snapshots",
+                                    message: format!(
+                                        "BFS level {} has more than {} states: the snapshots engine indexes a level with 32-bit positions",
+                                        depth + 1,
+                                        u32::MAX
+                                    ),
+                                }
+                                .into());
                             }
                             let id = store.number();
                             next.push(succ, hash, id);
@@ -219,9 +223,9 @@ pub(crate) fn explore(
             if learns && labels.len() > 1 {
                 match all_in {
                     AllIn::OldSnapshot(_) | AllIn::Both(_) => {
-                        store.learn(&state, hash, head, Rule::OldSnapshot)
+                        store.learn(&state, hash, head, Rule::OldSnapshot)?
                     }
-                    AllIn::Backtrack => store.learn(&state, hash, head, Rule::AllBacktrack),
+                    AllIn::Backtrack => store.learn(&state, hash, head, Rule::AllBacktrack)?,
                     AllIn::Start | AllIn::None => {}
                 }
             }

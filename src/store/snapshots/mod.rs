@@ -191,9 +191,18 @@ impl Pool {
     }
 
     /// The entry of `state`, made if it is not in the pool (with no reference yet).
-    fn get_or_add(&mut self, state: &[u8], hash: u64, id: StateId) -> u32 {
+    fn get_or_add(&mut self, state: &[u8], hash: u64, id: StateId) -> Result<u32, StoreError> {
         if let Some(i) = self.find(state, hash) {
-            return i;
+            return Ok(i);
+        }
+        if self.free.is_empty() && self.entries.len() >= u32::MAX as usize {
+            return Err(StoreError::CapacityExceeded {
+                store: NAME,
+                message: format!(
+                    "the snapshots and the Backtrack set hold {} states, the most a 32-bit pool position can name; use smaller caches",
+                    self.live
+                ),
+            });
         }
         let e = Entry {
             state: state.into(),
@@ -218,7 +227,7 @@ impl Pool {
         });
         self.live += 1;
         self.bytes += state.len() as u64 + ENTRY_OVERHEAD;
-        i
+        Ok(i)
     }
 
     /// Drops snapshot `h`'s reference to entry `i`, and the entry when nothing holds it.
@@ -413,11 +422,17 @@ impl SnapshotStore {
 
     /// Adds `state` (output number `id`) to the Backtrack set, by rule 1 (its successors all
     /// lie in one old snapshot) or rule 2 (they all lie in the Backtrack set).
-    pub fn learn(&mut self, state: &[u8], hash: u64, id: StateId, rule: Rule) {
-        let i = self.pool.get_or_add(state, hash, id);
+    pub fn learn(
+        &mut self,
+        state: &[u8],
+        hash: u64,
+        id: StateId,
+        rule: Rule,
+    ) -> Result<(), StoreError> {
+        let i = self.pool.get_or_add(state, hash, id)?;
         let e = self.pool.entry_mut(i);
         if e.backtrack {
-            return;
+            return Ok(());
         }
         e.backtrack = true;
         self.backtrack_states += 1;
@@ -425,6 +440,7 @@ impl SnapshotStore {
             Rule::OldSnapshot => self.learned_rule1 += 1,
             Rule::AllBacktrack => self.learned_rule2 += 1,
         }
+        Ok(())
     }
 
     /// The engine's Open set now holds `states` states in `bytes` bytes (for the peaks).
@@ -449,7 +465,7 @@ impl SnapshotStore {
             Some(h) => {
                 let mut members = Vec::with_capacity(size as usize);
                 for (state, hash, id) in states {
-                    let i = self.pool.get_or_add(state, hash, id);
+                    let i = self.pool.get_or_add(state, hash, id)?;
                     self.pool.entry_mut(i).snaps.push(h);
                     members.push(i);
                 }
@@ -703,7 +719,7 @@ mod tests {
         let mut s = store("(c1,LRU,1)");
         let l0 = level(&[b"aa", b"bb"], 0);
         // "aa" is learned while level 0 is expanded, then level 0 becomes a snapshot.
-        s.learn(b"aa", l0[0].1, 0, Rule::OldSnapshot);
+        s.learn(b"aa", l0[0].1, 0, Rule::OldSnapshot).unwrap();
         s.level_done(0, 2, l0.iter().copied()).unwrap();
         assert_eq!(s.pool.live, 2, "aa once, bb once");
         assert_eq!(
