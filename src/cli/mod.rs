@@ -314,7 +314,7 @@ pub struct SnapshotsArgs {
     #[arg(long, value_name = "SPEC", value_parser = StreamSpec::parse, conflicts_with = "preset")]
     pub caches: Option<StreamSpec>,
 
-    /// A named stream: frontier-safety-net = (c1,LRU,2)(c3,LLNR,8)(8,LLNR,4), pebble =
+    /// A named stream: frontier-safety-net = (c1,LRU,2)(c4,LLNR,32)(8,LLNR,4), pebble =
     /// (c1,LRU,2)(c4,LLNR,8)+.
     #[arg(long, value_name = "NAME", value_parser = Preset::parse)]
     pub preset: Option<Preset>,

@@ -119,7 +119,7 @@ impl Preset {
     /// The stream the preset stands for, in the textual notation.
     pub fn notation(self) -> &'static str {
         match self {
-            Preset::FrontierSafetyNet => "(c1,LRU,2)(c3,LLNR,8)(8,LLNR,4)",
+            Preset::FrontierSafetyNet => "(c1,LRU,2)(c4,LLNR,32)(8,LLNR,4)",
             Preset::Pebble => "(c1,LRU,2)(c4,LLNR,8)+",
         }
     }
