@@ -13,6 +13,8 @@ use crate::store::comback::{
 use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacement};
 use crate::store::full::FullOptions;
 use crate::store::hashcompact::HashCompactOptions;
+use crate::store::snapshots::spec::{Preset, StreamSpec};
+use crate::store::snapshots::SnapshotsOptions;
 use crate::store::tree::TreeOptions;
 use crate::store::StoreConfig;
 use clap::{Args, Parser, Subcommand};
@@ -49,7 +51,7 @@ pub struct Cli {
 pub enum Command {
     /// Explore every reachable state of a model and optionally write its LTS.
     #[command(after_help = EXIT_CODES)]
-    Explore(ExploreArgs),
+    Explore(Box<ExploreArgs>),
     /// Continue a checkpointed run (started with --workdir DIR --checkpoint-every …).
     #[command(after_help = RESUME_HELP)]
     Resume(ResumeArgs),
@@ -87,7 +89,7 @@ pub struct ExploreArgs {
     /// Visited-state store; each store's own options are listed under its heading below,
     /// and an option of another store than the chosen one is refused.
     #[arg(long, default_value = "full",
-          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree"])]
+          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree", "snapshots"])]
     pub store: String,
 
     /// Write the LTS here: .slts (native, compressed), .aut (Aldebaran), .fsm (mCRL2) or
@@ -174,6 +176,9 @@ pub struct ExploreArgs {
 
     #[command(flatten)]
     pub bitstate: BitstateArgs,
+
+    #[command(flatten)]
+    pub snapshots: SnapshotsArgs,
 }
 
 /// The options of `--store comback`.
@@ -312,6 +317,50 @@ pub struct BitstateArgs {
     #[arg(long, default_value_t = 3, value_name = "K",
           value_parser = clap::value_parser!(u32).range(1..=32))]
     pub bitstate_k: u32,
+}
+
+/// The options of `--store snapshots`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "BFS with snapshots and caches (--store snapshots)")]
+pub struct SnapshotsArgs {
+    /// The stream of caches, in the paper's notation: (SAMPLING,REPLACEMENT,CAPACITY)...,
+    /// e.g. (c2,LLNR,5)(2,LFU,10). SAMPLING is cN (every Nth level) or N (a period growing
+    /// by N after each sample); REPLACEMENT is LRU, MRU, LFU, MFU, RND or LLNR (lowest level
+    /// number); CAPACITY is a number of snapshots or inf. A trailing + appends a copy of the
+    /// last cache whenever it is full (Pebble). Default: --preset frontier-safety-net.
+    #[arg(long, value_name = "SPEC", value_parser = StreamSpec::parse, conflicts_with = "preset")]
+    pub caches: Option<StreamSpec>,
+
+    /// A named stream: frontier-safety-net = (c1,LRU,2)(c4,LLNR,32)(8,LLNR,4), pebble =
+    /// (c1,LRU,2)(c4,LLNR,8)+.
+    #[arg(long, value_name = "NAME", value_parser = Preset::parse)]
+    pub preset: Option<Preset>,
+
+    /// Learn the Backtrack set: a state with more than one successor whose successors all
+    /// lie in one old snapshot (not in the first cache), or all in the Backtrack set, is
+    /// remembered for the rest of the run (default: off).
+    #[arg(long, overrides_with = "no_backtrack")]
+    pub backtrack: bool,
+    /// Do not learn the Backtrack set.
+    #[arg(long, overrides_with = "backtrack")]
+    pub no_backtrack: bool,
+
+    /// Run a stream whose termination is not guaranteed (no cache with an increasing
+    /// period, no unbounded cache, no +): the search may go round a long cycle forever.
+    #[arg(long)]
+    pub allow_nontermination: bool,
+
+    /// Keep the 64-bit hash of every expanded state (8 bytes each, not counted in the states
+    /// held) to count distinct and redundant states and redundant transitions exactly;
+    /// without it distinct states are estimated (HyperLogLog, about 1%).
+    #[arg(long)]
+    pub snapshots_audit: bool,
+
+    /// When the output reaches F times the distinct states expanded so far, the last cache
+    /// stops evicting, so that the search surely ends (0: never). Lemma 1 guarantees that
+    /// cycles are caught; a whole level can still oscillate with a bounded stream.
+    #[arg(long, value_name = "F", default_value_t = crate::store::snapshots::DEFAULT_WATCHDOG)]
+    pub snapshots_watchdog: u32,
 }
 
 /// A `--X` / `--no-X` switch pair: the later on the command line wins (`overrides_with`),
@@ -628,6 +677,24 @@ impl ExploreArgs {
                 k: self.bitstate.bitstate_k,
             }),
             "tree" => StoreConfig::Tree(TreeOptions),
+            "snapshots" => {
+                let a = &self.snapshots;
+                let preset = match (&a.caches, a.preset) {
+                    (Some(_), _) => None,
+                    (None, p) => Some(p.unwrap_or(Preset::FrontierSafetyNet)),
+                };
+                StoreConfig::Snapshots(SnapshotsOptions {
+                    stream: match (&a.caches, preset) {
+                        (Some(c), _) => c.clone(),
+                        (None, p) => p.unwrap_or(Preset::FrontierSafetyNet).stream(),
+                    },
+                    preset,
+                    backtrack: switch(a.backtrack, a.no_backtrack, false),
+                    allow_nontermination: a.allow_nontermination,
+                    audit: a.snapshots_audit,
+                    watchdog: a.snapshots_watchdog,
+                })
+            }
             _ => StoreConfig::Full(FullOptions {
                 index_slots: self.full.full_index_slots,
             }),

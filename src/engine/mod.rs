@@ -10,6 +10,7 @@
 pub mod bfs;
 pub mod dfs;
 pub mod observe;
+pub mod snapshots;
 
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
 use crate::error::{CheckpointError, ExploreError};
@@ -353,6 +354,10 @@ pub(crate) fn explore_session(
     opts: &EngineOptions,
     session: Session,
 ) -> Result<ExploreStats, ExploreError> {
+    if let Some(snap) = store.as_snapshots() {
+        // BFS without a Closed set: its own loop (the store refuses other orders).
+        return snapshots::explore(model, snap, sink, opts, session);
+    }
     match order {
         Order::Bfs => bfs::explore(model, store, sink, opts, session),
         Order::Dfs => dfs::explore(model, store, sink, opts, session),

@@ -10,6 +10,7 @@ use super::comback::CombackOptions;
 use super::delta::DeltaOptions;
 use super::full::FullOptions;
 use super::hashcompact::HashCompactOptions;
+use super::snapshots::SnapshotsOptions;
 use super::tree::TreeOptions;
 use super::StoreSpec;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,9 @@ pub enum StoreConfig {
     Bitstate(BitstateOptions),
     /// Tree compression: states folded into a binary tree of interned pairs (exact).
     Tree(TreeOptions),
+    /// BFS with snapshots and a stream of caches (no Closed set; the LTS may hold redundant,
+    /// strongly bisimilar states).
+    Snapshots(SnapshotsOptions),
 }
 
 impl Default for StoreConfig {
@@ -48,6 +52,7 @@ impl StoreConfig {
             StoreConfig::Hashcompact(o) => o,
             StoreConfig::Bitstate(o) => o,
             StoreConfig::Tree(o) => o,
+            StoreConfig::Snapshots(o) => o,
         }
     }
 

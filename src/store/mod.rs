@@ -9,6 +9,7 @@ pub mod full;
 pub mod hashcompact;
 pub mod records;
 pub mod slots;
+pub mod snapshots;
 pub mod tree;
 
 use crate::error::StoreError;
@@ -195,6 +196,11 @@ pub trait StateStore {
     /// time in what changed since the last checkpoint, never a copy of the visited set: RAM
     /// indexes are rebuilt from the files on resume. Only stores built on a kept
     /// [`crate::storage::Storage`] can do it.
+    /// The BFS-with-snapshots store, which the driver hands to its own engine
+    /// (`engine::snapshots`) instead of the plain BFS loop; `None` for every other store.
+    fn as_snapshots(&mut self) -> Option<&mut snapshots::SnapshotStore> {
+        None
+    }
     fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
         Err(StoreError::Invalid {
             store: self.name(),

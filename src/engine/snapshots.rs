@@ -1,0 +1,305 @@
+//! BFS with snapshots (`--store snapshots`): breadth-first search without a complete Closed
+//! set. The engine keeps the Open set — the level being expanded (`cur`) and the level being
+//! built (`next`), each a hash-indexed arena — and checks every successor against `next`,
+//! `cur`, then the store (snapshots held in the caches and the Backtrack set). A successor
+//! found nowhere is numbered anew and joins `next`, whether it is new or a duplicate the
+//! search forgot: an unrecognised duplicate becomes a redundant state of the output LTS.
+//! Every numbered state is expanded once, with an edge to some number of each successor,
+//! so all the numbers given to one model state are strongly bisimilar, and the output is
+//! strongly bisimilar to the state space (`spillway lts reduce` removes the copies). Every
+//! transition of the state space is traversed (each state is numbered, hence expanded, at
+//! least once).
+//!
+//! When a level is expanded the store's first cache may take it as a snapshot
+//! ([`SnapshotStore::level_done`]); then `next` becomes `cur`. The search ends at the first
+//! empty level; the stream's termination guarantee (checked before the run) is what makes
+//! that level come.
+//!
+//! The Backtrack set (`--backtrack`) learns, at expansion time, a state with more than one
+//! successor whose successors were all recognised in one old snapshot (rule 1) or all in
+//! the Backtrack set (rule 2).
+
+use super::observe::{Phase, Position};
+use super::{EngineOptions, ExploreStats, Order, Run, Session};
+use crate::error::{ExploreError, StoreError};
+use crate::lts::LtsSink;
+use crate::model::{LabelId, Model};
+use crate::store::full::state_hash;
+use crate::store::snapshots::{Rule, SnapshotStore};
+use crate::store::{StateBatch, StateId};
+
+/// One BFS level: states back to back, their hashes, and an index; the output numbers of a
+/// level are consecutive from `first_id`.
+#[derive(Default)]
+struct Level {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    hashes: Vec<u64>,
+    first_id: StateId,
+    index: hashbrown::HashTable<u32>,
+}
+
+impl Level {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    fn find(&self, state: &[u8], hash: u64) -> Option<StateId> {
+        self.index
+            .find(hash, |&i| {
+                self.hashes[i as usize] == hash && self.get(i as usize) == state
+            })
+            .map(|&i| self.first_id + i as u64)
+    }
+
+    fn push(&mut self, state: &[u8], hash: u64, id: StateId) {
+        let i = self.len();
+        if i == 0 {
+            self.first_id = id;
+        }
+        debug_assert_eq!(
+            self.first_id + i as u64,
+            id,
+            "a level's numbers are consecutive"
+        );
+        self.bytes.extend_from_slice(state);
+        self.ends.push(self.bytes.len());
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.index
+            .insert_unique(hash, i as u32, |&j| hashes[j as usize]);
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.hashes.clear();
+        self.index.clear();
+    }
+
+    /// Bytes of RAM it takes (its arrays' capacities).
+    fn ram_bytes(&self) -> u64 {
+        (self.bytes.capacity() + self.ends.capacity() * 8 + self.hashes.capacity() * 8) as u64
+            + self.index.capacity() as u64 * 4
+    }
+
+    /// A level of more than 2^32 − 1 states cannot be indexed by `u32`.
+    fn full(&self) -> bool {
+        self.len() >= u32::MAX as usize
+    }
+}
+
+/// Where the successors of the state being expanded were recognised (for the Backtrack
+/// set's rules).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AllIn {
+    /// No successor seen yet.
+    Start,
+    /// All so far in this old snapshot.
+    OldSnapshot(u32),
+    /// All so far in the Backtrack set.
+    Backtrack,
+    /// All so far in both this old snapshot and the Backtrack set.
+    Both(u32),
+    /// Neither rule applies.
+    None,
+}
+
+impl AllIn {
+    fn and(self, old: Option<u32>, backtrack: bool) -> AllIn {
+        let this = match (old, backtrack) {
+            (Some(h), true) => AllIn::Both(h),
+            (Some(h), false) => AllIn::OldSnapshot(h),
+            (None, true) => AllIn::Backtrack,
+            (None, false) => AllIn::None,
+        };
+        match (self, this) {
+            (AllIn::Start, t) => t,
+            (AllIn::None, _) | (_, AllIn::None) => AllIn::None,
+            (AllIn::Both(a), AllIn::Both(b)) if a == b => AllIn::Both(a),
+            (AllIn::Both(a) | AllIn::OldSnapshot(a), AllIn::Both(b) | AllIn::OldSnapshot(b))
+                if a == b =>
+            {
+                AllIn::OldSnapshot(a)
+            }
+            (AllIn::Both(_) | AllIn::Backtrack, AllIn::Both(_) | AllIn::Backtrack) => {
+                AllIn::Backtrack
+            }
+            _ => AllIn::None,
+        }
+    }
+}
+
+/// Explores `model` breadth-first with `store`'s snapshots instead of a Closed set.
+pub(crate) fn explore(
+    model: &dyn Model,
+    store: &mut SnapshotStore,
+    sink: &mut dyn LtsSink,
+    opts: &EngineOptions,
+    mut session: Session,
+) -> Result<ExploreStats, ExploreError> {
+    if session.resume.is_some() || session.checkpoint.is_some() {
+        return Err(ExploreError::Config(
+            "--store snapshots cannot be checkpointed or resumed".into(),
+        ));
+    }
+    let mut run = Run::new(model, sink, opts, session.observer.take())?;
+    let mut state = Vec::new();
+    let mut batch = StateBatch::default();
+    let mut labels: Vec<LabelId> = Vec::new();
+    let mut ids: Vec<StateId> = Vec::new();
+    let mut cur = Level::default();
+    let mut next = Level::default();
+    let learns = store.learns();
+
+    model.initial_state(&mut state)?;
+    let id = store.number();
+    cur.push(&state, state_hash(&state), id);
+    let mut depth: u64 = 0;
+    let mut expansions: u64 = 0;
+    run.max_depth = 1;
+    run.phase = Phase::Expanding;
+    while cur.len() > 0 {
+        for i in 0..cur.len() {
+            state.clear();
+            state.extend_from_slice(cur.get(i));
+            let head = cur.first_id + i as u64;
+            batch.clear();
+            labels.clear();
+            model.successors(&state, &mut |t, label, succ| {
+                batch.push(t, succ);
+                labels.push(label);
+            })?;
+            ids.clear();
+            let mut all_in = AllIn::Start;
+            for k in 0..batch.len() {
+                let succ = batch.get(k);
+                let hash = state_hash(succ);
+                let found = match next.find(succ, hash).or_else(|| cur.find(succ, hash)) {
+                    Some(id) => {
+                        all_in = AllIn::None;
+                        id
+                    }
+                    None => match store.lookup(succ, hash, depth) {
+                        Some(f) => {
+                            let old = f.snapshot.filter(|&(_, old)| old).map(|(h, _)| h);
+                            all_in = all_in.and(old, f.backtrack);
+                            f.id
+                        }
+                        None => {
+                            all_in = AllIn::None;
+                            if next.full() {
+                                return Err(StoreError::CapacityExceeded {
+                                    store: "snapshots",
+                                    message: format!(
+                                        "BFS level {} has more than {} states: the snapshots engine indexes a level with 32-bit positions",
+                                        depth + 1,
+                                        u32::MAX
+                                    ),
+                                }
+                                .into());
+                            }
+                            let id = store.number();
+                            next.push(succ, hash, id);
+                            id
+                        }
+                    },
+                };
+                ids.push(found);
+            }
+            for (&label, &dst) in labels.iter().zip(&ids) {
+                run.edge(head, label, dst)?;
+            }
+            if labels.is_empty() {
+                run.deadlocks += 1;
+            }
+            let hash = cur.hashes[i];
+            store.expanded(hash, labels.len() as u64);
+            if learns && labels.len() > 1 {
+                match all_in {
+                    AllIn::OldSnapshot(_) | AllIn::Both(_) => {
+                        store.learn(&state, hash, head, Rule::OldSnapshot)?
+                    }
+                    AllIn::Backtrack => store.learn(&state, hash, head, Rule::AllBacktrack)?,
+                    AllIn::Start | AllIn::None => {}
+                }
+            }
+            expansions += 1;
+            if expansions & 0x3fff == 0 {
+                store.note_open(
+                    (cur.len() + next.len()) as u64,
+                    cur.ram_bytes() + next.ram_bytes(),
+                );
+                run.tick(
+                    &*store,
+                    Position::Bfs {
+                        level: depth,
+                        level_states: cur.len() as u64,
+                    },
+                );
+            }
+        }
+        store.note_open(
+            (cur.len() + next.len()) as u64,
+            cur.ram_bytes() + next.ram_bytes(),
+        );
+        let size = cur.len() as u64;
+        let level = &cur;
+        store.level_done(
+            depth,
+            size,
+            (0..level.len()).map(|i| (level.get(i), level.hashes[i], level.first_id + i as u64)),
+        )?;
+        std::mem::swap(&mut cur, &mut next);
+        next.clear();
+        store.note_open(cur.len() as u64, cur.ram_bytes() + next.ram_bytes());
+        if cur.len() > 0 {
+            depth += 1;
+            run.max_depth = depth + 1;
+        }
+    }
+    run.position = Position::Bfs {
+        level: depth,
+        level_states: 0,
+    };
+    run.finish(&*store)?;
+    Ok(run.stats(&*store, Order::Bfs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_in_follows_the_rules() {
+        let s = AllIn::Start;
+        assert!(matches!(
+            s.and(Some(3), false).and(Some(3), false),
+            AllIn::OldSnapshot(3)
+        ));
+        assert!(matches!(
+            s.and(Some(3), false).and(Some(4), false),
+            AllIn::None
+        ));
+        assert!(matches!(
+            s.and(None, true).and(Some(4), true),
+            AllIn::Backtrack
+        ));
+        assert!(matches!(
+            s.and(Some(4), true).and(Some(4), false),
+            AllIn::OldSnapshot(4)
+        ));
+        assert!(matches!(
+            s.and(Some(4), true).and(Some(4), true),
+            AllIn::Both(4)
+        ));
+        assert!(matches!(s.and(None, false), AllIn::None));
+        assert!(matches!(s.and(None, true).and(None, false), AllIn::None));
+        assert!(matches!(s.and(Some(3), false).and(None, true), AllIn::None));
+    }
+}
