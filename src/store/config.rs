@@ -6,6 +6,7 @@
 //! in `cli/`). docs/ARCHITECTURE.md, "How to add a store", walks through it.
 
 use super::bitstate::BitstateOptions;
+use super::cache::CacheOptions;
 use super::comback::CombackOptions;
 use super::delta::DeltaOptions;
 use super::full::FullOptions;
@@ -30,6 +31,8 @@ pub enum StoreConfig {
     Bitstate(BitstateOptions),
     /// Tree compression: states folded into a binary tree of interned pairs (exact).
     Tree(TreeOptions),
+    /// State space caching: the DFS stack plus a bounded cache of visited states (DFS only).
+    Cache(CacheOptions),
 }
 
 impl Default for StoreConfig {
@@ -48,6 +51,7 @@ impl StoreConfig {
             StoreConfig::Hashcompact(o) => o,
             StoreConfig::Bitstate(o) => o,
             StoreConfig::Tree(o) => o,
+            StoreConfig::Cache(o) => o,
         }
     }
 
