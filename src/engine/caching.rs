@@ -245,6 +245,7 @@ fn search(
     let mut rec: Vec<u8> = Vec::new();
     let mut succ: Vec<u8> = Vec::new();
     let mut removed: Vec<u32> = Vec::new();
+    let mut awake: Vec<u32> = Vec::new();
     let mut top = Top::default();
 
     model.initial_state(&mut top.state)?;
@@ -271,12 +272,41 @@ fn search(
                 }
             };
             match store.find(&succ) {
-                Some(Found::Stack(id)) => run.edge(top.id, label, id)?,
-                Some(Found::Cache(id)) => {
+                Some((found, slot)) => {
+                    let (Found::Stack(id) | Found::Cache(id)) = found;
                     run.edge(top.id, label, id)?;
                     if sleeping {
-                        sleep.insert(t.0);
-                        top.added.push(t.0);
+                        // Awake in the successor: what is not in Sleep or depends on t.
+                        awake.clear();
+                        awake.extend(store.slept(slot).iter().copied().filter(|&u| {
+                            !sleep.contains(u) || model.dependent(t, TransitionId(u))
+                        }));
+                        if !awake.is_empty() {
+                            // Its earlier visits left asleep transitions that are awake now:
+                            // explore those from it (same number), as a new frame.
+                            let rest: Vec<u32> = store
+                                .slept(slot)
+                                .iter()
+                                .copied()
+                                .filter(|u| !awake.contains(u))
+                                .collect();
+                            store.set_slept(slot, rest);
+                            store.reopen(slot);
+                            encode(&top, &mut rec);
+                            frames.push(&rec)?;
+                            sleep.remove_dependent(model, t, &mut removed);
+                            std::mem::swap(&mut top.state, &mut succ);
+                            std::mem::swap(&mut top.removed, &mut removed);
+                            (top.id, top.slot, top.via, top.cursor) = (id, slot, t.0, 0);
+                            top.added.clear();
+                            top.enabled.clear();
+                            top.enabled.extend(awake.iter().map(|&u| TransitionId(u)));
+                            depth += 1;
+                            run.max_depth = run.max_depth.max(depth);
+                        } else if matches!(found, Found::Cache(_)) {
+                            sleep.insert(t.0);
+                            top.added.push(t.0);
+                        }
                     }
                 }
                 None => {
@@ -300,7 +330,7 @@ fn search(
         } else {
             // The top state is explored: it leaves the stack (into the cache), Sleep becomes
             // its parent's again, and the transition that reached it goes to sleep.
-            store.pop(top.slot);
+            let still_on_stack = store.pop(top.slot);
             if sleeping {
                 for &t in &top.added {
                     sleep.remove(t);
@@ -315,7 +345,7 @@ fn search(
             }
             decode(&rec, &mut top);
             depth -= 1;
-            if sleeping {
+            if sleeping && !still_on_stack {
                 sleep.insert(via);
                 top.added.push(via);
             }
@@ -355,9 +385,17 @@ fn enter(
             deadlocks.insert(top.state.clone());
         }
     } else if !sleep.members.is_empty() {
-        let before = top.enabled.len();
-        top.enabled.retain(|t| !sleep.contains(t.0));
-        store.engine.slept += (before - top.enabled.len()) as u64;
+        let slept: Vec<u32> = top
+            .enabled
+            .iter()
+            .filter(|t| sleep.contains(t.0))
+            .map(|t| t.0)
+            .collect();
+        if !slept.is_empty() {
+            store.engine.slept += slept.len() as u64;
+            top.enabled.retain(|t| !sleep.contains(t.0));
+            store.set_slept(top.slot, slept);
+        }
     }
     Ok(())
 }

@@ -112,7 +112,9 @@ struct Entry {
     hash: u64,
     id: StateId,
     kind: u8,
-    on_stack: bool,
+    /// Frames of the state on the stack: 0 in the cache; more than 1 when the sleep-set
+    /// search reopened it while it was on the stack (see [`CacheStore::reopen`]).
+    on_stack: u32,
 }
 
 /// State vectors by slot.
@@ -186,6 +188,10 @@ pub struct CacheStore {
     matched_cache: u64,
     evictions: u64,
     account: Option<Account>,
+    /// Sleep sets: per remembered state with some, its enabled transitions that no visit
+    /// has executed yet (asleep when it was entered).
+    slept: hashbrown::HashMap<u32, Vec<u32>>,
+    reopened: u64,
     /// Written by the engine, read by the report.
     pub engine: EngineCounters,
 }
@@ -212,6 +218,8 @@ impl CacheStore {
             matched_cache: 0,
             evictions: 0,
             account,
+            slept: hashbrown::HashMap::new(),
+            reopened: 0,
             engine: EngineCounters::default(),
         }
     }
@@ -220,8 +228,9 @@ impl CacheStore {
         &self.opts
     }
 
-    /// Looks `state` up; a cache hit counts as a use for the replacement strategy.
-    pub fn find(&mut self, state: &[u8]) -> Option<Found> {
+    /// Looks `state` up; a cache hit counts as a use for the replacement strategy. Returns
+    /// where it is and its slot.
+    pub fn find(&mut self, state: &[u8]) -> Option<(Found, u32)> {
         let hash = super::full::state_hash(state);
         let (entries, vectors) = (&self.entries, &self.vectors);
         let slot = *self
@@ -230,14 +239,44 @@ impl CacheStore {
                 entries[s as usize].hash == hash && vectors.get(s) == state
             })?;
         let e = self.entries[slot as usize];
-        if e.on_stack {
+        if e.on_stack > 0 {
             self.matched_stack += 1;
-            Some(Found::Stack(e.id))
+            Some((Found::Stack(e.id), slot))
         } else {
             self.matched_cache += 1;
             self.policy.hit(slot);
-            Some(Found::Cache(e.id))
+            Some((Found::Cache(e.id), slot))
         }
+    }
+
+    /// The enabled transitions of the state in `slot` that no visit has executed (sleep
+    /// sets; empty without them).
+    pub fn slept(&self, slot: u32) -> &[u32] {
+        self.slept.get(&slot).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Records what [`CacheStore::slept`] gives for `slot`.
+    pub fn set_slept(&mut self, slot: u32, slept: Vec<u32>) {
+        if slept.is_empty() {
+            self.slept.remove(&slot);
+        } else {
+            self.slept.insert(slot, slept);
+        }
+    }
+
+    /// Puts a remembered state (in the cache or already on the stack) on the stack once more,
+    /// under its number: the sleep-set search reached it with transitions awake that its
+    /// earlier visits left asleep, and explores those. Until the matching
+    /// [`CacheStore::pop`] it cannot be evicted.
+    pub fn reopen(&mut self, slot: u32) {
+        let e = &mut self.entries[slot as usize];
+        if e.on_stack == 0 {
+            self.policy.remove(slot);
+        }
+        e.on_stack += 1;
+        self.on_stack += 1;
+        self.reopened += 1;
+        self.peak = self.peak.max(self.stored());
     }
 
     /// Numbers a state that is not in the table and puts it on the stack; returns its slot
@@ -256,7 +295,7 @@ impl CacheStore {
                     hash: 0,
                     id: 0,
                     kind: 0,
-                    on_stack: false,
+                    on_stack: 0,
                 });
                 s
             }
@@ -267,7 +306,7 @@ impl CacheStore {
             hash,
             id,
             kind,
-            on_stack: true,
+            on_stack: 1,
         };
         self.vectors.set(slot, state);
         let entries = &self.entries;
@@ -278,15 +317,20 @@ impl CacheStore {
         Ok((slot, id))
     }
 
-    /// The state in `slot` leaves the stack (its subtree is explored): it enters the cache,
+    /// A frame of the state in `slot` leaves the stack (its subtree is explored). Returns
+    /// whether another frame of it is still on the stack; if not, it enters the cache,
     /// evicting one cached state when the cache is full, or is forgotten at once by a cache
     /// of size 0.
-    pub fn pop(&mut self, slot: u32) {
-        self.entries[slot as usize].on_stack = false;
+    pub fn pop(&mut self, slot: u32) -> bool {
+        let e = &mut self.entries[slot as usize];
+        e.on_stack -= 1;
         self.on_stack -= 1;
+        if e.on_stack > 0 {
+            return true;
+        }
         if self.opts.size == 0 {
             self.forget(slot);
-            return;
+            return false;
         }
         if self.policy.len() as u64 >= self.opts.size {
             if let Some(victim) = self.policy.evict() {
@@ -295,9 +339,11 @@ impl CacheStore {
             }
         }
         self.policy.insert(slot, self.entries[slot as usize].kind);
+        false
     }
 
     fn forget(&mut self, slot: u32) {
+        self.slept.remove(&slot);
         let hash = self.entries[slot as usize].hash;
         if let Ok(e) = self.table.find_entry(hash, |&s| s == slot) {
             e.remove();
@@ -336,7 +382,7 @@ impl StateStore for CacheStore {
     /// the table is numbered and put on the stack (until they `pop` it).
     fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
         Ok(match self.find(state) {
-            Some(Found::Stack(id) | Found::Cache(id)) => Insert::Seen(id),
+            Some((Found::Stack(id) | Found::Cache(id), _)) => Insert::Seen(id),
             None => Insert::New(self.push(state, 0)?.1),
         })
     }
@@ -366,6 +412,11 @@ impl StateStore for CacheStore {
             + self.vectors.ram_bytes()
             + self.free.capacity() as u64 * 4
             + self.policy.ram_bytes()
+            + self
+                .slept
+                .values()
+                .map(|v| v.capacity() as u64 * 4 + 32)
+                .sum::<u64>()
     }
 
     fn min_ram_bytes(&self) -> u64 {
@@ -386,6 +437,7 @@ impl StateStore for CacheStore {
         m.insert("matched_on_stack".into(), json!(self.matched_stack));
         m.insert("matched_in_cache".into(), json!(self.matched_cache));
         m.insert("evictions".into(), json!(self.evictions));
+        m.insert("reopened".into(), json!(self.reopened));
         m.insert("deadlock_visits".into(), json!(self.engine.deadlock_visits));
         m.insert("slept_transitions".into(), json!(self.engine.slept));
         m
@@ -437,16 +489,16 @@ mod tests {
             slots.push(c.push(&[b], 0).unwrap().0);
         }
         assert_eq!(id0, 0);
-        assert_eq!(c.find(&[0]), Some(Found::Stack(0)));
+        assert_eq!(c.find(&[0]).map(|f| f.0), Some(Found::Stack(0)));
         // 1..=4 leave the stack in order; the LRU cache of 2 keeps 3 and 4.
         for s in slots {
             c.pop(s);
         }
         assert_eq!(c.find(&[1]), None);
         assert_eq!(c.find(&[2]), None);
-        assert_eq!(c.find(&[3]), Some(Found::Cache(3)));
-        assert_eq!(c.find(&[4]), Some(Found::Cache(4)));
-        assert_eq!(c.find(&[0]), Some(Found::Stack(0)));
+        assert_eq!(c.find(&[3]).map(|f| f.0), Some(Found::Cache(3)));
+        assert_eq!(c.find(&[4]).map(|f| f.0), Some(Found::Cache(4)));
+        assert_eq!(c.find(&[0]).map(|f| f.0), Some(Found::Stack(0)));
         assert_eq!((c.evictions(), c.peak(), c.stored()), (2, 5, 3));
         // Met again, an evicted state gets a new number.
         assert_eq!(c.push(&[1], 0).unwrap().1, 5);
