@@ -27,10 +27,7 @@ use std::process::Command;
 
 /// A model file compiled with counters wide enough for it: P/T nets are retried with wider
 /// counters on overflow, as the driver does.
-fn with_model<T>(
-    path: &Path,
-    mut f: impl FnMut(&dyn Model) -> Result<T, ExploreError>,
-) -> T {
+fn with_model<T>(path: &Path, mut f: impl FnMut(&dyn Model) -> Result<T, ExploreError>) -> T {
     if path.extension().is_some_and(|e| e == "aut") {
         let m = spillway::model::aut::AutModel::load(path).unwrap();
         return f(&m).unwrap();
@@ -472,10 +469,15 @@ fn sleep_sets_enter_each_state_of_independent_switches_once() {
     let k = 10;
     let net = Net {
         initial: (0..2 * k).map(|p| u32::from(p % 2 == 0)).collect(),
-        transitions: (0..k).map(|i| (vec![(2 * i, 1)], vec![(2 * i + 1, 1)])).collect(),
+        transitions: (0..k)
+            .map(|i| (vec![(2 * i, 1)], vec![(2 * i + 1, 1)]))
+            .collect(),
     };
     let (states, transitions, dead) = net.oracle();
-    assert_eq!((states, transitions, dead), (1 << k, (k as u64) << (k - 1), 1));
+    assert_eq!(
+        (states, transitions, dead),
+        (1 << k, (k as u64) << (k - 1), 1)
+    );
     let path = net.write(dir.path(), "switches");
     for size in [states, 10, 0] {
         let s = with_model(&path, |m| {
@@ -489,7 +491,11 @@ fn sleep_sets_enter_each_state_of_independent_switches_once() {
                 u64::MAX,
             )
         });
-        assert_eq!((s.distinct, s.visits, s.deadlocks), (states, states, 1), "{s:?}");
+        assert_eq!(
+            (s.distinct, s.visits, s.deadlocks),
+            (states, states, 1),
+            "{s:?}"
+        );
         assert_eq!(s.transitions, states - 1, "cache {size}: {s:?}");
     }
     let plain = with_model(&path, |m| {
@@ -567,7 +573,10 @@ fn petri_independence_is_sound() {
             }
         }
     }
-    assert!(checked > 100, "too few independent enabled pairs: {checked}");
+    assert!(
+        checked > 100,
+        "too few independent enabled pairs: {checked}"
+    );
 }
 
 fn spillway(args: &[&str]) -> std::process::Output {
@@ -586,27 +595,55 @@ fn lts_of_a_small_cache_is_flagged_and_bisimilar_to_the_full_one() {
     let full = dir.path().join("full.slts");
     let cached = dir.path().join("cached.slts");
     let o = spillway(&[
-        "explore", model, "--order", "dfs", "-q", "--no-progress", "-o",
+        "explore",
+        model,
+        "--order",
+        "dfs",
+        "-q",
+        "--no-progress",
+        "-o",
         full.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = spillway(&[
-        "explore", model, "--order", "dfs", "--store", "cache", "--cache-size",
-        &(states / 4).to_string(), "-q", "--no-progress", "--stats-json", "-", "-o",
+        "explore",
+        model,
+        "--order",
+        "dfs",
+        "--store",
+        "cache",
+        "--cache-size",
+        &(states / 4).to_string(),
+        "-q",
+        "--no-progress",
+        "--stats-json",
+        "-",
+        "-o",
         cached.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(stats["states"].as_u64().unwrap() > states, "{stats}");
-    assert!(stats["transitions"].as_u64().unwrap() > transitions, "{stats}");
+    assert!(
+        stats["transitions"].as_u64().unwrap() > transitions,
+        "{stats}"
+    );
     assert!(stats["store_details"]["evictions"].as_u64().unwrap() > 0);
     let info = |p: &Path| {
         let o = spillway(&["lts", "info", p.to_str().unwrap()]);
         assert!(o.status.success());
         String::from_utf8(o.stdout).unwrap()
     };
-    assert!(info(&cached).contains("states may repeat"), "{}", info(&cached));
-    assert!(!info(&full).contains("states may repeat"), "{}", info(&full));
+    assert!(
+        info(&cached).contains("states may repeat"),
+        "{}",
+        info(&cached)
+    );
+    assert!(
+        !info(&full).contains("states may repeat"),
+        "{}",
+        info(&full)
+    );
     let o = spillway(&[
         "lts",
         "compare",
@@ -631,17 +668,48 @@ fn refusals() {
     let out = out.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
-            &["--order", "dfs", "--store", "cache", "--cache-size", "10", "--sleep-sets", "-o", out],
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "10",
+                "--sleep-sets",
+                "-o",
+                out,
+            ],
             "sleep sets skip transitions",
         ),
-        (&["--store", "cache", "--cache-size", "10"], "needs --order dfs"),
-        (&["--order", "dfs", "--store", "cache"], "needs --cache-size"),
         (
-            &["--order", "dfs", "--store", "cache", "--cache-size", "10", "--replacement", "fifo"],
+            &["--store", "cache", "--cache-size", "10"],
+            "needs --order dfs",
+        ),
+        (
+            &["--order", "dfs", "--store", "cache"],
+            "needs --cache-size",
+        ),
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "10",
+                "--replacement",
+                "fifo",
+            ],
             "unknown replacement strategy",
         ),
-        (&["--order", "dfs", "--cache-size", "10"], "is an option of --store cache"),
-        (&["--order", "dfs", "--sleep-sets"], "is an option of --store cache"),
+        (
+            &["--order", "dfs", "--cache-size", "10"],
+            "is an option of --store cache",
+        ),
+        (
+            &["--order", "dfs", "--sleep-sets"],
+            "is an option of --store cache",
+        ),
     ];
     for (args, why) in cases {
         let mut all = vec!["explore", model, "--no-progress"];
@@ -660,8 +728,19 @@ fn refusals() {
 fn stats_report_table_1() {
     let model = common::shipped("Philosophers-PT-000005.pnml");
     let o = spillway(&[
-        "explore", model.to_str().unwrap(), "--order", "dfs", "--store", "cache",
-        "--cache-size", "200", "--sleep-sets", "--no-progress", "--stats-json", "-", "-q",
+        "explore",
+        model.to_str().unwrap(),
+        "--order",
+        "dfs",
+        "--store",
+        "cache",
+        "--cache-size",
+        "200",
+        "--sleep-sets",
+        "--no-progress",
+        "--stats-json",
+        "-",
+        "-q",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -670,7 +749,10 @@ fn stats_report_table_1() {
     assert!(d["visited"].as_u64().unwrap() >= 243, "{s}");
     assert_eq!(d["visited"], s["states"]);
     let peak = d["stored_peak"].as_u64().unwrap();
-    assert!(peak <= 200 + s["max_depth"].as_u64().unwrap() && peak > 0, "{s}");
+    assert!(
+        peak <= 200 + s["max_depth"].as_u64().unwrap() && peak > 0,
+        "{s}"
+    );
     assert!(d["matched"].as_u64().unwrap() > 0, "{s}");
     assert!(s["transitions"].as_u64().unwrap() < 945 * 4, "{s}");
     assert!(s["wall_seconds"].as_f64().is_some());
@@ -694,7 +776,15 @@ fn reference_matrix(
         let f = with_model(&r.path, |m| {
             let (states, _, dead) = full_counts(m)?;
             assert_eq!(states, r.states, "{}: the full store disagrees", r.rel);
-            check_matrix(&r.rel, m, r.states, dead, strategies, no_sleep_to_depth, cap_factor)
+            check_matrix(
+                &r.rel,
+                m,
+                r.states,
+                dead,
+                strategies,
+                no_sleep_to_depth,
+                cap_factor,
+            )
         });
         eprintln!("{} done in {:.1}s", r.rel, started.elapsed().as_secs_f64());
         report.add(f);
@@ -706,14 +796,21 @@ fn reference_matrix(
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn reference_every_strategy_up_to_20k() {
-    reference_matrix(0, 20_000, &Strategy::ALL, true, 10).check();
+    reference_matrix(0, 20_000, &Strategy::ALL, true, 4).check();
 }
 
 /// Random and LRU on the models of 20,000 to 200,000 states.
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn reference_random_and_lru_up_to_200k() {
-    reference_matrix(20_000, 200_000, &[Strategy::Random, Strategy::Lru], false, 4).check();
+    reference_matrix(
+        20_000,
+        200_000,
+        &[Strategy::Random, Strategy::Lru],
+        false,
+        2,
+    )
+    .check();
 }
 
 /// Opt-in: random and LRU on the models of 200,000 to 3,000,000 states (long; run with
@@ -721,5 +818,12 @@ fn reference_random_and_lru_up_to_200k() {
 #[test]
 #[ignore = "long: models of up to 3,000,000 states"]
 fn reference_random_and_lru_up_to_3m() {
-    reference_matrix(200_000, 3_000_000, &[Strategy::Random, Strategy::Lru], false, 4).check();
+    reference_matrix(
+        200_000,
+        3_000_000,
+        &[Strategy::Random, Strategy::Lru],
+        false,
+        4,
+    )
+    .check();
 }

@@ -69,28 +69,27 @@ def main():
               f"{full['max_depth']:,} |")
         for sleep in [False, True]:
             label = "cache + sleep sets" if sleep else "cache"
-            depth = None
+            # Sizes from the largest down, then the max stack depth of the first run. Once
+            # a size blows up (the timeout), smaller ones are not run: they only get worse.
             sizes = [max(1, round(states * f)) for f in FRACTIONS]
-            rows = []
-            for i, size in enumerate(sizes):
-                args = ["--store", "cache", "--cache-size", str(size),
-                        "--replacement", replacement] + (["--sleep-sets"] if sleep else [])
-                s = run(model, args, timeout)
-                if i == 0 and s is not None:
+            rows, depth, blown = [], None, False
+            while sizes:
+                size = sizes.pop(0)
+                s = None
+                if not blown:
+                    args = ["--store", "cache", "--cache-size", str(size),
+                            "--replacement", replacement] + (["--sleep-sets"] if sleep else [])
+                    s = run(model, args, timeout)
+                    blown = s is None
+                if depth is None and s is not None:
                     depth = s["max_depth"]
-                    # The paper's smallest cache: about the max stack depth.
-                    sizes.append(depth)
+                    sizes = sorted(set(sizes + [depth]) - {r[0] for r in rows}, reverse=True)
                 rows.append((size, s))
-            if depth is not None and len(rows) < len(sizes):
-                size = sizes[-1]
-                args = ["--store", "cache", "--cache-size", str(size),
-                        "--replacement", replacement] + (["--sleep-sets"] if sleep else [])
-                rows.append((size, run(model, args, timeout)))
             for size, s in sorted(rows, key=lambda r: -r[0]):
                 pct = 100.0 * size / states
                 tag = " (= max depth)" if size == depth else ""
                 if s is None:
-                    print(f"| {name} | {label} | {pct:.2f}{tag} | — | — | > {timeout:.0f} | — |")
+                    print(f"| {name} | {label} | {pct:.2f}{tag} | — | — | > {timeout:.0f} (blew up) | — |")
                 else:
                     d = s["store_details"]
                     print(f"| {name} | {label} | {pct:.2f}{tag} | {d['stored_peak']:,} | "

@@ -233,11 +233,9 @@ impl CacheStore {
     pub fn find(&mut self, state: &[u8]) -> Option<(Found, u32)> {
         let hash = super::full::state_hash(state);
         let (entries, vectors) = (&self.entries, &self.vectors);
-        let slot = *self
-            .table
-            .find(hash, |&s| {
-                entries[s as usize].hash == hash && vectors.get(s) == state
-            })?;
+        let slot = *self.table.find(hash, |&s| {
+            entries[s as usize].hash == hash && vectors.get(s) == state
+        })?;
         let e = self.entries[slot as usize];
         if e.on_stack > 0 {
             self.matched_stack += 1;
@@ -287,9 +285,11 @@ impl CacheStore {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
-                let s = u32::try_from(self.entries.len()).map_err(|_| StoreError::CapacityExceeded {
-                    store: "cache",
-                    message: "more than 2^32 states on the stack and in the cache".into(),
+                let s = u32::try_from(self.entries.len()).map_err(|_| {
+                    StoreError::CapacityExceeded {
+                        store: "cache",
+                        message: "more than 2^32 states on the stack and in the cache".into(),
+                    }
                 })?;
                 self.entries.push(Entry {
                     hash: 0,
@@ -426,10 +426,7 @@ impl StateStore for CacheStore {
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("cache_size".into(), json!(self.opts.size));
-        m.insert(
-            "replacement".into(),
-            json!(self.opts.replacement.as_str()),
-        );
+        m.insert("replacement".into(), json!(self.opts.replacement.as_str()));
         m.insert("sleep_sets".into(), json!(self.opts.sleep_sets));
         m.insert("visited".into(), json!(self.numbered));
         m.insert("stored_peak".into(), json!(self.peak));

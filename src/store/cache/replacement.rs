@@ -358,7 +358,10 @@ mod tests {
             }
             let mut seen = std::collections::HashSet::new();
             while let Some(v) = p.evict() {
-                assert!(v != 42 && seen.insert(v), "{s:?} evicted {v} twice or after removal");
+                assert!(
+                    v != 42 && seen.insert(v),
+                    "{s:?} evicted {v} twice or after removal"
+                );
             }
             assert_eq!(seen.len(), 99, "{s:?}");
             assert!(p.is_empty());
