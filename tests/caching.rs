@@ -796,7 +796,7 @@ fn reference_matrix(
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn reference_every_strategy_up_to_20k() {
-    reference_matrix(0, 20_000, &Strategy::ALL, true, 4).check();
+    reference_matrix(0, 20_000, &Strategy::ALL, true, 3).check();
 }
 
 /// Random and LRU on the models of 20,000 to 200,000 states.
