@@ -205,7 +205,7 @@ pub(crate) fn explore(
 /// # let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
 /// # let model = spillway::model::petri::build(spillway::model::pnml::parse_file(&path).unwrap(), 8).unwrap();
 /// let mut distinct = HashSet::new();
-/// let opts = CacheOptions { size: 10, sleep_sets: true, ..Default::default() };
+/// let opts = CacheOptions { size: 150, sleep_sets: true, ..Default::default() };
 /// let stats = spillway::engine::caching::explore_visiting(model.as_ref(), opts, &mut |s| {
 ///     distinct.insert(s.to_vec());
 /// })
@@ -413,3 +413,100 @@ fn enter(
 
 /// Name of the stack's file.
 const STACK: &str = "cache.stack";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let top = Top {
+            id: 1 << 40,
+            slot: 7,
+            via: ROOT,
+            cursor: 2,
+            enabled: vec![TransitionId(3), TransitionId(9), TransitionId(11)],
+            removed: vec![4],
+            added: vec![3, 9],
+            state: vec![1, 2, 3, 250],
+        };
+        let mut rec = Vec::new();
+        encode(&top, &mut rec);
+        let mut back = Top::default();
+        decode(&rec, &mut back);
+        assert_eq!(
+            (back.id, back.slot, back.via, back.cursor),
+            (top.id, top.slot, top.via, top.cursor)
+        );
+        assert_eq!(
+            (&back.enabled, &back.removed, &back.added, &back.state),
+            (&top.enabled, &top.removed, &top.added, &top.state)
+        );
+    }
+
+    /// A model of `n` transitions where `a` and `b` are dependent when `a % 3 == b % 3`.
+    struct Mod3(usize);
+
+    impl Model for Mod3 {
+        fn describe(&self) -> String {
+            "mod3".into()
+        }
+        fn initial_state(&self, out: &mut Vec<u8>) -> Result<(), ModelError> {
+            out.clear();
+            Ok(())
+        }
+        fn state_len(&self) -> Option<usize> {
+            Some(0)
+        }
+        fn transition_count(&self) -> usize {
+            self.0
+        }
+        fn successors(
+            &self,
+            _: &[u8],
+            _: &mut dyn FnMut(TransitionId, crate::model::LabelId, &[u8]),
+        ) -> Result<(), ModelError> {
+            Ok(())
+        }
+        fn fire(&self, _: &[u8], _: TransitionId, _: &mut Vec<u8>) -> Result<Fired, ModelError> {
+            Ok(Fired::Disabled)
+        }
+        fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
+            a.0 % 3 == b.0 % 3
+        }
+        fn label_count(&self) -> usize {
+            0
+        }
+        fn label_name(&self, _: crate::model::LabelId) -> String {
+            String::new()
+        }
+    }
+
+    #[test]
+    fn sleep_removes_dependents_and_restores() {
+        let m = Mod3(200);
+        let mut s = Sleep::new(200);
+        for t in [1, 4, 5, 130, 199] {
+            s.insert(t);
+        }
+        s.insert(4);
+        assert_eq!(
+            s.members.len(),
+            5,
+            "inserting a member twice keeps one copy"
+        );
+        let mut removed = Vec::new();
+        s.remove_dependent(&m, TransitionId(7), &mut removed);
+        removed.sort();
+        assert_eq!(removed, vec![1, 4, 130, 199]);
+        assert!(s.contains(5) && !s.contains(1) && !s.contains(199));
+        for &t in &removed {
+            s.insert(t);
+        }
+        s.remove(5);
+        let mut members = s.members.clone();
+        members.sort();
+        assert_eq!(members, vec![1, 4, 130, 199]);
+        assert!(!s.contains(5) && s.contains(130));
+    }
+}
