@@ -827,3 +827,35 @@ fn reference_random_and_lru_up_to_3m() {
     )
     .check();
 }
+
+/// P/T transition kinds follow the arcs: a local step, a fork, a synchronisation (the
+/// type-oriented strategy ranks cached states by them); a DVE rendez-vous is a
+/// synchronisation too.
+#[test]
+fn transition_kinds() {
+    use spillway::model::{KIND_FORK, KIND_LOCAL, KIND_SYNC};
+    let dir = tempfile::tempdir().unwrap();
+    let net = Net {
+        initial: vec![1, 0, 0, 0],
+        transitions: vec![
+            (vec![(0, 1)], vec![(1, 1)]),
+            (vec![(1, 1)], vec![(2, 1), (3, 1)]),
+            (vec![(2, 1), (3, 1)], vec![(0, 1)]),
+            (vec![], vec![(0, 1)]),
+        ],
+    };
+    let path = net.write(dir.path(), "kinds");
+    let m = petri::build(pnml::parse_file(&path).unwrap(), 8).unwrap();
+    let kinds: Vec<u8> = (0..4).map(|t| m.transition_kind(TransitionId(t))).collect();
+    assert_eq!(kinds, vec![KIND_LOCAL, KIND_FORK, KIND_SYNC, KIND_LOCAL]);
+    let dve = spillway::model::dve::load(&common::shipped("dve/clients3.dve")).unwrap();
+    let n = dve.transition_count() as u32;
+    let kinds: HashSet<u8> = (0..n)
+        .map(|t| dve.transition_kind(TransitionId(t)))
+        .collect();
+    assert_eq!(
+        kinds,
+        HashSet::from([KIND_LOCAL, KIND_SYNC]),
+        "clients3 has local steps and rendez-vous"
+    );
+}
