@@ -7,6 +7,8 @@ use crate::run::{CheckpointConfig, ExploreConfig};
 use crate::storage::budget::{parse_size, MemoryLimit};
 use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use crate::store::bitstate::BitstateOptions;
+use crate::store::cache::replacement::Strategy;
+use crate::store::cache::CacheOptions;
 use crate::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
@@ -89,7 +91,7 @@ pub struct ExploreArgs {
     /// Visited-state store; each store's own options are listed under its heading below,
     /// and an option of another store than the chosen one is refused.
     #[arg(long, default_value = "full",
-          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree", "snapshots"])]
+          value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree", "snapshots", "cache"])]
     pub store: String,
 
     /// Write the LTS here: .slts (native, compressed), .aut (Aldebaran), .fsm (mCRL2) or
@@ -179,6 +181,38 @@ pub struct ExploreArgs {
 
     #[command(flatten)]
     pub snapshots: SnapshotsArgs,
+
+    #[command(flatten)]
+    pub caching: CacheArgs,
+}
+
+/// The options of `--store cache`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "State space caching (--store cache)")]
+pub struct CacheArgs {
+    /// Visited states remembered besides those on the DFS stack (which are always kept, so
+    /// the search terminates). When the cache is full one is forgotten (--replacement); a
+    /// forgotten state met again is explored again under a new number. Required.
+    #[arg(long, value_name = "N")]
+    pub cache_size: Option<u64>,
+
+    /// Which cached state to forget: random, lru, mru, lfu, mfu, or type (of 16 entries
+    /// looked at, one reached by the lowest kind of transition; P/T nets: local steps before
+    /// forks before synchronisations).
+    #[arg(long, value_name = "STRATEGY", default_value = "random",
+          value_parser = Strategy::parse)]
+    pub replacement: Strategy,
+
+    /// Explore with sleep sets: a transition independent of the ones explored since it was
+    /// explored is not executed again, so far fewer states are reached twice and a tiny
+    /// cache suffices. Every state is still visited (deadlocks are exact), but not every
+    /// transition, so no LTS (-o) can be written.
+    #[arg(long)]
+    pub sleep_sets: bool,
+
+    /// Seed of the random and type strategies (runs with equal seeds are identical).
+    #[arg(long, value_name = "SEED", default_value_t = 1)]
+    pub cache_seed: u64,
 }
 
 /// The options of `--store comback`.
@@ -388,6 +422,11 @@ pub fn refuse_foreign_options(
 ) -> Result<(), String> {
     use clap::parser::ValueSource;
     let chosen = args.store.as_str();
+    if chosen == "cache" && args.caching.cache_size.is_none() {
+        return Err(
+            "--store cache needs --cache-size N: the number of visited states it may remember besides the DFS stack (e.g. a tenth of the model's states; with --sleep-sets, a few times the stack depth suffices)".into(),
+        );
+    }
     let cmd = <Cli as clap::CommandFactory>::command();
     let explore = cmd
         .find_subcommand("explore")
@@ -677,6 +716,13 @@ impl ExploreArgs {
                 k: self.bitstate.bitstate_k,
             }),
             "tree" => StoreConfig::Tree(TreeOptions),
+            "cache" => StoreConfig::Cache(CacheOptions {
+                // `refuse_foreign_options` has refused `--store cache` without a size.
+                size: self.caching.cache_size.unwrap_or_default(),
+                replacement: self.caching.replacement,
+                sleep_sets: self.caching.sleep_sets,
+                seed: self.caching.cache_seed,
+            }),
             "snapshots" => {
                 let a = &self.snapshots;
                 let preset = match (&a.caches, a.preset) {

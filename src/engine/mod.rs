@@ -8,6 +8,7 @@
 //! * a label is defined in the sink before the first edge that uses it.
 
 pub mod bfs;
+pub mod caching;
 pub mod dfs;
 pub mod observe;
 pub mod snapshots;
@@ -357,6 +358,11 @@ pub(crate) fn explore_session(
     if let Some(snap) = store.as_snapshots() {
         // BFS without a Closed set: its own loop (the store refuses other orders).
         return snapshots::explore(model, snap, sink, opts, session);
+    }
+    // The cache store is driven by its own DFS (re-exploration, sleep sets); its
+    // `StoreSpec::refuse` has already turned BFS runs away.
+    if let Some(cache) = store.as_cache() {
+        return caching::explore(model, cache, sink, opts, session);
     }
     match order {
         Order::Bfs => bfs::explore(model, store, sink, opts, session),

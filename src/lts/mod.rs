@@ -29,6 +29,10 @@ pub struct LtsSummary {
 pub trait LtsSink {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError>;
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError>;
+    /// Tells the writer, before [`LtsSink::finish`], that the LTS may hold a state more than
+    /// once (a search that forgot states and numbered them again, `--store cache`); formats
+    /// that can say so record it (the native footer's flags), the others ignore it.
+    fn states_may_repeat(&mut self) {}
     /// Completes the file; a file whose writer never finished must not read as a valid LTS.
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError>;
     /// Writes and syncs everything that can be written without changing the file a finished

@@ -106,7 +106,15 @@ pub struct NativeWriter {
     blocks: u32,
     transitions: u64,
     labels: Vec<String>,
+    /// Footer flags ([`FLAG_STATES_MAY_REPEAT`]).
+    flags: u16,
 }
+
+/// Footer flag: the LTS may hold a state more than once — a search that forgot visited
+/// states numbered them again when it met them (`--store cache`). Minimising the LTS
+/// (`spillway lts reduce`) merges the copies. Written in bytes 6..8 of the footer, which
+/// readers before this flag ignored (reserved, zero), so older files read as "no flag".
+pub const FLAG_STATES_MAY_REPEAT: u16 = 1;
 
 impl NativeWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
@@ -143,6 +151,7 @@ impl NativeWriter {
             blocks: 0,
             transitions: 0,
             labels: Vec::new(),
+            flags: 0,
         };
         w.start(file)?;
         Ok(w)
@@ -180,6 +189,7 @@ impl NativeWriter {
             blocks: pending.blocks,
             transitions: pending.transitions,
             labels: pending.labels,
+            flags: 0,
         };
         w.start(file)?;
         Ok(w)
@@ -268,6 +278,10 @@ impl LtsSink for NativeWriter {
         Ok(())
     }
 
+    fn states_may_repeat(&mut self) {
+        self.flags |= FLAG_STATES_MAY_REPEAT;
+    }
+
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
         self.flush_edges()?;
         let mut file = self.join()?;
@@ -283,7 +297,7 @@ impl LtsSink for NativeWriter {
         let mut f = Vec::with_capacity(FOOTER_LEN as usize);
         f.extend_from_slice(TAG_FOOTER);
         f.extend_from_slice(&VERSION.to_le_bytes());
-        f.extend_from_slice(&0u16.to_le_bytes());
+        f.extend_from_slice(&self.flags.to_le_bytes());
         f.extend_from_slice(&summary.states.to_le_bytes());
         f.extend_from_slice(&self.transitions.to_le_bytes());
         f.extend_from_slice(&summary.initial.to_le_bytes());
@@ -356,6 +370,8 @@ pub struct Footer {
     pub edge_blocks: u32,
     pub label_offset: u64,
     pub body_crc: u32,
+    /// Flags ([`FLAG_STATES_MAY_REPEAT`]); 0 in files written before flags existed.
+    pub flags: u16,
 }
 
 /// One edge of an LTS: (source state, label, target state).
@@ -493,6 +509,7 @@ impl NativeReader {
             edge_blocks: le_u32(&f, 44),
             label_offset: le_u64(&f, 48),
             body_crc: le_u32(&f, 56),
+            flags: le_u16(&f, 6),
         };
         if footer.label_offset < HEADER_LEN || footer.label_offset >= foot_at {
             return Err(corrupt(

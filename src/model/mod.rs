@@ -95,6 +95,16 @@ pub trait Model {
         true
     }
 
+    /// The kind of transition `t`, for the type-oriented replacement strategy of
+    /// `--store cache` (the paper's "transition types"): a cached state reached by a
+    /// transition of a lower kind is evicted first. Higher kinds mark transitions whose
+    /// target states are worth keeping because many paths converge on them. `0` for every
+    /// transition (the default) makes that strategy a random one. P/T nets derive kinds from
+    /// their arcs (`petri.rs`, [`KIND_LOCAL`] .. [`KIND_SYNC`]).
+    fn transition_kind(&self, _t: TransitionId) -> u8 {
+        0
+    }
+
     /// The number of labels known so far.
     fn label_count(&self) -> usize;
 
@@ -106,6 +116,16 @@ pub trait Model {
         format!("{state:?}")
     }
 }
+
+/// Transition kind of a local step: at most one input and one output place (a sequential
+/// component moving on).
+pub const KIND_LOCAL: u8 = 0;
+/// Transition kind of a fork or a choice into several places: one input place, several
+/// outputs.
+pub const KIND_FORK: u8 = 1;
+/// Transition kind of a synchronisation: several input places (a join, a rendez-vous, a
+/// resource taken). Interleavings converge on its targets, which are met again most often.
+pub const KIND_SYNC: u8 = 2;
 
 /// Which front end reads a model file, chosen from its extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

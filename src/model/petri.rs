@@ -449,7 +449,14 @@ impl<C: Counter> Model for PetriModel<C> {
         Ok(Fired::Enabled(LabelId(self.label_of[t])))
     }
 
+    /// Sound for P/T nets: a transition can enable, disable or change the effect of another
+    /// only through a place in the other's pre- or post-set, so transitions touching no
+    /// common place (pre ∪ post, read places included) commute and neither enables or
+    /// disables the other. A transition is dependent on itself.
     fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
+        if a == b {
+            return true;
+        }
         let (a, b) = (
             self.touches.row(a.0 as usize),
             self.touches.row(b.0 as usize),
@@ -463,6 +470,18 @@ impl<C: Counter> Model for PetriModel<C> {
             }
         }
         false
+    }
+
+    fn transition_kind(&self, t: TransitionId) -> u8 {
+        let t = t.0 as usize;
+        if t >= self.transitions {
+            return super::KIND_LOCAL;
+        }
+        match (self.pre.row(t).len(), self.post.row(t).len()) {
+            (i, _) if i >= 2 => super::KIND_SYNC,
+            (_, o) if o >= 2 => super::KIND_FORK,
+            _ => super::KIND_LOCAL,
+        }
     }
 
     fn label_count(&self) -> usize {

@@ -39,6 +39,9 @@ pub struct Info {
     /// The deadlock count the writer recorded (native footer), if any.
     pub recorded_deadlocks: Option<u64>,
     pub self_loops: u64,
+    /// The writer flagged that a state may appear more than once (`--store cache` re-numbers
+    /// a state it forgot and met again); `lts reduce` merges such copies.
+    pub states_may_repeat: bool,
     pub file_bytes: u64,
     pub bytes_per_transition: f64,
     /// Size of the same LTS as plain `.aut` text (`(S, "LABEL", D)` lines).
@@ -105,6 +108,7 @@ pub fn info(path: &Path) -> Result<Info, PostError> {
         deadlocks: h.states - with_out,
         recorded_deadlocks: h.recorded_deadlocks,
         self_loops,
+        states_may_repeat: h.states_may_repeat,
         file_bytes,
         bytes_per_transition: file_bytes as f64 / h.transitions.max(1) as f64,
         aut_text_bytes: text,
@@ -133,6 +137,12 @@ pub fn print_text(i: &Info, out: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     writeln!(out, "self-loops    {}", i.self_loops)?;
+    if i.states_may_repeat {
+        writeln!(
+            out,
+            "note          states may repeat: the explorer forgot visited states (--store cache) and numbered them again when it met them again; the state count is of visits, and `spillway lts reduce` merges the copies"
+        )?;
+    }
     writeln!(
         out,
         "size          {} bytes ({:.2} bytes/transition)",

@@ -23,6 +23,9 @@ pub struct InputHeader {
     pub recorded_deadlocks: Option<u64>,
     /// Size of the file in bytes.
     pub file_len: u64,
+    /// The writer recorded that a state may appear more than once (native footer flag,
+    /// `--store cache`); `false` for formats that cannot say.
+    pub states_may_repeat: bool,
 }
 
 /// An open LTS file of any readable format.
@@ -68,6 +71,7 @@ impl Input {
                     labels: Some(f.labels),
                     recorded_deadlocks: Some(f.deadlocks),
                     file_len: r.file_len(),
+                    states_may_repeat: f.flags & crate::lts::native::FLAG_STATES_MAY_REPEAT != 0,
                 }
             }
             Input::Aut(r) => {
@@ -82,6 +86,7 @@ impl Input {
                     labels: None,
                     recorded_deadlocks: None,
                     file_len,
+                    states_may_repeat: false,
                 }
             }
             Input::Fsm(r) => {
@@ -95,6 +100,7 @@ impl Input {
                     labels: None,
                     recorded_deadlocks: None,
                     file_len: file_len(r.path())?,
+                    states_may_repeat: false,
                 }
             }
         })

@@ -6,6 +6,7 @@
 //! in `cli/`). docs/ARCHITECTURE.md, "How to add a store", walks through it.
 
 use super::bitstate::BitstateOptions;
+use super::cache::CacheOptions;
 use super::comback::CombackOptions;
 use super::delta::DeltaOptions;
 use super::full::FullOptions;
@@ -34,6 +35,8 @@ pub enum StoreConfig {
     /// BFS with snapshots and a stream of caches (no Closed set; the LTS may hold redundant,
     /// strongly bisimilar states).
     Snapshots(SnapshotsOptions),
+    /// State space caching: the DFS stack plus a bounded cache of visited states (DFS only).
+    Cache(CacheOptions),
 }
 
 impl Default for StoreConfig {
@@ -53,6 +56,7 @@ impl StoreConfig {
             StoreConfig::Bitstate(o) => o,
             StoreConfig::Tree(o) => o,
             StoreConfig::Snapshots(o) => o,
+            StoreConfig::Cache(o) => o,
         }
     }
 

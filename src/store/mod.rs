@@ -2,6 +2,7 @@
 //! numbers states densely in insertion (discovery) order, the initial state first.
 
 pub mod bitstate;
+pub mod cache;
 pub mod comback;
 pub mod config;
 pub mod delta;
@@ -191,6 +192,11 @@ pub trait StateStore {
     /// Brings the budget accounts of the store's structures up to date (the driver calls it
     /// before it reads them for the stats).
     fn sync_accounts(&self) {}
+    /// The stack-and-cache table of `--store cache`, which the DFS engine drives itself
+    /// (`engine/caching.rs`: it pushes, pops and re-explores); `None` for every other store.
+    fn as_cache(&mut self) -> Option<&mut cache::CacheStore> {
+        None
+    }
     /// Makes everything stored so far durable (flushes and syncs the store's segment files)
     /// and says how to reopen the store exactly as it is now (see docs/CHECKPOINT.md). Costs
     /// time in what changed since the last checkpoint, never a copy of the visited set: RAM

@@ -961,6 +961,15 @@ impl Model for DveModel {
         Ok(Fired::Enabled(LabelId(self.label_of[t.0 as usize])))
     }
 
+    /// A rendez-vous (both halves) is a synchronisation, anything else a local step: the
+    /// type-oriented cache replacement then keeps the states where processes meet.
+    fn transition_kind(&self, t: TransitionId) -> u8 {
+        match self.ids.get(t.0 as usize) {
+            Some(i) if i.recv != NONE => crate::model::KIND_SYNC,
+            _ => crate::model::KIND_LOCAL,
+        }
+    }
+
     fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
         let (a, b) = (a.0 as usize, b.0 as usize);
         if self.prog.system == SystemKind::Sync

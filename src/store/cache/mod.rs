@@ -1,0 +1,505 @@
+//! `--store cache`: state space caching (Godefroid, Holzmann, Pirottin, "State space caching
+//! revisited"). The store remembers the states on the DFS stack — always, which is what makes
+//! the search terminate: a cycle closes on the stack — plus at most `--cache-size` other
+//! visited states, evicting with a [`replacement`] strategy. A state that was evicted and is
+//! met again is explored again, under a new number: every reachable state is visited, but
+//! counts are of visits, not of distinct states. The search itself (re-exploration, sleep
+//! sets) is `engine/caching.rs`; this module is the table and its bookkeeping.
+//!
+//! Layout: one entry per remembered state in a slot array (state vectors in a flat arena when
+//! the model's states have a fixed width), a `hashbrown::HashTable` of slot numbers keyed by
+//! the xxh3 hash of the vector (stored in the entry, so growth never rehashes vectors), and a
+//! free list of slots. An entry is on the stack or in the cache; only cache entries are known
+//! to the replacement policy, so a state on the stack is never evicted.
+
+pub mod replacement;
+
+use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
+use crate::error::StoreError;
+use crate::model::Model;
+use crate::storage::budget::Account;
+use crate::storage::Storage;
+use hashbrown::HashTable;
+use replacement::{Policy, Strategy};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// `--store cache` and its options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheOptions {
+    /// Visited states remembered besides those on the stack (`--cache-size`).
+    pub size: u64,
+    /// Which cached state to forget when the cache is full (`--replacement`).
+    pub replacement: Strategy,
+    /// Explore with sleep sets (`--sleep-sets`): fewer transitions, hence fewer revisits; the
+    /// explored graph then lacks transitions by design, so no LTS is written.
+    pub sleep_sets: bool,
+    /// Seed of the random and type-oriented strategies (`--cache-seed`).
+    pub seed: u64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            size: 10_000,
+            replacement: Strategy::Random,
+            sleep_sets: false,
+            seed: 1,
+        }
+    }
+}
+
+impl StoreSpec for CacheOptions {
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+
+    fn refuse(&self, run: &super::RunShape) -> Option<String> {
+        if run.order != super::Order::Dfs {
+            return Some(
+                "--store cache needs --order dfs: it keeps the DFS stack, whose states are what makes a search with forgetting terminate (a BFS has no stack to close cycles on)".into(),
+            );
+        }
+        if run.writes_lts && self.sleep_sets {
+            return Some(
+                "--sleep-sets cannot write an LTS (-o): sleep sets skip transitions by design (every state is visited, but not every transition is explored), so the graph would lack edges; drop -o, or drop --sleep-sets to write an LTS in which re-explored states appear more than once".into(),
+            );
+        }
+        if run.checkpointed {
+            return Some(
+                "--store cache cannot be checkpointed yet (its table and sleep sets are not recorded in a checkpoint): drop --checkpoint-every".into(),
+            );
+        }
+        None
+    }
+
+    fn build<'m>(
+        &self,
+        model: &'m dyn Model,
+        storage: Option<&Storage>,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Ok(Box::new(CacheStore::new(
+            *self,
+            model.state_len(),
+            storage.map(|st| st.budget.account("cache.table")),
+        )))
+    }
+
+    fn resume<'m>(
+        &self,
+        _model: &'m dyn Model,
+        _storage: &Storage,
+        _mark: &StoreMark,
+    ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        Err(StoreError::Invalid {
+            store: "cache",
+            message: "a cache run has no checkpoint to resume from".into(),
+        })
+    }
+}
+
+/// Where a state found in the table is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// On the DFS stack, in this slot (a cycle closes here).
+    Stack(StateId),
+    /// In the cache: explored before and still remembered.
+    Cache(StateId),
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    hash: u64,
+    id: StateId,
+    kind: u8,
+    /// Frames of the state on the stack: 0 in the cache; more than 1 when the sleep-set
+    /// search reopened it while it was on the stack (see [`CacheStore::reopen`]).
+    on_stack: u32,
+}
+
+/// State vectors by slot.
+enum Vectors {
+    Fixed { width: usize, bytes: Vec<u8> },
+    Var(Vec<Vec<u8>>),
+}
+
+impl Vectors {
+    fn get(&self, slot: u32) -> &[u8] {
+        match self {
+            Vectors::Fixed { width, bytes } => {
+                &bytes[slot as usize * width..(slot as usize + 1) * width]
+            }
+            Vectors::Var(v) => &v[slot as usize],
+        }
+    }
+
+    fn set(&mut self, slot: u32, state: &[u8]) {
+        match self {
+            Vectors::Fixed { width, bytes } => {
+                let at = slot as usize * *width;
+                if bytes.len() < at + *width {
+                    bytes.resize(at + *width, 0);
+                }
+                bytes[at..at + *width].copy_from_slice(state);
+            }
+            Vectors::Var(v) => {
+                if v.len() <= slot as usize {
+                    v.resize_with(slot as usize + 1, Vec::new);
+                }
+                let e = &mut v[slot as usize];
+                e.clear();
+                e.extend_from_slice(state);
+            }
+        }
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        match self {
+            Vectors::Fixed { bytes, .. } => bytes.capacity() as u64,
+            Vectors::Var(v) => v.iter().map(|e| e.capacity() as u64 + 24).sum(),
+        }
+    }
+}
+
+/// Counters the caching engine keeps for the report (Table 1 of the paper and sleep sets).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineCounters {
+    /// Distinct deadlock states (remembered exactly, see `engine/caching.rs`).
+    pub deadlocks: u64,
+    /// Visits of deadlock states, repetitions included (what the LTS output holds).
+    pub deadlock_visits: u64,
+    /// Enabled transitions not executed because they were in the sleep set.
+    pub slept: u64,
+}
+
+/// The stack-plus-cache table.
+pub struct CacheStore {
+    opts: CacheOptions,
+    table: HashTable<u32>,
+    entries: Vec<Entry>,
+    vectors: Vectors,
+    free: Vec<u32>,
+    policy: Policy,
+    /// Numbers handed out: visits, repetitions included.
+    numbered: u64,
+    on_stack: u64,
+    peak: u64,
+    matched_stack: u64,
+    matched_cache: u64,
+    evictions: u64,
+    account: Option<Account>,
+    /// Sleep sets: per remembered state with some, its enabled transitions that no visit
+    /// has executed yet (asleep when it was entered).
+    slept: hashbrown::HashMap<u32, Vec<u32>>,
+    reopened: u64,
+    /// Written by the engine, read by the report.
+    pub engine: EngineCounters,
+}
+
+impl CacheStore {
+    pub fn new(opts: CacheOptions, width: Option<usize>, account: Option<Account>) -> CacheStore {
+        CacheStore {
+            opts,
+            table: HashTable::new(),
+            entries: Vec::new(),
+            vectors: match width {
+                Some(width) => Vectors::Fixed {
+                    width,
+                    bytes: Vec::new(),
+                },
+                None => Vectors::Var(Vec::new()),
+            },
+            free: Vec::new(),
+            policy: Policy::new(opts.replacement, opts.seed),
+            numbered: 0,
+            on_stack: 0,
+            peak: 0,
+            matched_stack: 0,
+            matched_cache: 0,
+            evictions: 0,
+            account,
+            slept: hashbrown::HashMap::new(),
+            reopened: 0,
+            engine: EngineCounters::default(),
+        }
+    }
+
+    pub fn options(&self) -> &CacheOptions {
+        &self.opts
+    }
+
+    /// Looks `state` up; a cache hit counts as a use for the replacement strategy. Returns
+    /// where it is and its slot.
+    pub fn find(&mut self, state: &[u8]) -> Option<(Found, u32)> {
+        let hash = super::full::state_hash(state);
+        let (entries, vectors) = (&self.entries, &self.vectors);
+        let slot = *self.table.find(hash, |&s| {
+            entries[s as usize].hash == hash && vectors.get(s) == state
+        })?;
+        let e = self.entries[slot as usize];
+        if e.on_stack > 0 {
+            self.matched_stack += 1;
+            Some((Found::Stack(e.id), slot))
+        } else {
+            self.matched_cache += 1;
+            self.policy.hit(slot);
+            Some((Found::Cache(e.id), slot))
+        }
+    }
+
+    /// The enabled transitions of the state in `slot` that no visit has executed (sleep
+    /// sets; empty without them).
+    pub fn slept(&self, slot: u32) -> &[u32] {
+        self.slept.get(&slot).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Records what [`CacheStore::slept`] gives for `slot`.
+    pub fn set_slept(&mut self, slot: u32, slept: Vec<u32>) {
+        if slept.is_empty() {
+            self.slept.remove(&slot);
+        } else {
+            self.slept.insert(slot, slept);
+        }
+    }
+
+    /// Puts a remembered state (in the cache or already on the stack) on the stack once more,
+    /// under its number: the sleep-set search reached it with transitions awake that its
+    /// earlier visits left asleep, and explores those. Until the matching
+    /// [`CacheStore::pop`] it cannot be evicted.
+    pub fn reopen(&mut self, slot: u32) {
+        let e = &mut self.entries[slot as usize];
+        if e.on_stack == 0 {
+            self.policy.remove(slot);
+        }
+        e.on_stack += 1;
+        self.on_stack += 1;
+        self.reopened += 1;
+        self.peak = self.peak.max(self.stored());
+    }
+
+    /// Numbers a state that is not in the table and puts it on the stack; returns its slot
+    /// (for [`CacheStore::pop`]) and number. `kind` is the kind of the transition that
+    /// reached it (the type-oriented strategy ranks cache entries by it).
+    pub fn push(&mut self, state: &[u8], kind: u8) -> Result<(u32, StateId), StoreError> {
+        let hash = super::full::state_hash(state);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                let s = u32::try_from(self.entries.len()).map_err(|_| {
+                    StoreError::CapacityExceeded {
+                        store: "cache",
+                        message: "more than 2^32 states on the stack and in the cache".into(),
+                    }
+                })?;
+                self.entries.push(Entry {
+                    hash: 0,
+                    id: 0,
+                    kind: 0,
+                    on_stack: 0,
+                });
+                s
+            }
+        };
+        let id = self.numbered;
+        self.numbered += 1;
+        self.entries[slot as usize] = Entry {
+            hash,
+            id,
+            kind,
+            on_stack: 1,
+        };
+        self.vectors.set(slot, state);
+        let entries = &self.entries;
+        self.table
+            .insert_unique(hash, slot, |&s| entries[s as usize].hash);
+        self.on_stack += 1;
+        self.peak = self.peak.max(self.stored());
+        Ok((slot, id))
+    }
+
+    /// A frame of the state in `slot` leaves the stack (its subtree is explored). Returns
+    /// whether another frame of it is still on the stack; if not, it enters the cache,
+    /// evicting one cached state when the cache is full, or is forgotten at once by a cache
+    /// of size 0.
+    pub fn pop(&mut self, slot: u32) -> bool {
+        let e = &mut self.entries[slot as usize];
+        e.on_stack -= 1;
+        self.on_stack -= 1;
+        if e.on_stack > 0 {
+            return true;
+        }
+        if self.opts.size == 0 {
+            self.forget(slot);
+            return false;
+        }
+        if self.policy.len() as u64 >= self.opts.size {
+            if let Some(victim) = self.policy.evict() {
+                self.forget(victim);
+                self.evictions += 1;
+            }
+        }
+        self.policy.insert(slot, self.entries[slot as usize].kind);
+        false
+    }
+
+    fn forget(&mut self, slot: u32) {
+        self.slept.remove(&slot);
+        let hash = self.entries[slot as usize].hash;
+        if let Ok(e) = self.table.find_entry(hash, |&s| s == slot) {
+            e.remove();
+        }
+        self.free.push(slot);
+    }
+
+    /// States remembered now: the stack and the cache.
+    pub fn stored(&self) -> u64 {
+        self.on_stack + self.policy.len() as u64
+    }
+
+    /// The most states remembered at once (the paper's "stored states").
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// States matched (found on the stack or in the cache).
+    pub fn matched(&self) -> u64 {
+        self.matched_stack + self.matched_cache
+    }
+
+    /// Cached states forgotten to make room.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+}
+
+impl StateStore for CacheStore {
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+
+    /// The caching engine uses [`CacheStore::find`] / [`CacheStore::push`] /
+    /// [`CacheStore::pop`]; this is the same lookup for callers of the trait: a state not in
+    /// the table is numbered and put on the stack (until they `pop` it).
+    fn insert(&mut self, state: &[u8], _via: Option<Via>) -> Result<Insert, StoreError> {
+        Ok(match self.find(state) {
+            Some((Found::Stack(id) | Found::Cache(id), _)) => Insert::Seen(id),
+            None => Insert::New(self.push(state, 0)?.1),
+        })
+    }
+
+    /// Numbers handed out: states visited, repetitions included (the LTS's state count).
+    fn len(&self) -> u64 {
+        self.numbered
+    }
+
+    fn states_back(&self) -> StatesBack {
+        StatesBack::No
+    }
+
+    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn exactness(&self) -> Exactness {
+        Exactness::Revisiting {
+            forgotten: self.evictions,
+        }
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.table.capacity() as u64 * 4
+            + self.entries.capacity() as u64 * std::mem::size_of::<Entry>() as u64
+            + self.vectors.ram_bytes()
+            + self.free.capacity() as u64 * 4
+            + self.policy.ram_bytes()
+            + self
+                .slept
+                .values()
+                .map(|v| v.capacity() as u64 * 4 + 32)
+                .sum::<u64>()
+    }
+
+    fn min_ram_bytes(&self) -> u64 {
+        0
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("cache_size".into(), json!(self.opts.size));
+        m.insert("replacement".into(), json!(self.opts.replacement.as_str()));
+        m.insert("sleep_sets".into(), json!(self.opts.sleep_sets));
+        m.insert("visited".into(), json!(self.numbered));
+        m.insert("stored_peak".into(), json!(self.peak));
+        m.insert("matched".into(), json!(self.matched()));
+        m.insert("matched_on_stack".into(), json!(self.matched_stack));
+        m.insert("matched_in_cache".into(), json!(self.matched_cache));
+        m.insert("evictions".into(), json!(self.evictions));
+        m.insert("reopened".into(), json!(self.reopened));
+        m.insert("deadlock_visits".into(), json!(self.engine.deadlock_visits));
+        m.insert("slept_transitions".into(), json!(self.engine.slept));
+        m
+    }
+
+    fn summary(&self) -> Option<String> {
+        Some(format!(
+            "cache: {} states visited (repetitions included), at most {} stored (stack + cache of {}, {}{}), {} matched, {} evicted",
+            self.numbered,
+            self.peak,
+            self.opts.size,
+            self.opts.replacement.as_str(),
+            if self.opts.sleep_sets {
+                format!(", sleep sets: {} transitions slept", self.engine.slept)
+            } else {
+                String::new()
+            },
+            self.matched(),
+            self.evictions
+        ))
+    }
+
+    fn as_cache(&mut self) -> Option<&mut CacheStore> {
+        Some(self)
+    }
+
+    fn sync_accounts(&self) {
+        if let Some(a) = &self.account {
+            a.set(self.ram_bytes(), 0, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_states_stay_and_the_cache_is_bounded() {
+        let opts = CacheOptions {
+            size: 2,
+            replacement: Strategy::Lru,
+            ..Default::default()
+        };
+        let mut c = CacheStore::new(opts, Some(1), None);
+        let (s0, id0) = c.push(&[0], 0).unwrap();
+        let mut slots = Vec::new();
+        for b in 1..=4u8 {
+            slots.push(c.push(&[b], 0).unwrap().0);
+        }
+        assert_eq!(id0, 0);
+        assert_eq!(c.find(&[0]).map(|f| f.0), Some(Found::Stack(0)));
+        // 1..=4 leave the stack in order; the LRU cache of 2 keeps 3 and 4.
+        for s in slots {
+            c.pop(s);
+        }
+        assert_eq!(c.find(&[1]), None);
+        assert_eq!(c.find(&[2]), None);
+        assert_eq!(c.find(&[3]).map(|f| f.0), Some(Found::Cache(3)));
+        assert_eq!(c.find(&[4]).map(|f| f.0), Some(Found::Cache(4)));
+        assert_eq!(c.find(&[0]).map(|f| f.0), Some(Found::Stack(0)));
+        assert_eq!((c.evictions(), c.peak(), c.stored()), (2, 5, 3));
+        // Met again, an evicted state gets a new number.
+        assert_eq!(c.push(&[1], 0).unwrap().1, 5);
+        c.pop(s0);
+        assert_eq!(c.len(), 6);
+    }
+}

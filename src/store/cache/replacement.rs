@@ -1,0 +1,370 @@
+//! Cache replacement strategies over *slots* (small dense integers naming cache entries),
+//! independent of what an entry holds: the state cache of `--store cache` uses it, and any
+//! other bounded cache (e.g. one of snapshots) can, since a strategy only sees slot
+//! numbers, hits and per-entry kinds.
+//!
+//! Strategies (Godefroid, Holzmann, Pirottin, "State space caching revisited"):
+//! * `random` — the paper's default: a uniformly random entry (xorshift, fixed seed, so runs
+//!   are reproducible);
+//! * `lru` / `mru` — least / most recently used (an insertion or a hit is a use);
+//! * `lfu` / `mfu` — least / most frequently hit; ties go to the entry used longest ago
+//!   (LFU) or most recently (MFU);
+//! * `type` — the paper's "type-oriented" strategy: look at [`TYPE_SCAN`] entries from a
+//!   random position and evict the one with the lowest kind (the kind of the transition that
+//!   reached it; higher kinds are worth more), the first of them on ties.
+//!
+//! Every operation is O(1) but LFU/MFU (O(log n), an ordered set of `(hits, last use)`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Entries the type-oriented strategy looks at per eviction: bounded, as in the paper, so
+/// an eviction costs a constant however large the cache.
+pub const TYPE_SCAN: usize = 16;
+
+/// A replacement strategy (`--replacement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    Random,
+    Lru,
+    Mru,
+    Lfu,
+    Mfu,
+    Type,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Random,
+        Strategy::Lru,
+        Strategy::Mru,
+        Strategy::Lfu,
+        Strategy::Mfu,
+        Strategy::Type,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Random => "random",
+            Strategy::Lru => "lru",
+            Strategy::Mru => "mru",
+            Strategy::Lfu => "lfu",
+            Strategy::Mfu => "mfu",
+            Strategy::Type => "type",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Strategy, String> {
+        Strategy::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown replacement strategy '{s}' (expected random, lru, mru, lfu, mfu or type)")
+            })
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// The bookkeeping of one strategy over the slots currently in the cache.
+pub struct Policy {
+    strategy: Strategy,
+    rng: u64,
+    /// Random and type: the slots in the cache, densely, and each slot's index there.
+    dense: Vec<u32>,
+    pos: Vec<u32>,
+    /// LRU/MRU: a doubly linked list, most recent at `head`.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+    /// LFU/MFU: hits and last use per slot, ordered.
+    hits: Vec<u32>,
+    stamp: Vec<u64>,
+    order: BTreeSet<(u32, u64, u32)>,
+    clock: u64,
+    /// Type: each slot's kind.
+    kinds: Vec<u8>,
+    len: usize,
+}
+
+impl Policy {
+    pub fn new(strategy: Strategy, seed: u64) -> Policy {
+        Policy {
+            strategy,
+            // xorshift must not start at 0.
+            rng: (seed ^ 0x9E37_79B9_7F4A_7C15) | 1,
+            dense: Vec::new(),
+            pos: Vec::new(),
+            prev: Vec::new(),
+            next: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            hits: Vec::new(),
+            stamp: Vec::new(),
+            order: BTreeSet::new(),
+            clock: 0,
+            kinds: Vec::new(),
+            len: 0,
+        }
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Entries in the cache.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn random(&mut self, below: usize) -> usize {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        // Multiply-shift: unbiased enough for choosing a victim, and no division.
+        ((x as u128 * below as u128) >> 64) as usize
+    }
+
+    fn grow(&mut self, slot: u32) {
+        let need = slot as usize + 1;
+        match self.strategy {
+            Strategy::Random | Strategy::Type => {
+                if self.pos.len() < need {
+                    self.pos.resize(need, NIL);
+                    self.kinds.resize(need, 0);
+                }
+            }
+            Strategy::Lru | Strategy::Mru => {
+                if self.prev.len() < need {
+                    self.prev.resize(need, NIL);
+                    self.next.resize(need, NIL);
+                }
+            }
+            Strategy::Lfu | Strategy::Mfu => {
+                if self.hits.len() < need {
+                    self.hits.resize(need, 0);
+                    self.stamp.resize(need, 0);
+                }
+            }
+        }
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let (p, n) = (self.prev[s as usize], self.next[s as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+    }
+
+    fn link_front(&mut self, s: u32) {
+        self.prev[s as usize] = NIL;
+        self.next[s as usize] = self.head;
+        if self.head == NIL {
+            self.tail = s;
+        } else {
+            self.prev[self.head as usize] = s;
+        }
+        self.head = s;
+    }
+
+    /// `slot` enters the cache; `kind` is what the type-oriented strategy ranks it by.
+    pub fn insert(&mut self, slot: u32, kind: u8) {
+        self.grow(slot);
+        self.len += 1;
+        match self.strategy {
+            Strategy::Random | Strategy::Type => {
+                self.pos[slot as usize] = self.dense.len() as u32;
+                self.dense.push(slot);
+                self.kinds[slot as usize] = kind;
+            }
+            Strategy::Lru | Strategy::Mru => self.link_front(slot),
+            Strategy::Lfu | Strategy::Mfu => {
+                self.clock += 1;
+                self.hits[slot as usize] = 0;
+                self.stamp[slot as usize] = self.clock;
+                self.order.insert((0, self.clock, slot));
+            }
+        }
+    }
+
+    /// `slot` (in the cache) was matched.
+    pub fn hit(&mut self, slot: u32) {
+        match self.strategy {
+            Strategy::Random | Strategy::Type => {}
+            Strategy::Lru | Strategy::Mru => {
+                self.unlink(slot);
+                self.link_front(slot);
+            }
+            Strategy::Lfu | Strategy::Mfu => {
+                let s = slot as usize;
+                self.order.remove(&(self.hits[s], self.stamp[s], slot));
+                self.clock += 1;
+                self.hits[s] = self.hits[s].saturating_add(1);
+                self.stamp[s] = self.clock;
+                self.order.insert((self.hits[s], self.clock, slot));
+            }
+        }
+    }
+
+    /// Takes `slot` out of the cache.
+    pub fn remove(&mut self, slot: u32) {
+        self.len -= 1;
+        match self.strategy {
+            Strategy::Random | Strategy::Type => {
+                let i = self.pos[slot as usize] as usize;
+                let last = self.dense.pop().expect("the slot is in the cache");
+                if last != slot {
+                    self.dense[i] = last;
+                    self.pos[last as usize] = i as u32;
+                }
+                self.pos[slot as usize] = NIL;
+            }
+            Strategy::Lru | Strategy::Mru => self.unlink(slot),
+            Strategy::Lfu | Strategy::Mfu => {
+                let s = slot as usize;
+                self.order.remove(&(self.hits[s], self.stamp[s], slot));
+            }
+        }
+    }
+
+    /// Chooses the entry to evict and takes it out of the cache; `None` when empty.
+    pub fn evict(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let victim = match self.strategy {
+            Strategy::Random => {
+                let i = self.random(self.dense.len());
+                self.dense[i]
+            }
+            Strategy::Type => {
+                let n = self.dense.len();
+                let start = self.random(n);
+                let mut best = self.dense[start];
+                for k in 1..TYPE_SCAN.min(n) {
+                    if self.kinds[best as usize] == 0 {
+                        break;
+                    }
+                    let s = self.dense[(start + k) % n];
+                    if self.kinds[s as usize] < self.kinds[best as usize] {
+                        best = s;
+                    }
+                }
+                best
+            }
+            Strategy::Lru => self.tail,
+            Strategy::Mru => self.head,
+            Strategy::Lfu => self.order.first().expect("non-empty").2,
+            Strategy::Mfu => self.order.last().expect("non-empty").2,
+        };
+        self.remove(victim);
+        Some(victim)
+    }
+
+    /// Bytes of RAM the bookkeeping holds.
+    pub fn ram_bytes(&self) -> u64 {
+        (self.dense.capacity() * 4
+            + self.pos.capacity() * 4
+            + self.prev.capacity() * 4
+            + self.next.capacity() * 4
+            + self.hits.capacity() * 4
+            + self.stamp.capacity() * 8
+            + self.kinds.capacity()
+            // A B-tree entry is 16 bytes of key plus about as much of node overhead.
+            + self.order.len() * 32) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(p: &mut Policy, n: u32) {
+        for s in 0..n {
+            p.insert(s, (s % 3) as u8);
+        }
+    }
+
+    #[test]
+    fn lru_and_mru_follow_use() {
+        let mut p = Policy::new(Strategy::Lru, 1);
+        fill(&mut p, 4);
+        p.hit(0);
+        assert_eq!(p.evict(), Some(1));
+        assert_eq!(p.evict(), Some(2));
+        let mut p = Policy::new(Strategy::Mru, 1);
+        fill(&mut p, 4);
+        p.hit(1);
+        assert_eq!(p.evict(), Some(1));
+        assert_eq!(p.evict(), Some(3));
+    }
+
+    #[test]
+    fn lfu_and_mfu_follow_hits() {
+        let mut p = Policy::new(Strategy::Lfu, 1);
+        fill(&mut p, 4);
+        for s in [0, 0, 1, 2, 3, 3, 3] {
+            p.hit(s);
+        }
+        assert_eq!(p.evict(), Some(1));
+        assert_eq!(p.evict(), Some(2));
+        let mut p = Policy::new(Strategy::Mfu, 1);
+        fill(&mut p, 4);
+        for s in [0, 0, 1, 2, 3, 3, 3] {
+            p.hit(s);
+        }
+        assert_eq!(p.evict(), Some(3));
+        assert_eq!(p.evict(), Some(0));
+    }
+
+    #[test]
+    fn type_evicts_the_lowest_kind_in_reach() {
+        // Fewer entries than the scan: the lowest kind always goes first.
+        let mut p = Policy::new(Strategy::Type, 7);
+        fill(&mut p, 9);
+        for _ in 0..3 {
+            let v = p.evict().unwrap();
+            assert_eq!(v % 3, 0, "evicted {v} of kind {}", v % 3);
+        }
+        let v = p.evict().unwrap();
+        assert_eq!(v % 3, 1);
+    }
+
+    #[test]
+    fn every_strategy_evicts_each_entry_once() {
+        for s in Strategy::ALL {
+            let mut p = Policy::new(s, 3);
+            fill(&mut p, 100);
+            p.remove(42);
+            for h in 0..50 {
+                if h != 42 {
+                    p.hit(h);
+                }
+            }
+            let mut seen = std::collections::HashSet::new();
+            while let Some(v) = p.evict() {
+                assert!(
+                    v != 42 && seen.insert(v),
+                    "{s:?} evicted {v} twice or after removal"
+                );
+            }
+            assert_eq!(seen.len(), 99, "{s:?}");
+            assert!(p.is_empty());
+        }
+    }
+}
