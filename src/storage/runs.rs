@@ -517,6 +517,18 @@ impl HashRuns {
         (CACHE_BLOCKS * BLOCK) as u64 + 2 * RunReader::BLOCKS * BLOCK as u64 + (128 << 10)
     }
 
+    /// Charges, ahead of time, the filter that `pairs` more pairs will get, so that the
+    /// caches that size themselves from the budget can give way before it is allocated
+    /// (the next [`HashRuns::update_account`] replaces the estimate with what is held).
+    pub fn reserve_filter(&self, pairs: u64) {
+        let ahead = Filter::bytes_for(pairs, self.filter_bits(pairs));
+        self.account.set(
+            self.ram_bytes() + ahead + Self::min_ram_bytes(),
+            self.disk_bytes(),
+            self.pairs() * PAIR as u64,
+        );
+    }
+
     pub fn update_account(&self) {
         self.account.set(
             self.ram_bytes(),

@@ -496,6 +496,9 @@ impl FullStore {
             let old = self.spill.as_ref().map_or(0, |sp| sp.old.len() as u64 * 8);
             account.set((self.slots.len() + chunk * 2) as u64 * 8 + old, 0, 0);
         }
+        // The runs' new filters too; then the vector cache gives way before either exists.
+        runs.reserve_filter(to - from);
+        self.trim_state_cache()?;
         let mut buf: Vec<(u64, u32)> = Vec::with_capacity(chunk);
         let mut result = Ok(());
         self.hashes_in(from, to, |id, h| {
@@ -525,7 +528,6 @@ impl FullStore {
         let cap = self.slots.len();
         let half = (cap / 2).max(MIN_TABLE);
         let mut runs = HashRuns::new(&dir, RUNS, kept, budget);
-        self.trim_state_cache()?;
         self.slots = Slots::default();
         self.set_index_account();
         // The freed table's bytes, as 16-byte pairs.
