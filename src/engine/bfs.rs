@@ -116,7 +116,10 @@ pub fn explore(
     loop {
         if parents.is_empty() {
             polls += 1;
-            if let Some((ck, due)) = session.poll(polls) {
+            // With delayed batches the loop passes here once per batch (thousands of
+            // expansions): ask every time, or a SIGINT waits for 256 batches.
+            let count = if delayed.is_some() { 0 } else { polls };
+            if let Some((ck, due)) = session.poll(count) {
                 let (open_mark, files) = match &mut open {
                     Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
                     Open::Queue(q) => {
