@@ -298,7 +298,7 @@ fn explore_file(
         crate::files::check_output(path, out, &partial_path(out))?;
     }
     let leg = Leg::start(None);
-    warn_if_budget_exceeds_machine(cfg, note);
+    let ceiling = warn_if_budget_exceeds_machine(cfg, note);
     let (created, _lock) = match &cfg.checkpoint {
         Some(ck) => {
             let (created, lock) = prepare_run_dir(&ck.dir)?;
@@ -310,7 +310,11 @@ fn explore_file(
         leg,
         created_dir: created,
     };
-    let result = match Source::read(path) {
+    let source = Source::read(path);
+    if let (Ok(_), Some(c)) = (&source, &ceiling) {
+        note(c);
+    }
+    let result = match source {
         Err(e) => Err(e.into()),
         Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None, &start),
         Ok(Source::Dve(m)) => run_checkpointed(m.as_ref(), cfg, path, 0, None, &start),
@@ -339,8 +343,13 @@ fn rate(states: u64, seconds: f64) -> f64 {
 }
 
 /// Warns (through `note`) when `--memory` is more than the machine can give now; without a
-/// budget, sets (and says) the machine's ceiling when the configuration asks for one.
-fn warn_if_budget_exceeds_machine(cfg: &ExploreConfig, note: &mut dyn FnMut(&str)) {
+/// budget, sets the machine's ceiling when the configuration asks for one and returns the
+/// line that says so (printed once the model has been read, so that a malformed model's
+/// error stays the only line).
+fn warn_if_budget_exceeds_machine(
+    cfg: &ExploreConfig,
+    note: &mut dyn FnMut(&str),
+) -> Option<String> {
     crate::sys::set_ceiling(None);
     match cfg.storage.memory {
         MemoryLimit::Bytes(b) => {
@@ -351,13 +360,14 @@ fn warn_if_budget_exceeds_machine(cfg: &ExploreConfig, note: &mut dyn FnMut(&str
         MemoryLimit::Unlimited if cfg.machine_ceiling => {
             if let Some((bytes, what)) = crate::sys::default_ceiling() {
                 crate::sys::set_ceiling(Some(bytes));
-                note(&format!(
+                return Some(format!(
                     "memory ceiling: {what}; the run stops there (exit 6) unless given --memory SIZE (spills to disk) or --memory unlimited"
                 ));
             }
         }
         MemoryLimit::Unlimited => {}
     }
+    None
 }
 
 /// Explores a P/T net from `bits`-bit counters, restarting with wider ones on overflow
@@ -608,7 +618,9 @@ fn resume_dir(
         interval,
     });
     cfg.output = manifest.run.output.clone();
-    warn_if_budget_exceeds_machine(&cfg, note);
+    if let Some(c) = warn_if_budget_exceeds_machine(&cfg, note) {
+        note(&c);
+    }
     note(&format!(
         "resuming checkpoint {} of {}: {} transitions so far, {:.1} s of the run before (resume {})",
         manifest.generation,
