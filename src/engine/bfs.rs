@@ -140,64 +140,45 @@ pub fn explore(
                 }
             }
         }
+        // `None`: the open set is empty for now (a pending batch may still add to it).
         let head = match &mut open {
             Open::ById { next } => {
                 if *next == store.len() {
-                    if !parents.is_empty() {
-                        resolve(
-                            store,
-                            &mut run,
-                            &batch,
-                            &labels,
-                            &mut parents,
-                            &mut results,
-                            &mut open,
-                            &mut next_level,
-                            &mut rec,
-                        )?;
-                        batch.clear();
-                        labels.clear();
-                        continue;
+                    None
+                } else {
+                    if !store.get(*next, &mut state)? {
+                        return Err(StoreError::Invalid {
+                            store: store.name(),
+                            message: format!("could not return state {next} for expansion"),
+                        }
+                        .into());
                     }
-                    break;
-                }
-                if !store.get(*next, &mut state)? {
-                    return Err(StoreError::Invalid {
-                        store: store.name(),
-                        message: format!("could not return state {next} for expansion"),
-                    }
-                    .into());
-                }
-                *next += 1;
-                *next - 1
-            }
-            Open::Queue(q) => {
-                let popped = q.pop_with(&mut rec, |r| {
-                    state.clear();
-                    state.extend_from_slice(&r[8..]);
-                    u64::from_le_bytes(r[..8].try_into().unwrap())
-                })?;
-                match popped {
-                    Some(id) => id,
-                    None if !parents.is_empty() => {
-                        resolve(
-                            store,
-                            &mut run,
-                            &batch,
-                            &labels,
-                            &mut parents,
-                            &mut results,
-                            &mut open,
-                            &mut next_level,
-                            &mut rec,
-                        )?;
-                        batch.clear();
-                        labels.clear();
-                        continue;
-                    }
-                    None => break,
+                    *next += 1;
+                    Some(*next - 1)
                 }
             }
+            Open::Queue(q) => q.pop_with(&mut rec, |r| {
+                state.clear();
+                state.extend_from_slice(&r[8..]);
+                u64::from_le_bytes(r[..8].try_into().unwrap())
+            })?,
+        };
+        let Some(head) = head else {
+            if parents.is_empty() {
+                break;
+            }
+            resolve(
+                store,
+                &mut run,
+                &mut batch,
+                &mut labels,
+                &mut parents,
+                &mut results,
+                &mut open,
+                &mut next_level,
+                &mut rec,
+            )?;
+            continue;
         };
         if level_left == 0 {
             level_left = next_level;
@@ -224,16 +205,14 @@ pub fn explore(
                 resolve(
                     store,
                     &mut run,
-                    &batch,
-                    &labels,
+                    &mut batch,
+                    &mut labels,
                     &mut parents,
                     &mut results,
                     &mut open,
                     &mut next_level,
                     &mut rec,
                 )?;
-                batch.clear();
-                labels.clear();
                 // The store's batch size follows its index (it grows, then spills).
                 delayed = store.delayed_batch();
             }
@@ -280,13 +259,13 @@ pub fn explore(
 }
 
 /// Resolves a delayed batch: the store numbers the successors of `parents` (in order, as
-/// one by one), and their edges are written parent by parent.
+/// one by one), and their edges are written parent by parent; the batch is emptied.
 #[allow(clippy::too_many_arguments)]
 fn resolve(
     store: &mut dyn StateStore,
     run: &mut Run,
-    batch: &StateBatch,
-    labels: &[LabelId],
+    batch: &mut StateBatch,
+    labels: &mut Vec<LabelId>,
     parents: &mut Vec<(u64, u32)>,
     results: &mut Vec<Insert>,
     open: &mut Open,
@@ -310,6 +289,8 @@ fn resolve(
         }
     }
     parents.clear();
+    batch.clear();
+    labels.clear();
     Ok(())
 }
 

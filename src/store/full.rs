@@ -807,6 +807,47 @@ impl FullStore {
         r
     }
 
+    /// Inserts a batch in order: pass 1 hashes every state and touches its bucket so that
+    /// the cache misses overlap; pass 2 probes and inserts in order — one state at a time,
+    /// or, for a delayed batch once the index has spilled, in the three sorted steps of
+    /// [`FullStore::insert_many_spilled`].
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+        delayed: bool,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        if n == 0 {
+            return Ok(());
+        }
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
+        }
+        self.reserve(n as u64)?;
+        let mask = self.slots.len() - 1;
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut touch = 0u64;
+        for i in 0..n {
+            let h = state_hash(batch.get(i));
+            touch ^= self.slots[h as usize & mask];
+            hashes.push(h);
+        }
+        std::hint::black_box(touch);
+        let r = if delayed && self.spill.is_some() {
+            self.insert_many_spilled(batch, &hashes, out)
+        } else {
+            hashes.iter().enumerate().try_for_each(|(i, &h)| {
+                out.push(self.insert_hashed(batch.get(i), h)?);
+                Ok(())
+            })
+        };
+        self.hashes = hashes;
+        r
+    }
+
     fn check(&self, state: &[u8], extra: u64) -> Result<(), StoreError> {
         if let Some(w) = self.width {
             if state.len() != w {
@@ -847,38 +888,7 @@ impl StateStore for FullStore {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        out.clear();
-        let n = batch.len();
-        if n == 0 {
-            return Ok(());
-        }
-        for i in 0..n {
-            self.check(batch.get(i), n as u64)?;
-        }
-        self.reserve(n as u64)?;
-        let mask = self.slots.len() - 1;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        // Pass 1: hash and touch every bucket so the misses overlap.
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.slots[h as usize & mask];
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
-        // Pass 2: probe and insert in order.
-        for (i, &h) in hashes.iter().enumerate() {
-            match self.insert_hashed(batch.get(i), h) {
-                Ok(r) => out.push(r),
-                Err(e) => {
-                    self.hashes = hashes;
-                    return Err(e);
-                }
-            }
-        }
-        self.hashes = hashes;
-        Ok(())
+        self.insert_all(batch, out, false)
     }
 
     /// Under a budget: once the index has spilled, lookups that reach the runs are batched
@@ -905,35 +915,7 @@ impl StateStore for FullStore {
     }
 
     fn insert_many(&mut self, batch: &StateBatch, out: &mut Vec<Insert>) -> Result<(), StoreError> {
-        out.clear();
-        let n = batch.len();
-        if n == 0 {
-            return Ok(());
-        }
-        for i in 0..n {
-            self.check(batch.get(i), n as u64)?;
-        }
-        self.reserve(n as u64)?;
-        let mask = self.slots.len() - 1;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.slots[h as usize & mask];
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
-        let r = if self.spill.is_none() {
-            hashes.iter().enumerate().try_for_each(|(i, &h)| {
-                out.push(self.insert_hashed(batch.get(i), h)?);
-                Ok(())
-            })
-        } else {
-            self.insert_many_spilled(batch, &hashes, out)
-        };
-        self.hashes = hashes;
-        r
+        self.insert_all(batch, out, true)
     }
 
     fn len(&self) -> u64 {
