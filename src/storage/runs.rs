@@ -280,6 +280,20 @@ fn check_block(path: &Path, b: u64, block: &[u8]) -> Result<usize, StorageError>
     Ok(count)
 }
 
+/// The first of a block's `count` pairs whose hash is not below `h`.
+fn lower_bound(block: &[u8], count: usize, h: u64) -> usize {
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pair(block, mid).0 < h {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 #[inline]
 fn pair(block: &[u8], i: usize) -> (u64, u32) {
     let at = HEAD + i * PAIR;
@@ -656,18 +670,7 @@ impl HashRuns {
                 }
                 let blk = Self::load(&mut self.cache, &mut self.stats, &self.runs[r], b)?;
                 let count = u32::from_le_bytes(blk[0..4].try_into().unwrap()) as usize;
-                let mut i = {
-                    let (mut lo, mut hi) = (0, count);
-                    while lo < hi {
-                        let mid = (lo + hi) / 2;
-                        if pair(blk, mid).0 < h {
-                            lo = mid + 1;
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    lo
-                };
+                let mut i = lower_bound(blk, count, h);
                 while i < count {
                     let (ph, id) = pair(blk, i);
                     if ph != h {
@@ -723,18 +726,7 @@ impl HashRuns {
                 'blocks: while b < run.blocks() && run.firsts[b as usize] <= h {
                     let blk = Self::load(&mut self.cache, &mut self.stats, run, b)?;
                     let count = u32::from_le_bytes(blk[0..4].try_into().unwrap()) as usize;
-                    let start = {
-                        let (mut lo, mut hi) = (0, count);
-                        while lo < hi {
-                            let mid = (lo + hi) / 2;
-                            if pair(blk, mid).0 < h {
-                                lo = mid + 1;
-                            } else {
-                                hi = mid;
-                            }
-                        }
-                        lo
-                    };
+                    let start = lower_bound(blk, count, h);
                     for i in start..count {
                         let (ph, id) = pair(blk, i);
                         if ph != h {
