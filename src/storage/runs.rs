@@ -60,7 +60,7 @@ pub struct RunMark {
 /// Counters for the stats.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunStats {
-    /// Lookups that reached at least one run past its filter.
+    /// Run lookups past a filter (a hash looked up in a run whose filter let it through).
     pub probes: u64,
     /// Blocks read from disk (cache misses).
     pub block_reads: u64,
@@ -648,47 +648,21 @@ impl HashRuns {
     }
 
     /// Calls `same(id)` for every id stored with hash `h` (newest run first) until it says
-    /// the state is the one looked for; returns that id.
+    /// the state is the one looked for; returns that id. One lookup of
+    /// [`HashRuns::find_sorted`].
     pub fn find(
         &mut self,
         h: u64,
         mut same: impl FnMut(u64) -> Result<bool, StorageError>,
     ) -> Result<Option<u64>, StorageError> {
-        let mut probed = false;
-        for r in (0..self.runs.len()).rev() {
-            if !self.runs[r].filter.may_contain(h) {
-                continue;
+        let mut ids = Vec::new();
+        self.find_sorted(&[(h, 0)], |_, id| ids.push(id))?;
+        for id in ids {
+            let equal = same(id)?;
+            self.count_outcome(equal);
+            if equal {
+                return Ok(Some(id));
             }
-            probed = true;
-            let run = &self.runs[r];
-            // The last block whose first hash is below `h`: pairs equal to `h` may start at
-            // its end and continue into the following blocks.
-            let mut b = run.firsts.partition_point(|&f| f < h).saturating_sub(1) as u64;
-            'blocks: while b < run.blocks() {
-                if run.firsts[b as usize] > h {
-                    break;
-                }
-                let blk = Self::load(&mut self.cache, &mut self.stats, &self.runs[r], b)?;
-                let count = u32::from_le_bytes(blk[0..4].try_into().unwrap()) as usize;
-                let mut i = lower_bound(blk, count, h);
-                while i < count {
-                    let (ph, id) = pair(blk, i);
-                    if ph != h {
-                        break 'blocks;
-                    }
-                    if same(id as u64)? {
-                        self.stats.found += 1;
-                        self.stats.probes += 1;
-                        return Ok(Some(id as u64));
-                    }
-                    self.stats.false_matches += 1;
-                    i += 1;
-                }
-                b += 1;
-            }
-        }
-        if probed {
-            self.stats.probes += 1;
         }
         Ok(None)
     }

@@ -491,10 +491,10 @@ impl FullStore {
         chunk: usize,
     ) -> Result<(), StoreError> {
         let chunk = chunk.max(1024).min((to - from) as usize);
-        // The sort buffer takes the freed table's place in the index's account.
+        // The sort buffer takes the freed table's place in the index's account (the callers
+        // hold the spill aside and have freed the old table: only young is left).
         if let Some((account, _)) = &self.index_account {
-            let old = self.spill.as_ref().map_or(0, |sp| sp.old.len() as u64 * 8);
-            account.set((self.slots.len() + chunk * 2) as u64 * 8 + old, 0, 0);
+            account.set((self.slots.len() + chunk * 2) as u64 * 8, 0, 0);
         }
         // The runs' new filters too; then the vector cache gives way before either exists.
         runs.reserve_filter(to - from);
