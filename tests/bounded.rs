@@ -1,11 +1,11 @@
-//! Bounded RAM (issue #19): the full store's index spills to sorted runs on disk under a
-//! budget far below what the index needs, and the run stays exact — same counts, the same
+//! Bounded RAM (issue #19): the index of the full store and of ComBack spills to sorted runs
+//! on disk under a budget far below what the index needs, and the run stays exact — same counts, the same
 //! LTS file as an unbounded run, peak RSS within the budget plus the binary's baseline — also
 //! across a checkpoint taken after the index spilled. Generated models only: no `../shared`.
 
 mod common;
 
-use common::{bin, run_measured, toggles_file};
+use common::{bin, run_measured, same_file, toggles_file};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,16 +30,23 @@ fn explore_json(
     (m, v)
 }
 
+/// The stores whose index spills, each with its hidden option that caps the index table.
+const SPILLING: [(&str, &str); 2] = [
+    ("full", "--full-index-slots"),
+    ("comback", "--comback-index-slots"),
+];
+
 fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
     let n = |k: &str| v[k].as_u64().unwrap();
     (n("states"), n("transitions"), n("deadlocks"))
 }
 
-/// 2^21 markings, 21 successors each; the index would need 32 MiB of slots. Under 20M the
-/// index gets 10 MiB: it spills, its window rotates several times, runs are merged, and BFS
-/// (delayed duplicate detection, batched) stays exact and within the budget.
+/// 2^21 markings, 21 successors each; the full store's index would need 32 MiB of slots,
+/// ComBack's state table 16 MiB. Under 20M the index gets 10 MiB: it spills, its window
+/// rotates several times, runs are merged, and BFS (delayed duplicate detection, batched)
+/// stays exact and within the budget.
 #[test]
-fn full_store_index_spills_and_stays_exact_within_the_budget() {
+fn index_spills_and_stays_exact_within_the_budget() {
     let t = tempfile::tempdir().unwrap();
     let k = 21;
     let model = toggles_file(t.path(), k);
@@ -62,44 +69,59 @@ fn full_store_index_spills_and_stays_exact_within_the_budget() {
         "tiny",
         &["--memory", "20M", "-o", scratch.to_str().unwrap()],
     );
-    let (m, v) = explore_json(
-        &model,
-        t.path(),
-        "bounded",
-        &["--memory", "20M", "-o", out.to_str().unwrap()],
-    );
-    assert_eq!(counts(&v), expect, "under 20M");
-    assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
-        "the LTS under 20M differs from the unbounded run's"
-    );
-    let d = &v["store_details"];
-    let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
-    assert!(n("index_rotations") >= 3, "{d}");
-    assert!(n("index_run_merges") >= 1, "{d}");
-    assert!(n("index_spilled_states") >= 1 << 20, "{d}");
-    assert!(
-        n("index_disk_lookups") > 0 && n("index_disk_found") > 0,
-        "{d}"
-    );
-    assert!(
-        m.max_rss <= budget + base.max_rss,
-        "peak RSS {} MiB over the budget 20 MiB + baseline {} MiB",
-        m.max_rss >> 20,
-        base.max_rss >> 20
-    );
+    for (store, _) in SPILLING {
+        let (m, v) = explore_json(
+            &model,
+            t.path(),
+            store,
+            &[
+                "--store",
+                store,
+                "--memory",
+                "20M",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(counts(&v), expect, "{store} under 20M");
+        assert!(
+            same_file(&out, &reference),
+            "{store}: the LTS under 20M differs from the unbounded run's"
+        );
+        let d = &v["store_details"];
+        let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
+        // ComBack's table takes 6 bytes a slot, the full store's 8: it fills its window later.
+        let rotations = if store == "full" { 3 } else { 2 };
+        assert!(n("index_rotations") >= rotations, "{store}: {d}");
+        assert!(n("index_run_merges") >= 1, "{store}: {d}");
+        assert!(n("index_spilled_states") >= 1 << 20, "{store}: {d}");
+        assert!(
+            n("index_disk_lookups") > 0 && n("index_disk_found") > 0,
+            "{store}: {d}"
+        );
+        assert!(
+            m.max_rss <= budget + base.max_rss,
+            "{store}: peak RSS {} MiB (VmHWM {} MiB) over the budget 20 MiB + baseline {} MiB",
+            m.max_rss >> 20,
+            v["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
+            base.max_rss >> 20
+        );
+    }
 }
 
-/// With a small window (hidden `--full-index-slots`) the index spills early and rotates
-/// dozens of times on a small model, in BFS and DFS (one lookup at a time), with ComBack's
-/// and everyone's exact counts and the unbounded run's LTS file.
+/// With a small window (hidden `--full-index-slots`, `--comback-index-slots`) the index
+/// spills early and rotates dozens of times on a small model, in BFS and DFS (one lookup at a
+/// time), with exact counts and the unbounded run's LTS file.
 #[test]
 fn small_window_rotates_often_in_bfs_and_dfs() {
     let t = tempfile::tempdir().unwrap();
     let k = 16;
     let model = toggles_file(t.path(), k);
     let expect = (1u64 << k, k as u64 * (1u64 << k), 0);
-    for order in ["bfs", "dfs"] {
+    for (order, (store, slots)) in ["bfs", "dfs"]
+        .into_iter()
+        .flat_map(|o| SPILLING.into_iter().map(move |s| (o, s)))
+    {
         let reference = t.path().join(format!("ref-{order}.slts"));
         let out = t.path().join(format!("out-{order}.slts"));
         let (_, v) = explore_json(
@@ -116,24 +138,26 @@ fn small_window_rotates_often_in_bfs_and_dfs() {
             &[
                 "--order",
                 order,
+                "--store",
+                store,
                 "--memory",
                 "32M",
-                "--full-index-slots",
+                slots,
                 "8192",
                 "-o",
                 out.to_str().unwrap(),
             ],
         );
-        assert_eq!(counts(&v), expect, "{order} small window");
+        assert_eq!(counts(&v), expect, "{store} {order} small window");
         assert!(
-            std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
-            "{order}: the LTS with a small window differs from the unbounded run's"
+            same_file(&out, &reference),
+            "{store} {order}: the LTS with a small window differs from the unbounded run's"
         );
         let d = &v["store_details"];
         let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
-        assert!(n("index_rotations") >= 10, "{order}: {d}");
-        assert!(n("index_run_merges") >= 5, "{order}: {d}");
-        assert!(n("index_disk_found") > 0, "{order}: {d}");
+        assert!(n("index_rotations") >= 10, "{store} {order}: {d}");
+        assert!(n("index_run_merges") >= 5, "{store} {order}: {d}");
+        assert!(n("index_disk_found") > 0, "{store} {order}: {d}");
     }
     // The hidden option is the full store's: refused with another store.
     let o = Command::new(bin())
@@ -160,67 +184,73 @@ fn spilled_index_survives_sigkill_and_resume() {
         &["-o", reference.to_str().unwrap()],
     );
     let expect = counts(&v);
-    let run = t.path().join("run");
-    let out = t.path().join("out.slts");
-    let mut child = Command::new(bin())
-        .arg("explore")
-        .arg(&model)
-        .args([
-            "-q",
-            "--no-progress",
-            "--memory",
-            "32M",
-            "--full-index-slots",
-            "8192",
-            "--checkpoint-every",
-            "0.1s",
-        ])
-        .arg("--workdir")
-        .arg(&run)
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Kill once a checkpoint names a run file (the manifest is rewritten at each checkpoint).
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut killed = false;
-    let mut finished_early = false;
-    while Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            finished_early = true;
-            break;
+    for (store, slots) in SPILLING {
+        let run = t.path().join(format!("run-{store}"));
+        let out = t.path().join(format!("out-{store}.slts"));
+        let mut child = Command::new(bin())
+            .arg("explore")
+            .arg(&model)
+            .args([
+                "-q",
+                "--no-progress",
+                "--store",
+                store,
+                "--memory",
+                "32M",
+                slots,
+                "8192",
+                "--checkpoint-every",
+                "0.1s",
+            ])
+            .arg("--workdir")
+            .arg(&run)
+            .arg("-o")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill once a checkpoint names a run file (the manifest is rewritten at each checkpoint).
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut killed = false;
+        let mut finished_early = false;
+        while Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                finished_early = true;
+                break;
+            }
+            let manifest = std::fs::read(run.join("manifest")).unwrap_or_default();
+            let runs = format!("{store}.index.run");
+            if manifest.windows(runs.len()).any(|w| w == runs.as_bytes()) {
+                let _ = child.kill();
+                killed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
-        let manifest = std::fs::read(run.join("manifest")).unwrap_or_default();
-        if manifest.windows(14).any(|w| w == b"full.index.run") {
-            let _ = child.kill();
-            killed = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        assert!(
+            !finished_early,
+            "{store}: finished before a checkpoint with a spilled index: {status:?}"
+        );
+        assert!(killed, "{store}: no checkpoint named an index run in time");
+        let f = t.path().join(format!("resumed-{store}.json"));
+        let o = Command::new(bin())
+            .args(["resume", "-q", "--no-progress", "--stats-json"])
+            .arg(&f)
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        assert_eq!(counts(&v), expect, "{store} resumed");
+        assert!(
+            same_file(&out, &reference),
+            "{store}: the resumed LTS differs from the uninterrupted run's"
+        );
     }
-    let _ = child.kill();
-    let status = child.wait().unwrap();
-    assert!(
-        !finished_early,
-        "finished before a checkpoint with a spilled index: {status:?}"
-    );
-    assert!(killed, "no checkpoint named an index run in time");
-    let f = t.path().join("resumed.json");
-    let o = Command::new(bin())
-        .args(["resume", "-q", "--no-progress", "--stats-json"])
-        .arg(&f)
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
-    assert_eq!(counts(&v), expect);
-    assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
-        "the resumed LTS differs from the uninterrupted run's"
-    );
 }
 
 /// Without `--memory`, a run under an address-space limit (`ulimit -v`) smaller than its

@@ -262,6 +262,12 @@ pub struct CombackArgs {
     /// records.
     #[arg(long, default_value = "state-numbers", value_parser = parse_waiting)]
     pub comback_waiting: WaitingSet,
+
+    /// Under --memory, spill the state table once it would pass N slots (tests and
+    /// benchmarks of the spilled index on small models; default: half the budget decides).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u64).range(8192..))]
+    pub comback_index_slots: Option<u64>,
 }
 
 /// The options of `--store delta`.
@@ -680,6 +686,7 @@ impl ExploreArgs {
                     },
                     waiting_set: c.comback_waiting,
                     block_cache: c.comback_block_cache,
+                    index_slots: c.comback_index_slots,
                 })
             }
             "delta" => {

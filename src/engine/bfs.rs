@@ -173,6 +173,7 @@ pub fn explore(
                 &mut batch,
                 &mut labels,
                 &mut parents,
+                depth,
                 &mut results,
                 &mut open,
                 &mut next_level,
@@ -208,6 +209,7 @@ pub fn explore(
                     &mut batch,
                     &mut labels,
                     &mut parents,
+                    depth,
                     &mut results,
                     &mut open,
                     &mut next_level,
@@ -240,14 +242,13 @@ pub fn explore(
             }
         }
         if head & 0x3fff == 0 {
-            crate::sys::check_ceiling("the run", 0)?;
             run.tick(
                 store,
                 Position::Bfs {
                     level: depth,
                     level_states,
                 },
-            );
+            )?;
         }
     }
     run.position = Position::Bfs {
@@ -267,12 +268,13 @@ fn resolve(
     batch: &mut StateBatch,
     labels: &mut Vec<LabelId>,
     parents: &mut Vec<(u64, u32)>,
+    depth: u64,
     results: &mut Vec<Insert>,
     open: &mut Open,
     next_level: &mut u64,
     rec: &mut Vec<u8>,
 ) -> Result<(), ExploreError> {
-    store.insert_many(batch, results)?;
+    store.insert_many(parents, depth, batch, results)?;
     let mut i = 0;
     for &(parent, count) in parents.iter() {
         for _ in 0..count {

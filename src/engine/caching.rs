@@ -363,7 +363,7 @@ fn search(
         }
         steps += 1;
         if steps & 0x3fff == 0 {
-            run.tick(&*store, Position::Dfs { depth });
+            run.tick(&*store, Position::Dfs { depth })?;
         }
     }
     store.engine.deadlocks = deadlocks.len() as u64;

@@ -156,8 +156,7 @@ pub fn explore(
         }
         steps += 1;
         if steps & 0x3fff == 0 {
-            crate::sys::check_ceiling("the run", 0)?;
-            run.tick(store, Position::Dfs { depth });
+            run.tick(store, Position::Dfs { depth })?;
         }
     }
     run.position = Position::Dfs { depth };

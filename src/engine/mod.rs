@@ -178,13 +178,19 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Called by the engines every 16,384 expansions (BFS) or steps (DFS): redraws the
-    /// progress line about once a second and appends a metrics line when one is due. The
-    /// clock is read only here, so per state the engines pay nothing for either.
-    pub fn tick(&mut self, store: &dyn StateStore, position: Position) {
+    /// Called by every engine every 16,384 expansions (BFS) or steps (DFS): checks the
+    /// resident set against the machine's ceiling (runs without `--memory`: exit 6 past it),
+    /// redraws the progress line about once a second and appends a metrics line when one is
+    /// due. The clock is read only here, so per state the engines pay nothing for either.
+    pub fn tick(
+        &mut self,
+        store: &dyn StateStore,
+        position: Position,
+    ) -> Result<(), crate::error::StorageError> {
+        crate::sys::check_ceiling("the run", 0)?;
         self.position = position;
         if self.progress.is_none() && !self.observer.has_metrics() {
-            return;
+            return Ok(());
         }
         let now = Instant::now();
         let show = self
@@ -193,7 +199,7 @@ impl<'a> Run<'a> {
             .is_some_and(|p| now.duration_since(p.last) >= Duration::from_secs(1));
         let log = self.observer.metrics_due(now);
         if !show && !log {
-            return;
+            return Ok(());
         }
         // Stores update their accounts lazily; the figures must be current.
         store.sync_accounts();
@@ -209,6 +215,7 @@ impl<'a> Run<'a> {
             p.last_states = sample.states;
             p.shown = true;
         }
+        Ok(())
     }
 
     /// Writes a leg's last metrics line, whenever it is due: the `done` line, or the

@@ -241,7 +241,7 @@ pub(crate) fn explore(
                         level: depth,
                         level_states: cur.len() as u64,
                     },
-                );
+                )?;
             }
         }
         store.note_open(

@@ -13,6 +13,7 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::slots::Slots;
+use super::window::{delayed_batch_len, report_runs, WindowMark, INDEX_SHARE};
 use super::StoreSpec;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StatesBack,
@@ -20,7 +21,7 @@ use super::{
 };
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
-use crate::storage::runs::{HashRuns, RunsMark};
+use crate::storage::runs::HashRuns;
 use crate::storage::segment::HashId;
 use crate::storage::{Account, Budget, FileMark, MemoryLimit, SegVec, Storage, VecMark};
 use std::sync::Arc;
@@ -51,25 +52,8 @@ struct Mark {
     window: Option<WindowMark>,
 }
 
-/// A spilled index's layout at a checkpoint: the RAM window's id ranges and the runs.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct WindowMark {
-    old_start: u64,
-    young_start: u64,
-    table_cap: u64,
-    rotations: u64,
-    runs: RunsMark,
-}
-
 /// Name of the index runs' files (`full.index.run.G`) and of their account.
 const RUNS: &str = "full.index";
-
-/// The index's tables may take this share of `--memory` (1/N) before older states go to disk.
-const INDEX_SHARE: u64 = 2;
-
-/// RAM a candidate of a delayed batch costs besides its vector: the engine's batch record,
-/// label and result, and this store's hash, match and lookup records.
-const BATCH_BYTES_PER_STATE: u64 = 128;
 
 /// The smallest window table: below this, spilling would rotate for every few states.
 const MIN_TABLE: usize = 1 << 12;
@@ -897,24 +881,20 @@ impl StateStore for FullStore {
     /// share of the budget.
     fn delayed_batch(&self) -> Option<usize> {
         let (_, budget) = self.index_account.as_ref()?;
-        let MemoryLimit::Bytes(limit) = budget.limit() else {
-            return None;
-        };
-        // Vectors grow by doubling: count a candidate's vector twice.
-        let per = 2 * self.width.unwrap_or(1) as u64 + BATCH_BYTES_PER_STATE;
-        let by_budget = (limit / 16 / per).max(256);
-        let table = match &self.spill {
+        let room = match &self.spill {
             Some(sp) => sp.table_cap / 4,
             None => (self.slots.len() / 8).max(MIN_TABLE / 4),
         };
-        let n = (by_budget as usize).min(table).max(64);
-        // The engine's batch and this store's per-candidate vectors are charged here, so that
-        // the caches that size themselves from the budget leave room for them.
-        self.batch_account.set(n as u64 * per, 0, 0);
-        Some(n)
+        delayed_batch_len(budget.limit(), self.width, room, &self.batch_account)
     }
 
-    fn insert_many(&mut self, batch: &StateBatch, out: &mut Vec<Insert>) -> Result<(), StoreError> {
+    fn insert_many(
+        &mut self,
+        _parents: &[(StateId, u32)],
+        _parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
         self.insert_all(batch, out, true)
     }
 
@@ -1057,24 +1037,7 @@ impl StateStore for FullStore {
             m.insert("state_cache_misses".into(), misses.into());
         }
         if let Some(sp) = &self.spill {
-            let st = sp.runs.stats();
-            let window = self.count - sp.old_start;
-            for (k, v) in [
-                ("index_spilled_states", sp.runs.pairs()),
-                ("index_window_states", window),
-                ("index_runs", sp.runs.run_count() as u64),
-                ("index_rotations", sp.rotations),
-                ("index_run_merges", st.merges),
-                ("index_filter_bytes", sp.runs.filter_bytes()),
-                ("index_disk_lookups", st.probes),
-                ("index_disk_found", st.found),
-                ("index_false_matches", st.false_matches),
-                ("index_block_reads", st.block_reads),
-                ("index_bytes_read", st.bytes_read),
-                ("index_bytes_written", st.bytes_written),
-            ] {
-                m.insert(k.into(), v.into());
-            }
+            report_runs(&mut m, &sp.runs, self.count - sp.old_start, sp.rotations);
         }
         m
     }

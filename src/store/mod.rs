@@ -12,6 +12,7 @@ pub mod records;
 pub mod slots;
 pub mod snapshots;
 pub mod tree;
+pub mod window;
 
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
@@ -53,6 +54,27 @@ pub const UNNUMBERED: StateId = u64::MAX;
 #[inline(always)]
 pub fn descriptor(state: &[u8], bits: u32) -> u64 {
     full::state_hash(state) & top_mask(bits)
+}
+
+/// The search-tree edge of every candidate of a delayed batch (see
+/// [`StateStore::insert_many`]), into `out`.
+pub fn batch_vias(
+    parents: &[(StateId, u32)],
+    parent_depth: u64,
+    batch: &StateBatch,
+    out: &mut Vec<Via>,
+) {
+    out.clear();
+    for &(parent, count) in parents {
+        for _ in 0..count {
+            out.push(Via {
+                parent,
+                transition: batch.transition(out.len()),
+                depth: parent_depth + 1,
+            });
+        }
+    }
+    debug_assert_eq!(out.len(), batch.len());
 }
 
 /// A mask of the top `bits` bits of a `u64` (`bits` in `1..=64`).
@@ -143,10 +165,22 @@ pub trait StateStore {
     /// Inserts the successors of several consecutive parents (in BFS order) at once, for a
     /// store that asked for it ([`StateStore::delayed_batch`]): the results, and so the
     /// numbering, are exactly those of inserting them one by one in order.
-    fn insert_many(&mut self, batch: &StateBatch, out: &mut Vec<Insert>) -> Result<(), StoreError> {
+    ///
+    /// `parents` lists the batch's parents in order, each with its number of successors in
+    /// the batch, all at depth `parent_depth` (a batch never spans two BFS levels): what the
+    /// stores that record search-tree edges need ([`batch_vias`]).
+    fn insert_many(
+        &mut self,
+        parents: &[(StateId, u32)],
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
         out.clear();
-        for i in 0..batch.len() {
-            out.push(self.insert(batch.get(i), None)?);
+        let mut vias = Vec::new();
+        batch_vias(parents, parent_depth, batch, &mut vias);
+        for (i, &via) in vias.iter().enumerate() {
+            out.push(self.insert(batch.get(i), Some(via))?);
         }
         Ok(())
     }

@@ -130,6 +130,11 @@ impl Disk {
             .push(a);
     }
 
+    /// The run directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.0.dir
+    }
+
     /// Whether files keep their names (a checkpointed run).
     pub fn is_kept(&self) -> bool {
         self.0.kept
@@ -332,6 +337,12 @@ impl Records {
     #[inline]
     pub fn with<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StoreError> {
         Ok(self.vec.with(i, f)?)
+    }
+
+    /// See [`crate::storage::vec::SegVec::with_sequential`]: for reads in record order.
+    #[inline]
+    pub fn with_sequential<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StoreError> {
+        Ok(self.vec.with_sequential(i, f)?)
     }
 
     /// See [`crate::storage::vec::SegVec::set_is_free`].

@@ -207,3 +207,34 @@ pub fn own_rss() -> u64 {
         })
         .map_or(0, |kib| kib * 1024)
 }
+
+/// Whether two files hold the same bytes, compared in chunks: reading whole LTS files into
+/// this process would raise its RSS, which children spawned afterwards inherit in their
+/// `ru_maxrss` (see [`run_measured`]).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else {
+        return false;
+    };
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let na = read_full(&mut fa, &mut ba);
+        let nb = read_full(&mut fb, &mut bb);
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+    fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> usize {
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read(&mut buf[n..]).unwrap() {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
+    }
+}

@@ -243,6 +243,23 @@ impl BackedgeTable {
             .scan(|i, r| f(i, u64::from_le_bytes(r.try_into().expect("8-byte record"))))
     }
 
+    /// Calls `f(id, descriptor)` for the states `[from, to)` in order (a sequential read
+    /// that leaves the block cache alone).
+    pub fn descriptors_in(
+        &self,
+        from: StateId,
+        to: StateId,
+        mut f: impl FnMut(StateId, u64) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        for id in from..to {
+            let d = self.descs.with_sequential(id, |r| {
+                u64::from_le_bytes(r.try_into().expect("8-byte record"))
+            })?;
+            f(id, d)?;
+        }
+        Ok(())
+    }
+
     pub fn checkpoint(&mut self) -> Result<BackedgeMark, StoreError> {
         Ok(BackedgeMark {
             backedges: self.recs.checkpoint()?,

@@ -43,19 +43,21 @@ pub mod table;
 
 use super::full::eq_bytes;
 use super::records::Disk;
+use super::window::{delayed_batch_len, report_runs, WindowMark, INDEX_SHARE};
+use super::{batch_vias, storage_needed, StoreSpec};
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{storage_needed, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
-use crate::storage::Storage;
+use crate::storage::runs::HashRuns;
+use crate::storage::{Account, MemoryLimit, Storage};
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
 use std::cell::RefCell;
-use table::{StateTable, MAX_STATES};
+use table::{StateTable, MAX_STATES, SLOT_BYTES};
 
 /// Replays cache every ancestor whose depth is a multiple of this (and the target). Measured
 /// (BFS, cache 2^17): 16 → 4 cut replay firings from 29 M to 16 M on SharedMemory-PT-000010
@@ -130,6 +132,11 @@ pub struct CombackOptions {
     /// [`backedge::cache_bytes_for`]). Under `--memory` the budget decides.
     #[serde(default)]
     pub block_cache: u64,
+    /// Under `--memory`, spill the state table once it would pass this many slots (hidden
+    /// `--comback-index-slots`: tests and benchmarks of the spilled index on small models;
+    /// `None`: half the budget decides).
+    #[serde(default)]
+    pub index_slots: Option<u64>,
 }
 
 impl Default for CombackOptions {
@@ -142,6 +149,7 @@ impl Default for CombackOptions {
             reconstruction: Reconstruction::Forward,
             waiting_set: WaitingSet::StateNumbers,
             block_cache: 0,
+            index_slots: None,
         }
     }
 }
@@ -248,6 +256,40 @@ struct CombackCheckpoint {
     table_slots: u64,
     counters: Counters,
     backedges: BackedgeMark,
+    /// The spilled index's window and runs, once it has spilled.
+    window: Option<WindowMark>,
+}
+
+/// Name of the index runs' files (`comback.index.run.G`).
+const RUNS: &str = "comback.index";
+
+/// The smallest window table: below this, spilling would rotate for every few states.
+const MIN_TABLE: usize = 1 << 12;
+
+/// The state table once it has outgrown its share of the budget: the table of the store is
+/// the young half of a window of two, everything older is in sorted runs of (descriptor,
+/// state number) pairs on disk (see docs/ARCHITECTURE.md, "The disk-resident visited set").
+/// A run match is a candidate like a table match: rebuilt and compared, so the store stays
+/// exact.
+struct IndexSpill {
+    /// The previous window table: ids `[old_start, young_start)`.
+    old: StateTable,
+    old_start: u64,
+    /// Slots of each window table (fixed once spilling began).
+    table_cap: usize,
+    runs: HashRuns,
+    rotations: u64,
+}
+
+/// Which part of the index a lookup asks ([`CombackStore::insert_descriptor`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Everything; a state not found is inserted.
+    All,
+    /// The RAM window only; nothing is inserted (a delayed batch's first step).
+    Window,
+    /// The young table only (the rest was asked already); a state not found is inserted.
+    Young,
 }
 
 /// The ComBack store.
@@ -265,6 +307,17 @@ pub struct CombackStore<'m> {
     inner: RefCell<Inner>,
     /// Scratch for `insert_batch`.
     descriptors: Vec<u64>,
+    /// First state number `table` holds: 0 until the index spills, then the window's young
+    /// start.
+    young_start: u64,
+    /// The older part of the index, once it has spilled.
+    spill: Option<Box<IndexSpill>>,
+    /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
+    batch_account: Account,
+    /// A delayed batch's search-tree edges, `(descriptor, candidate)` run lookups and
+    /// `(id, candidate)` run matches.
+    #[allow(clippy::type_complexity)]
+    scratch: (Vec<Via>, Vec<(u64, u32)>, Vec<(u64, u32)>),
 }
 
 /// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
@@ -351,25 +404,60 @@ impl<'m> CombackStore<'m> {
         }
         let disk = Disk::new(storage);
         let back = BackedgeTable::open(&disk, &c.backedges)?;
-        let mut table = StateTable::with_slots(opts.hash_bits, c.table_slots as usize);
-        if table.needs_growth(back.len()) {
+        let bits = opts.hash_bits;
+        let count = back.len();
+        let (young_start, old, table) = match &c.window {
+            None => (
+                0,
+                None,
+                StateTable::with_slots(bits, c.table_slots as usize),
+            ),
+            Some(w) => {
+                let cap = w.table_cap as usize;
+                let old = StateTable::with_slots(bits, cap);
+                (w.young_start, Some(old), StateTable::with_slots(bits, cap))
+            }
+        };
+        let mut table = table;
+        if table.needs_growth(count - young_start) {
             return Err(StoreError::Invalid {
                 store: "comback",
                 message: format!(
                     "{} states do not fit the checkpointed table of {} slots",
-                    back.len(),
-                    c.table_slots
+                    count - young_start,
+                    table.capacity()
                 ),
             });
         }
-        back.scan_descriptors(|id, d| {
-            let p = table.probe_empty(d);
-            table.insert_at(p, d, id);
-        })?;
+        let fill = |t: &mut StateTable, from: u64, to: u64| {
+            back.descriptors_in(from, to, |id, d| {
+                let p = t.probe_empty(d);
+                t.insert_at(p, d, id);
+                Ok(())
+            })
+        };
+        fill(&mut table, young_start, count)?;
+        let spill = match (c.window, old) {
+            (Some(w), Some(mut old)) => {
+                fill(&mut old, w.old_start, w.young_start)?;
+                let runs = HashRuns::open(storage.dir(), RUNS, storage.budget.clone(), &w.runs)?;
+                Some(Box::new(IndexSpill {
+                    old,
+                    old_start: w.old_start,
+                    table_cap: w.table_cap as usize,
+                    runs,
+                    rotations: w.rotations,
+                }))
+            }
+            _ => None,
+        };
         let mut back = back;
         back.fit_cache(table.capacity() as u64, opts.block_cache)?;
         let mut s = Self::assemble(model, opts, disk, back, table)?;
         s.inner.get_mut().counters = c.counters;
+        s.young_start = young_start;
+        s.spill = spill;
+        s.publish_ram();
         Ok(s)
     }
 
@@ -396,6 +484,7 @@ impl<'m> CombackStore<'m> {
             })?;
         let width = model.state_len();
         let ram_account = disk.shared_account("comback.table");
+        let batch_account = disk.budget().account("bfs.batch");
         let s = CombackStore {
             model,
             disk,
@@ -406,6 +495,10 @@ impl<'m> CombackStore<'m> {
             back,
             initial,
             descriptors: Vec::new(),
+            young_start: 0,
+            spill: None,
+            batch_account,
+            scratch: Default::default(),
             inner: RefCell::new(Inner {
                 cache: Cache::new(opts.cache, width, recent_eighths(opts.waiting_set)),
                 stack: SearchPath::default(),
@@ -436,28 +529,61 @@ impl<'m> CombackStore<'m> {
         self.opts
     }
 
-    /// Rebuilds the state table 4/3 larger from the descriptors in the backedge table.
+    /// Makes room for `extra` more states in the table: rebuilds it 4/3 larger from the
+    /// descriptors in the backedge table, or, under a budget whose share (1/[`INDEX_SHARE`])
+    /// the larger table would pass, spills the index to disk; once spilled, rotates the
+    /// window.
     ///
-    /// The old and the new table coexist while it is rebuilt: under `--memory` both are
-    /// claimed from the budget first (exit 6 naming the table when they cannot fit) and
-    /// charged before the new one exists, so that the block caches give way first and the
+    /// The old table is freed before the new one is allocated (the new one is rebuilt from
+    /// the descriptor file, not copied), and under `--memory` the new one is claimed from the
+    /// budget and charged before it exists, so that the block caches give way first and the
     /// peak stays within the budget.
-    fn grow(&mut self) -> Result<(), StoreError> {
+    fn grow(&mut self, extra: u64) -> Result<(), StoreError> {
+        if let Some(sp) = &self.spill {
+            if extra * 20 > sp.table_cap as u64 * 17 {
+                return Err(StoreError::CapacityExceeded {
+                    store: "comback",
+                    message: format!(
+                        "a batch of {extra} successors does not fit the index window of {} slots; raise --memory",
+                        sp.table_cap
+                    ),
+                });
+            }
+            return self.rotate();
+        }
         let old = self.table.ram_bytes();
         let new = self.table.grown_bytes();
         let others = self.ram_without_backedges() - old;
-        self.disk.budget().claim(
-            "the ComBack state table",
-            others + old + new,
-            backedge::MIN_CACHE,
-            &format!(
-                "a table of {new} bytes rebuilt next to the {old} it replaces, for more than {} states",
-                self.back.len()
-            ),
-        )?;
-        self.ram_account.set(others + old + new, 0, 0);
+        let budget = self.disk.budget().clone();
+        match budget.limit() {
+            MemoryLimit::Bytes(limit) => {
+                let slots = self.table.grown_slots() as u64;
+                let over_share = new > limit / INDEX_SHARE
+                    || self.opts.index_slots.is_some_and(|max| slots > max);
+                let claim = budget.claim(
+                    "the ComBack state table",
+                    others + new,
+                    backedge::MIN_CACHE + HashRuns::min_ram_bytes(),
+                    &format!(
+                        "a table of {new} bytes for more than {} states",
+                        self.back.len()
+                    ),
+                );
+                if (over_share || claim.is_err()) && self.table.capacity() >= MIN_TABLE * 2 {
+                    return self.start_spilling();
+                }
+                claim?;
+            }
+            MemoryLimit::Unlimited => {
+                crate::sys::check_ceiling("the ComBack state table", new)?;
+            }
+        }
+        let bits = self.opts.hash_bits;
+        let cap = self.table.grown_slots();
+        self.table = StateTable::with_slots(bits, 0);
+        self.ram_account.set(others + new, 0, 0);
         self.back.trim_cache()?;
-        let mut g = self.table.grown();
+        let mut g = StateTable::with_slots(bits, cap);
         self.back.scan_descriptors(|id, d| {
             let p = g.probe_empty(d);
             g.insert_at(p, d, id);
@@ -469,6 +595,143 @@ impl<'m> CombackStore<'m> {
         self.inner.get_mut().counters.table_rebuilds += 1;
         self.publish_ram();
         Ok(())
+    }
+
+    /// Writes the (descriptor, id) pairs of states `[from, to)` to the runs, sorted in chunks
+    /// of at most `chunk` pairs (the sort buffer takes the RAM of the table just freed).
+    fn flush_to_runs(
+        &mut self,
+        runs: &mut HashRuns,
+        from: u64,
+        to: u64,
+        chunk: usize,
+    ) -> Result<(), StoreError> {
+        let chunk = chunk.max(1024).min((to - from).max(1) as usize);
+        let pair = std::mem::size_of::<(u64, u32)>() as u64;
+        self.ram_account
+            .set(self.ram_without_backedges() + chunk as u64 * pair, 0, 0);
+        // The runs' new filters too; then the block caches give way before either exists.
+        runs.reserve_filter(to - from);
+        self.back.trim_cache()?;
+        let mut buf: Vec<(u64, u32)> = Vec::with_capacity(chunk);
+        self.back.descriptors_in(from, to, |id, d| {
+            buf.push((d, id as u32));
+            if buf.len() == chunk {
+                runs.add(&mut buf)?;
+                buf.clear();
+            }
+            Ok(())
+        })?;
+        if !buf.is_empty() {
+            runs.add(&mut buf)?;
+        }
+        drop(buf);
+        runs.update_account();
+        self.publish_ram();
+        Ok(())
+    }
+
+    /// The table has outgrown its share of the budget: every state so far goes to the runs
+    /// and the window starts over with two tables of half the size.
+    fn start_spilling(&mut self) -> Result<(), StoreError> {
+        let bits = self.opts.hash_bits;
+        let cap = self.table.capacity();
+        let half = (cap / 2).max(MIN_TABLE);
+        let mut runs = HashRuns::new(
+            self.disk.dir(),
+            RUNS,
+            self.disk.is_kept(),
+            self.disk.budget().clone(),
+        );
+        self.table = StateTable::with_slots(bits, 0);
+        let n = self.back.len();
+        // The freed table's bytes, as 16-byte pairs.
+        self.flush_to_runs(&mut runs, 0, n, cap * SLOT_BYTES / 16)?;
+        self.spill = Some(Box::new(IndexSpill {
+            old: StateTable::with_slots(bits, 0),
+            old_start: n,
+            table_cap: half,
+            runs,
+            rotations: 1,
+        }));
+        self.young_start = n;
+        self.new_young_table(half)
+    }
+
+    /// The young table is full: the old one's states go to the runs, the young one becomes
+    /// the old one, and a new young one starts at the next state number.
+    fn rotate(&mut self) -> Result<(), StoreError> {
+        let bits = self.opts.hash_bits;
+        let mut sp = self.spill.take().expect("spilling");
+        sp.old = StateTable::with_slots(bits, 0);
+        let r = self.flush_to_runs(
+            &mut sp.runs,
+            sp.old_start,
+            self.young_start,
+            sp.table_cap * SLOT_BYTES / 16,
+        );
+        if let Err(e) = r {
+            self.spill = Some(sp);
+            return Err(e);
+        }
+        sp.old = std::mem::replace(&mut self.table, StateTable::with_slots(bits, 0));
+        sp.old_start = self.young_start;
+        sp.rotations += 1;
+        let cap = sp.table_cap;
+        self.spill = Some(sp);
+        self.young_start = self.back.len();
+        self.new_young_table(cap)
+    }
+
+    /// Allocates an empty young table of `cap` slots, charged first so that the block
+    /// caches give way before it exists.
+    fn new_young_table(&mut self, cap: usize) -> Result<(), StoreError> {
+        let bytes = (cap * SLOT_BYTES) as u64;
+        self.ram_account
+            .set(self.ram_without_backedges() + bytes, 0, 0);
+        self.back.trim_cache()?;
+        self.table = StateTable::with_slots(self.opts.hash_bits, cap);
+        self.publish_ram();
+        Ok(())
+    }
+
+    /// Looks `state` (descriptor `d`) up in the old window table and then, if `runs`, in
+    /// the runs.
+    #[allow(clippy::too_many_arguments)]
+    fn find_older(
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        opts: &CombackOptions,
+        inner: &mut Inner,
+        sp: &mut IndexSpill,
+        state: &[u8],
+        d: u64,
+        fp_exact: bool,
+        runs: bool,
+    ) -> Result<Option<(StateId, u32)>, StoreError> {
+        let found = sp.old.find(d, |_, id| {
+            match Self::candidate(model, back, initial, opts, inner, id, state, d, fp_exact)? {
+                Candidate::Match { depth } => Ok(Some((id, depth))),
+                Candidate::Mismatch { .. } => Ok::<_, StoreError>(None),
+            }
+        })?;
+        if let Ok(x) = found {
+            return Ok(Some(x));
+        }
+        if !runs || !sp.runs.may_contain(d) {
+            return Ok(None);
+        }
+        let mut ids = Vec::new();
+        sp.runs.find_sorted(&[(d, 0)], |_, id| ids.push(id))?;
+        for id in ids {
+            let c = Self::candidate(model, back, initial, opts, inner, id, state, d, true)?;
+            sp.runs.count_outcome(matches!(c, Candidate::Match { .. }));
+            if let Candidate::Match { depth } = c {
+                return Ok(Some((id, depth)));
+            }
+        }
+        Ok(None)
     }
 
     fn check(&self, state: &[u8], extra: u64) -> Result<(), StoreError> {
@@ -779,13 +1042,15 @@ impl<'m> CombackStore<'m> {
         Ok(())
     }
 
-    /// Looks `state` (descriptor `d`) up and inserts it if new; the table has room.
+    /// Looks `state` (descriptor `d`) up in `scope` and, unless the scope is the window
+    /// only, inserts it if new (`None`: not in the window); the table has room.
     fn insert_descriptor(
         &mut self,
         state: &[u8],
         via: Option<Via>,
         d: u64,
-    ) -> Result<Insert, StoreError> {
+        scope: Scope,
+    ) -> Result<Option<Insert>, StoreError> {
         let model = self.model;
         let opts = self.opts;
         let back = &self.back;
@@ -794,7 +1059,9 @@ impl<'m> CombackStore<'m> {
         // The table only offers candidates whose fingerprint matches; when the fingerprint
         // is the whole descriptor, their descriptors need not be read.
         let fp_exact = self.table.fingerprint_is_descriptor();
-        inner.counters.generated += 1;
+        if scope != Scope::Young {
+            inner.counters.generated += 1;
+        }
         // First slot of an equal-descriptor entry (move-to-front target) and list length.
         let mut first_equal: Option<usize> = None;
         let mut equal_seen: u64 = 0;
@@ -811,6 +1078,22 @@ impl<'m> CombackStore<'m> {
                 }
             }
         })?;
+        let older = match (&found, &mut self.spill, scope) {
+            (Err(_), Some(sp), Scope::All | Scope::Window) => {
+                // A delayed batch asks the runs afterwards, sorted.
+                let runs = scope == Scope::All;
+                Self::find_older(
+                    model, back, initial, &opts, inner, sp, state, d, fp_exact, runs,
+                )?
+            }
+            _ => None,
+        };
+        if let Some((id, depth)) = older {
+            if let (PathOptimisation::On, Some(via)) = (opts.path_optimisation, via) {
+                self.maybe_repoint(id, depth, via)?;
+            }
+            return Ok(Some(Insert::Seen(id)));
+        }
         match found {
             Ok((pos, id, depth)) => {
                 if opts.move_to_front == MoveToFront::On {
@@ -822,8 +1105,9 @@ impl<'m> CombackStore<'m> {
                 if let (PathOptimisation::On, Some(via)) = (opts.path_optimisation, via) {
                     self.maybe_repoint(id, depth, via)?;
                 }
-                Ok(Insert::Seen(id))
+                Ok(Some(Insert::Seen(id)))
             }
+            Err(_) if scope == Scope::Window => Ok(None),
             Err(probe) => {
                 let list = equal_seen + 1;
                 if list > inner.counters.max_collision_list {
@@ -844,14 +1128,171 @@ impl<'m> CombackStore<'m> {
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
                 inner.stack.push(depth, id, state);
-                Ok(Insert::New(id))
+                Ok(Some(Insert::New(id)))
             }
         }
     }
 
+    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`: pass 1
+    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
+    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
+    /// inserts one state at a time.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        via: impl Fn(usize) -> Via,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
+        }
+        while self.table.needs_growth(n as u64) {
+            self.grow(n as u64)?;
+        }
+        let mut ds = std::mem::take(&mut self.descriptors);
+        ds.clear();
+        let mut touch = 0u16;
+        for i in 0..n {
+            let d = descriptor(batch.get(i), self.opts.hash_bits);
+            touch ^= self.table.touch(d);
+            ds.push(d);
+        }
+        let mut touch2 = 0u32;
+        {
+            let inner = self.inner.get_mut();
+            for &d in &ds {
+                if let Some(id) = self.table.first_candidate(d) {
+                    touch2 ^= inner.cache.touch(id);
+                }
+            }
+        }
+        std::hint::black_box((touch, touch2));
+        let r = ds.iter().enumerate().try_for_each(|(i, &d)| {
+            let ins = self.insert_descriptor(batch.get(i), Some(via(i)), d, Scope::All)?;
+            out.push(ins.expect("scope All inserts"));
+            Ok(())
+        });
+        self.descriptors = ds;
+        self.publish_if_resized();
+        r
+    }
+
+    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
+    /// RAM window; (2) those some run's filter lets through are sorted by descriptor and
+    /// looked up in the runs in one sweep, and their matches rebuilt and compared in state
+    /// number order (neighbouring numbers share most of their paths and backedge blocks);
+    /// (3) the rest are new or repeat an earlier candidate of the batch: inserted in order,
+    /// which numbers them as a one-by-one insertion would.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        out.clear();
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
+        }
+        while self.table.needs_growth(n as u64) {
+            self.grow(n as u64)?;
+        }
+        let mut ds = std::mem::take(&mut self.descriptors);
+        ds.clear();
+        for i in 0..n {
+            let d = descriptor(batch.get(i), self.opts.hash_bits);
+            std::hint::black_box(self.table.touch(d));
+            ds.push(d);
+        }
+        // (1) The window.
+        for (i, &d) in ds.iter().enumerate() {
+            let r = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::Window)?;
+            out.push(r.unwrap_or(Insert::Seen(OPEN)));
+        }
+        // (2) The runs.
+        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
+        maybe.clear();
+        matches.clear();
+        let sp = self.spill.as_mut().expect("spilled");
+        for (i, &d) in ds.iter().enumerate() {
+            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(d) {
+                maybe.push((d, i as u32));
+            }
+        }
+        let mut r = Ok(());
+        if !maybe.is_empty() {
+            maybe.sort_unstable();
+            sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
+            matches.sort_unstable();
+            r = self.resolve_run_matches(batch, &ds, vias, &matches, out);
+        }
+        self.scratch = (Vec::new(), maybe, matches);
+        r?;
+        // (3) New states, or repeats of an earlier candidate of this batch.
+        let result = (0..n).try_for_each(|i| {
+            if out[i] == Insert::Seen(OPEN) {
+                let ins =
+                    self.insert_descriptor(batch.get(i), Some(vias[i]), ds[i], Scope::Young)?;
+                out[i] = ins.expect("scope Young inserts");
+            }
+            Ok(())
+        });
+        self.descriptors = ds;
+        self.publish_if_resized();
+        result
+    }
+
+    /// Step (2) of [`CombackStore::insert_many_spilled`]: `matches` are (id, candidate)
+    /// pairs sorted by id; a candidate still open that is its match's state is seen.
+    fn resolve_run_matches(
+        &mut self,
+        batch: &StateBatch,
+        ds: &[u64],
+        vias: &[Via],
+        matches: &[(u64, u32)],
+        out: &mut [Insert],
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        for &(id, i) in matches {
+            let i = i as usize;
+            if out[i] != Insert::Seen(OPEN) {
+                continue;
+            }
+            let c = Self::candidate(
+                self.model,
+                &self.back,
+                &self.initial,
+                &self.opts,
+                self.inner.get_mut(),
+                id,
+                batch.get(i),
+                ds[i],
+                true,
+            )?;
+            let sp = self.spill.as_mut().expect("spilled");
+            sp.runs.count_outcome(matches!(c, Candidate::Match { .. }));
+            if let Candidate::Match { depth } = c {
+                out[i] = Insert::Seen(id);
+                if self.opts.path_optimisation == PathOptimisation::On {
+                    self.maybe_repoint(id, depth, vias[i])?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn ram_without_backedges(&self) -> u64 {
         let inner = self.inner.borrow();
-        self.table.ram_bytes()
+        // Once spilling, the old window table's share is charged whether it is allocated or
+        // not: the caches that size themselves from the budget must not grow into it
+        // between rotations.
+        let old = self.spill.as_ref().map_or(0, |sp| {
+            (sp.old.capacity().max(sp.table_cap) * SLOT_BYTES) as u64
+        });
+        old + self.table.ram_bytes()
             + inner.cache.ram_bytes()
             + inner.stack.ram_bytes()
             + inner.waiting.ram_bytes()
@@ -867,12 +1308,12 @@ impl StateStore for CombackStore<'_> {
     fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state, 1)?;
         if self.table.needs_growth(1) {
-            self.grow()?;
+            self.grow(1)?;
         }
         let d = descriptor(state, self.opts.hash_bits);
-        let r = self.insert_descriptor(state, via, d);
+        let r = self.insert_descriptor(state, via, d, Scope::All);
         self.publish_if_resized();
-        r
+        Ok(r?.expect("scope All inserts"))
     }
 
     fn insert_batch(
@@ -882,46 +1323,49 @@ impl StateStore for CombackStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        out.clear();
-        let n = batch.len();
-        for i in 0..n {
-            self.check(batch.get(i), n as u64)?;
-        }
-        while self.table.needs_growth(n as u64) {
-            self.grow()?;
-        }
-        // Pass 1: descriptors, and touch every home slot so the cache misses overlap.
-        let mut ds = std::mem::take(&mut self.descriptors);
-        ds.clear();
-        let mut touch = 0u16;
-        for i in 0..n {
-            let d = descriptor(batch.get(i), self.opts.hash_bits);
-            touch ^= self.table.touch(d);
-            ds.push(d);
-        }
-        // Pass 2: touch the cache entry of each first candidate (a second wave of misses).
-        let mut touch2 = 0u32;
-        {
-            let inner = self.inner.get_mut();
-            for &d in &ds {
-                if let Some(id) = self.table.first_candidate(d) {
-                    touch2 ^= inner.cache.touch(id);
-                }
-            }
-        }
-        std::hint::black_box((touch, touch2));
-        // Pass 3: look up and insert in order.
-        for (i, &d) in ds.iter().enumerate() {
-            let via = Via {
+        self.insert_all(
+            batch,
+            |i| Via {
                 parent,
                 transition: batch.transition(i),
                 depth: parent_depth + 1,
-            };
-            out.push(self.insert_descriptor(batch.get(i), Some(via), d)?);
-        }
-        self.descriptors = ds;
-        self.publish_if_resized();
-        Ok(())
+            },
+            out,
+        )
+    }
+
+    /// Under a budget, so that once the index has spilled, lookups that reach the runs are
+    /// batched (sorted by descriptor against the runs, then rebuilt in state number order).
+    /// The batch is bounded so that the window's young table takes it whole.
+    fn delayed_batch(&self) -> Option<usize> {
+        let room = match &self.spill {
+            Some(sp) => sp.table_cap / 4,
+            None => (self.table.capacity() / 8).max(MIN_TABLE / 4),
+        };
+        delayed_batch_len(
+            self.disk.budget().limit(),
+            self.width,
+            room,
+            &self.batch_account,
+        )
+    }
+
+    fn insert_many(
+        &mut self,
+        parents: &[(StateId, u32)],
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        let mut vias = std::mem::take(&mut self.scratch.0);
+        batch_vias(parents, parent_depth, batch, &mut vias);
+        let r = if self.spill.is_some() {
+            self.insert_many_spilled(batch, &vias, out)
+        } else {
+            self.insert_all(batch, |i| vias[i], out)
+        };
+        self.scratch.0 = vias;
+        r
     }
 
     fn len(&self) -> u64 {
@@ -974,17 +1418,30 @@ impl StateStore for CombackStore<'_> {
     /// The state table, the full-state cache, the search path, the waiting-set buffer, and
     /// the backedge vector's hot window, block cache and block index.
     fn ram_bytes(&self) -> u64 {
-        self.ram_without_backedges() + self.back.ram_bytes()
+        self.ram_without_backedges()
+            + self.back.ram_bytes()
+            + self.spill.as_ref().map_or(0, |sp| sp.runs.ram_bytes())
     }
 
     fn disk_bytes(&self) -> u64 {
-        self.back.disk_bytes()
+        self.back.disk_bytes() + self.spill.as_ref().map_or(0, |sp| sp.runs.disk_bytes())
+    }
+
+    fn sync_accounts(&self) {
+        if let Some(sp) = &self.spill {
+            sp.runs.update_account();
+        }
     }
 
     /// The RAM structures, plus the smallest backedge block cache that replays can live
     /// with (the automatic size's floor, see [`backedge::cache_bytes_for`]).
     fn min_ram_bytes(&self) -> u64 {
-        self.ram_bytes() + backedge::MIN_CACHE
+        // A budgeted index may spill: then it needs the runs' cache and merge buffers too.
+        let runs = match self.disk.budget().limit() {
+            MemoryLimit::Bytes(_) => HashRuns::min_ram_bytes(),
+            MemoryLimit::Unlimited => 0,
+        };
+        self.ram_bytes() + backedge::MIN_CACHE + runs
     }
 
     /// Flushes the backedge vector (the dirty blocks and the hot window: what changed since
@@ -998,12 +1455,31 @@ impl StateStore for CombackStore<'_> {
             });
         }
         let backedges = self.back.checkpoint()?;
-        let files = vec![backedges.backedges.file(), backedges.descriptors.file()];
+        let mut files = vec![backedges.backedges.file(), backedges.descriptors.file()];
+        let window = match &mut self.spill {
+            None => None,
+            Some(sp) => {
+                let (runs, run_files) = sp.runs.checkpoint()?;
+                files.extend(
+                    run_files
+                        .into_iter()
+                        .map(|(name, len)| crate::storage::FileMark { name, len }),
+                );
+                Some(WindowMark {
+                    old_start: sp.old_start,
+                    young_start: self.young_start,
+                    table_cap: sp.table_cap as u64,
+                    rotations: sp.rotations,
+                    runs,
+                })
+            }
+        };
         let blob = encode_blob(&CombackCheckpoint {
             opts: self.opts,
             table_slots: self.table.capacity() as u64,
             counters: self.inner.get_mut().counters,
             backedges,
+            window,
         });
         self.disk.checkpointed();
         Ok(StoreMark { blob, files })
@@ -1105,6 +1581,14 @@ impl StateStore for CombackStore<'_> {
         let (hits, misses) = self.back.descriptor_cache_counts();
         put("descriptor_cache_hits", json!(hits));
         put("descriptor_cache_misses", json!(misses));
+        if let Some(sp) = &self.spill {
+            report_runs(
+                &mut m,
+                &sp.runs,
+                self.back.len() - sp.old_start,
+                sp.rotations,
+            );
+        }
         m
     }
 }

@@ -39,6 +39,9 @@ fn zeroed_slots(n: usize) -> Vec<Slot> {
     v
 }
 
+/// Bytes of one slot.
+pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+
 /// Largest number of states (ids are stored as `id + 1` in 32 bits).
 pub const MAX_STATES: u64 = u32::MAX as u64 - 1;
 
@@ -92,6 +95,11 @@ impl StateTable {
     #[inline]
     pub fn needs_growth(&self, extra: u64) -> bool {
         (self.count + extra) * 20 > self.slots.len() as u64 * 17
+    }
+
+    /// Slots of the table [`StateTable::grown`] makes.
+    pub fn grown_slots(&self) -> usize {
+        (self.slots.len() * 4 / 3).max(1024)
     }
 
     /// Bytes of the table [`StateTable::grown`] makes.
