@@ -385,6 +385,32 @@ impl BlockCache {
 }
 
 /// The runs of one index.
+/// See [`HashRuns::feed`].
+pub struct RunFeed<'a> {
+    runs: &'a mut HashRuns,
+    buf: Vec<(u64, u32)>,
+    chunk: usize,
+}
+
+impl RunFeed<'_> {
+    pub fn push(&mut self, hash: u64, id: u32) -> Result<(), StorageError> {
+        self.buf.push((hash, id));
+        if self.buf.len() >= self.chunk {
+            self.runs.add(&mut self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the last pairs, frees the buffer and brings the runs' account up to date.
+    pub fn finish(mut self) -> Result<(), StorageError> {
+        let r = self.runs.add(&mut self.buf);
+        self.buf = Vec::new();
+        self.runs.update_account();
+        r
+    }
+}
+
 pub struct HashRuns {
     dir: PathBuf,
     /// File name prefix (`NAME.run.G`).
@@ -549,6 +575,16 @@ impl HashRuns {
             self.disk_bytes(),
             self.pairs() * PAIR as u64,
         );
+    }
+
+    /// A writer that adds pairs pushed in any order as runs of at most `chunk` pairs each
+    /// (its buffer takes `chunk` × 16 bytes: the caller has freed as much).
+    pub fn feed(&mut self, chunk: usize) -> RunFeed<'_> {
+        RunFeed {
+            buf: Vec::with_capacity(chunk),
+            chunk,
+            runs: self,
+        }
     }
 
     /// Adds the pairs of `pairs` (any order; sorted here) as a new run, then merges runs of

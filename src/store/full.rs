@@ -13,7 +13,7 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::slots::Slots;
-use super::window::{delayed_batch_len, report_runs, WindowMark, INDEX_SHARE};
+use super::window::{delayed_batch_len, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
 use super::StoreSpec;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StatesBack,
@@ -55,24 +55,6 @@ struct Mark {
 /// Name of the index runs' files (`full.index.run.G`) and of their account.
 const RUNS: &str = "full.index";
 
-/// The smallest window table: below this, spilling would rotate for every few states.
-const MIN_TABLE: usize = 1 << 12;
-
-/// The index once it has outgrown its share of the budget: a window of two tables of recent
-/// states in RAM, everything older in sorted runs on disk (see docs/ARCHITECTURE.md, "The
-/// disk-resident visited set").
-struct Spill {
-    /// The previous window table: ids `[old_start, young_start)` (empty right after spilling
-    /// began).
-    old: Slots,
-    old_start: u64,
-    /// Capacity of each window table (fixed once spilling began).
-    table_cap: usize,
-    runs: HashRuns,
-    /// Window rotations (each writes the old table's states to the runs).
-    rotations: u64,
-}
-
 /// The full state table.
 pub struct FullStore {
     /// Fixed state width, when every state has the same length.
@@ -88,7 +70,7 @@ pub struct FullStore {
     /// First id the table `slots` holds: 0 until the index spills, then the window's start.
     young_start: u64,
     /// The older part of the index, once it has spilled.
-    spill: Option<Box<Spill>>,
+    spill: Option<Box<Spill<Slots>>>,
     /// Where index runs go, and whether they must outlive the process (checkpoints).
     run_dir: Option<(std::path::PathBuf, bool)>,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
@@ -203,7 +185,7 @@ fn collect(slots: &Slots, h: u64, mut f: impl FnMut(u64)) {
 /// Looks `state` (hash `h`) up in the old window table, then in the runs.
 #[inline(never)]
 fn find_in_spill(
-    sp: &mut Spill,
+    sp: &mut Spill<Slots>,
     arena: &Arena,
     state: &[u8],
     h: u64,
@@ -483,22 +465,9 @@ impl FullStore {
         // The runs' new filters too; then the vector cache gives way before either exists.
         runs.reserve_filter(to - from);
         self.trim_state_cache()?;
-        let mut buf: Vec<(u64, u32)> = Vec::with_capacity(chunk);
-        let mut result = Ok(());
-        self.hashes_in(from, to, |id, h| {
-            buf.push((h, id as u32));
-            if buf.len() == chunk {
-                runs.add(&mut buf)?;
-                buf.clear();
-            }
-            Ok(())
-        })?;
-        if !buf.is_empty() {
-            result = runs.add(&mut buf);
-        }
-        drop(buf);
-        runs.update_account();
-        Ok(result?)
+        let mut feed = runs.feed(chunk);
+        self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
+        Ok(feed.finish()?)
     }
 
     /// The table has outgrown its share of the budget: every state indexed so far goes to
@@ -569,13 +538,7 @@ impl FullStore {
         }
         if let Some(sp) = &self.spill {
             if extra * 4 > sp.table_cap as u64 * 3 {
-                return Err(StoreError::CapacityExceeded {
-                    store: "full",
-                    message: format!(
-                        "a batch of {extra} successors does not fit the index window of {} slots; raise --memory",
-                        sp.table_cap
-                    ),
-                });
+                return Err(sp.too_small("full", extra));
             }
             return self.rotate();
         }
@@ -989,21 +952,7 @@ impl StateStore for FullStore {
         }
         let window = match &mut self.spill {
             None => None,
-            Some(sp) => {
-                let (runs, run_files) = sp.runs.checkpoint()?;
-                files.extend(
-                    run_files
-                        .into_iter()
-                        .map(|(name, len)| FileMark { name, len }),
-                );
-                Some(WindowMark {
-                    old_start: sp.old_start,
-                    young_start: self.young_start,
-                    table_cap: sp.table_cap as u64,
-                    rotations: sp.rotations,
-                    runs,
-                })
-            }
+            Some(sp) => Some(sp.checkpoint(self.young_start, &mut files)?),
         };
         Ok(StoreMark {
             blob: encode_blob(&Mark {
@@ -1037,7 +986,7 @@ impl StateStore for FullStore {
             m.insert("state_cache_misses".into(), misses.into());
         }
         if let Some(sp) = &self.spill {
-            report_runs(&mut m, &sp.runs, self.count - sp.old_start, sp.rotations);
+            sp.report(&mut m, self.count);
         }
         m
     }

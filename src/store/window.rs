@@ -2,8 +2,70 @@
 //! docs/ARCHITECTURE.md, "The disk-resident visited set"): the window's checkpoint record,
 //! the budget share of the index, the size of a delayed batch and the spilled index's stats.
 
+use crate::error::StorageError;
 use crate::storage::runs::{HashRuns, RunsMark};
-use crate::storage::{Account, MemoryLimit};
+use crate::storage::{Account, FileMark, MemoryLimit};
+
+/// The smallest window table, in slots: below this, spilling would rotate for every few
+/// states.
+pub const MIN_TABLE: usize = 1 << 12;
+
+/// An index once it has outgrown its share of the budget: the store's own table is the
+/// young half of a window of two tables of recent states in RAM; `old` is the other half,
+/// and everything older is in sorted runs on disk (see docs/ARCHITECTURE.md, "The
+/// disk-resident visited set"). `T` is the store's table type.
+pub struct Spill<T> {
+    /// The previous window table: ids `[old_start, young_start)` (empty right after
+    /// spilling began).
+    pub old: T,
+    pub old_start: u64,
+    /// Capacity of each window table, in slots (fixed once spilling began).
+    pub table_cap: usize,
+    pub runs: HashRuns,
+    /// Window rotations (each writes the old table's states to the runs).
+    pub rotations: u64,
+}
+
+impl<T> Spill<T> {
+    /// The error of a batch of `extra` successors that a window table cannot take whole.
+    pub fn too_small(&self, store: &'static str, extra: u64) -> crate::error::StoreError {
+        crate::error::StoreError::CapacityExceeded {
+            store,
+            message: format!(
+                "a batch of {extra} successors does not fit the index window of {} slots; raise --memory",
+                self.table_cap
+            ),
+        }
+    }
+
+    /// The window's checkpoint record, given the young table's first id; the runs' files go
+    /// to `files`.
+    pub fn checkpoint(
+        &mut self,
+        young_start: u64,
+        files: &mut Vec<FileMark>,
+    ) -> Result<WindowMark, StorageError> {
+        let (runs, run_files) = self.runs.checkpoint()?;
+        files.extend(
+            run_files
+                .into_iter()
+                .map(|(name, len)| FileMark { name, len }),
+        );
+        Ok(WindowMark {
+            old_start: self.old_start,
+            young_start,
+            table_cap: self.table_cap as u64,
+            rotations: self.rotations,
+            runs,
+        })
+    }
+
+    /// The spilled index's figures (`index_*` keys of `--stats-json`), for a store of
+    /// `count` states.
+    pub fn report(&self, m: &mut serde_json::Map<String, serde_json::Value>, count: u64) {
+        report_runs(m, &self.runs, count - self.old_start, self.rotations);
+    }
+}
 
 /// A spilled index's layout at a checkpoint: the RAM window's id ranges and the runs.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -44,7 +106,7 @@ pub fn delayed_batch_len(
 }
 
 /// The spilled index's figures (`index_*` keys of `--stats-json`).
-pub fn report_runs(
+fn report_runs(
     m: &mut serde_json::Map<String, serde_json::Value>,
     runs: &HashRuns,
     window_states: u64,

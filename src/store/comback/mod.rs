@@ -43,7 +43,7 @@ pub mod table;
 
 use super::full::eq_bytes;
 use super::records::Disk;
-use super::window::{delayed_batch_len, report_runs, WindowMark, INDEX_SHARE};
+use super::window::{delayed_batch_len, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
 use super::{batch_vias, storage_needed, StoreSpec};
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
@@ -263,24 +263,6 @@ struct CombackCheckpoint {
 /// Name of the index runs' files (`comback.index.run.G`).
 const RUNS: &str = "comback.index";
 
-/// The smallest window table: below this, spilling would rotate for every few states.
-const MIN_TABLE: usize = 1 << 12;
-
-/// The state table once it has outgrown its share of the budget: the table of the store is
-/// the young half of a window of two, everything older is in sorted runs of (descriptor,
-/// state number) pairs on disk (see docs/ARCHITECTURE.md, "The disk-resident visited set").
-/// A run match is a candidate like a table match: rebuilt and compared, so the store stays
-/// exact.
-struct IndexSpill {
-    /// The previous window table: ids `[old_start, young_start)`.
-    old: StateTable,
-    old_start: u64,
-    /// Slots of each window table (fixed once spilling began).
-    table_cap: usize,
-    runs: HashRuns,
-    rotations: u64,
-}
-
 /// Which part of the index a lookup asks ([`CombackStore::insert_descriptor`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -311,7 +293,7 @@ pub struct CombackStore<'m> {
     /// start.
     young_start: u64,
     /// The older part of the index, once it has spilled.
-    spill: Option<Box<IndexSpill>>,
+    spill: Option<Box<Spill<StateTable>>>,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
     batch_account: Account,
     /// A delayed batch's search-tree edges, `(descriptor, candidate)` run lookups and
@@ -441,7 +423,7 @@ impl<'m> CombackStore<'m> {
             (Some(w), Some(mut old)) => {
                 fill(&mut old, w.old_start, w.young_start)?;
                 let runs = HashRuns::open(storage.dir(), RUNS, storage.budget.clone(), &w.runs)?;
-                Some(Box::new(IndexSpill {
+                Some(Box::new(Spill {
                     old,
                     old_start: w.old_start,
                     table_cap: w.table_cap as usize,
@@ -541,13 +523,7 @@ impl<'m> CombackStore<'m> {
     fn grow(&mut self, extra: u64) -> Result<(), StoreError> {
         if let Some(sp) = &self.spill {
             if extra * 20 > sp.table_cap as u64 * 17 {
-                return Err(StoreError::CapacityExceeded {
-                    store: "comback",
-                    message: format!(
-                        "a batch of {extra} successors does not fit the index window of {} slots; raise --memory",
-                        sp.table_cap
-                    ),
-                });
+                return Err(sp.too_small("comback", extra));
             }
             return self.rotate();
         }
@@ -613,20 +589,10 @@ impl<'m> CombackStore<'m> {
         // The runs' new filters too; then the block caches give way before either exists.
         runs.reserve_filter(to - from);
         self.back.trim_cache()?;
-        let mut buf: Vec<(u64, u32)> = Vec::with_capacity(chunk);
-        self.back.descriptors_in(from, to, |id, d| {
-            buf.push((d, id as u32));
-            if buf.len() == chunk {
-                runs.add(&mut buf)?;
-                buf.clear();
-            }
-            Ok(())
-        })?;
-        if !buf.is_empty() {
-            runs.add(&mut buf)?;
-        }
-        drop(buf);
-        runs.update_account();
+        let mut feed = runs.feed(chunk);
+        self.back
+            .descriptors_in(from, to, |id, d| Ok(feed.push(d, id as u32)?))?;
+        feed.finish()?;
         self.publish_ram();
         Ok(())
     }
@@ -647,7 +613,7 @@ impl<'m> CombackStore<'m> {
         let n = self.back.len();
         // The freed table's bytes, as 16-byte pairs.
         self.flush_to_runs(&mut runs, 0, n, cap * SLOT_BYTES / 16)?;
-        self.spill = Some(Box::new(IndexSpill {
+        self.spill = Some(Box::new(Spill {
             old: StateTable::with_slots(bits, 0),
             old_start: n,
             table_cap: half,
@@ -704,7 +670,7 @@ impl<'m> CombackStore<'m> {
         initial: &[u8],
         opts: &CombackOptions,
         inner: &mut Inner,
-        sp: &mut IndexSpill,
+        sp: &mut Spill<StateTable>,
         state: &[u8],
         d: u64,
         fp_exact: bool,
@@ -1133,17 +1099,9 @@ impl<'m> CombackStore<'m> {
         }
     }
 
-    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`: pass 1
-    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
-    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
-    /// inserts one state at a time.
-    fn insert_all(
-        &mut self,
-        batch: &StateBatch,
-        via: impl Fn(usize) -> Via,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        out.clear();
+    /// Checks a batch, makes room for it, and returns its descriptors (the store's scratch
+    /// vector: give it back), each home slot touched so that the cache misses overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
         let n = batch.len();
         for i in 0..n {
             self.check(batch.get(i), n as u64)?;
@@ -1159,6 +1117,22 @@ impl<'m> CombackStore<'m> {
             touch ^= self.table.touch(d);
             ds.push(d);
         }
+        std::hint::black_box(touch);
+        Ok(ds)
+    }
+
+    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`: pass 1
+    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
+    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
+    /// inserts one state at a time.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        via: impl Fn(usize) -> Via,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let ds = self.prepare(batch)?;
         let mut touch2 = 0u32;
         {
             let inner = self.inner.get_mut();
@@ -1168,7 +1142,7 @@ impl<'m> CombackStore<'m> {
                 }
             }
         }
-        std::hint::black_box((touch, touch2));
+        std::hint::black_box(touch2);
         let r = ds.iter().enumerate().try_for_each(|(i, &d)| {
             let ins = self.insert_descriptor(batch.get(i), Some(via(i)), d, Scope::All)?;
             out.push(ins.expect("scope All inserts"));
@@ -1194,19 +1168,7 @@ impl<'m> CombackStore<'m> {
         const OPEN: StateId = StateId::MAX;
         out.clear();
         let n = batch.len();
-        for i in 0..n {
-            self.check(batch.get(i), n as u64)?;
-        }
-        while self.table.needs_growth(n as u64) {
-            self.grow(n as u64)?;
-        }
-        let mut ds = std::mem::take(&mut self.descriptors);
-        ds.clear();
-        for i in 0..n {
-            let d = descriptor(batch.get(i), self.opts.hash_bits);
-            std::hint::black_box(self.table.touch(d));
-            ds.push(d);
-        }
+        let ds = self.prepare(batch)?;
         // (1) The window.
         for (i, &d) in ds.iter().enumerate() {
             let r = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::Window)?;
@@ -1458,21 +1420,7 @@ impl StateStore for CombackStore<'_> {
         let mut files = vec![backedges.backedges.file(), backedges.descriptors.file()];
         let window = match &mut self.spill {
             None => None,
-            Some(sp) => {
-                let (runs, run_files) = sp.runs.checkpoint()?;
-                files.extend(
-                    run_files
-                        .into_iter()
-                        .map(|(name, len)| crate::storage::FileMark { name, len }),
-                );
-                Some(WindowMark {
-                    old_start: sp.old_start,
-                    young_start: self.young_start,
-                    table_cap: sp.table_cap as u64,
-                    rotations: sp.rotations,
-                    runs,
-                })
-            }
+            Some(sp) => Some(sp.checkpoint(self.young_start, &mut files)?),
         };
         let blob = encode_blob(&CombackCheckpoint {
             opts: self.opts,
@@ -1582,12 +1530,7 @@ impl StateStore for CombackStore<'_> {
         put("descriptor_cache_hits", json!(hits));
         put("descriptor_cache_misses", json!(misses));
         if let Some(sp) = &self.spill {
-            report_runs(
-                &mut m,
-                &sp.runs,
-                self.back.len() - sp.old_start,
-                sp.rotations,
-            );
+            sp.report(&mut m, self.back.len());
         }
         m
     }
