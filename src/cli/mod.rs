@@ -320,6 +320,12 @@ pub struct DeltaArgs {
     #[arg(long, value_name = "S", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delta_strata: u32,
+
+    /// Under --memory, spill the index once it would pass N slots (tests and benchmarks of
+    /// the spilled index on small models; default: half the budget decides).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u64).range(8192..))]
+    pub delta_index_slots: Option<u64>,
 }
 
 /// The options of `--store full`.
@@ -713,6 +719,7 @@ impl ExploreArgs {
                         limit,
                         strata: d.delta_strata,
                     }),
+                    index_slots: d.delta_index_slots,
                 })
             }
             "hashcompact" => StoreConfig::Hashcompact(HashCompactOptions {

@@ -6,6 +6,17 @@ use crate::error::StorageError;
 use crate::storage::runs::{HashRuns, RunsMark};
 use crate::storage::{Account, FileMark, MemoryLimit};
 
+/// Which part of a spilled index a lookup asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything; a state not found is inserted.
+    All,
+    /// The RAM window only; nothing is inserted (a delayed batch's first step).
+    Window,
+    /// The young table only (the rest was asked already); a state not found is inserted.
+    Young,
+}
+
 /// The smallest window table, in slots: below this, spilling would rotate for every few
 /// states.
 pub const MIN_TABLE: usize = 1 << 12;

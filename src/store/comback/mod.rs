@@ -43,7 +43,7 @@ pub mod table;
 
 use super::full::eq_bytes;
 use super::records::Disk;
-use super::window::{delayed_batch_len, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
+use super::window::{delayed_batch_len, Scope, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
 use super::{batch_vias, storage_needed, StoreSpec};
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
@@ -262,17 +262,6 @@ struct CombackCheckpoint {
 
 /// Name of the index runs' files (`comback.index.run.G`).
 const RUNS: &str = "comback.index";
-
-/// Which part of the index a lookup asks ([`CombackStore::insert_descriptor`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// Everything; a state not found is inserted.
-    All,
-    /// The RAM window only; nothing is inserted (a delayed batch's first step).
-    Window,
-    /// The young table only (the rest was asked already); a state not found is inserted.
-    Young,
-}
 
 /// The ComBack store.
 pub struct CombackStore<'m> {

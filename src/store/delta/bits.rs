@@ -125,6 +125,11 @@ impl PackedArray {
         self.groups.give_up()
     }
 
+    /// Lets the block cache shrink to what the budget leaves it now.
+    pub fn trim_cache(&mut self) -> Result<(), StoreError> {
+        self.groups.trim_cache()
+    }
+
     pub fn cache_counts(&self) -> (u64, u64) {
         self.groups.cache_counts()
     }

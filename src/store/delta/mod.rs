@@ -59,15 +59,17 @@ pub mod index;
 
 use super::full::{eq_bytes, state_hash};
 use super::records::{Disk, Layout};
+use super::window::{delayed_batch_len, Scope, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
+use super::{batch_vias, storage_needed, RunShape, StoreSpec};
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{storage_needed, RunShape, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
-use crate::storage::Storage;
+use crate::storage::runs::HashRuns;
+use crate::storage::{Account, MemoryLimit, Storage};
 use bits::{bits_for, PackedArray, PackedMark};
 pub use explicit::Collapse;
 use explicit::{Equal, ExplicitMark, ExplicitStates};
@@ -104,6 +106,11 @@ pub struct DeltaOptions {
     pub cache_states: usize,
     /// Stratified caching: forget index entries to keep at most a number of them.
     pub replace: Option<Replacement>,
+    /// Under `--memory`, spill the index once it would pass this many slots (hidden
+    /// `--delta-index-slots`: tests and benchmarks of the spilled index on small models;
+    /// `None`: half the budget decides).
+    #[serde(default)]
+    pub index_slots: Option<u64>,
 }
 
 /// Stratified caching settings (see the module docs).
@@ -124,6 +131,7 @@ impl Default for DeltaOptions {
             collapse: Collapse::PerComponent,
             cache_states: 0,
             replace: None,
+            index_slots: None,
         }
     }
 }
@@ -311,7 +319,12 @@ struct DeltaCheckpoint {
     index_hash_bits: u32,
     index_rebuilds: u64,
     counters: Counters,
+    /// The spilled index's window and runs, once it has spilled.
+    window: Option<WindowMark>,
 }
+
+/// Name of the index runs' files (`delta.index.run.G`).
+const RUNS: &str = "delta.index";
 
 /// The Δ-markings store.
 pub struct DeltaStore<'m> {
@@ -343,6 +356,19 @@ pub struct DeltaStore<'m> {
     dfs_path: Vec<u64>,
     /// The stratum the next replacement pass forgets first.
     next_victim: u32,
+    /// First state number `index` holds, which stores ids relative to it: 0 until the index
+    /// spills, then the window's young start.
+    young_start: u64,
+    /// The older part of the index once it has spilled (see docs/ARCHITECTURE.md, "The
+    /// disk-resident visited set"): `old` stores ids relative to `old_start`; the runs hold
+    /// (state hash, id) pairs, written by reconstituting the states in id order.
+    spill: Option<Box<Spill<Index>>>,
+    /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
+    batch_account: Account,
+    /// A delayed batch's search-tree edges, `(hash, candidate)` run lookups and
+    /// `(id, candidate)` run matches.
+    #[allow(clippy::type_complexity)]
+    scratch: (Vec<Via>, Vec<(u64, u32)>, Vec<(u64, u32)>),
 }
 
 const STORE: &str = "delta";
@@ -407,24 +433,67 @@ impl<'m> DeltaStore<'m> {
         st.count = c.count;
         st.backward = c.backward;
         st.index_rebuilds = c.index_rebuilds;
-        // Rebuild the index from the states themselves.
-        let mut ix = Index::new(c.index_slots, c.index_hash_bits);
-        let mut s = Vec::new();
-        for id in 0..st.count {
-            if !st.get(id, &mut s)? {
-                return Err(invalid(format!(
-                    "resuming: state {id} does not reconstitute"
-                )));
+        // Rebuild the index (or, once spilled, the window's two tables) from the states
+        // themselves.
+        match c.window {
+            None => {
+                st.index = st.index_of(c.index_slots, c.index_hash_bits, 0, st.count)?;
             }
-            if !ix.has_room(1) {
-                ix.grow().map_err(grow_error)?;
+            Some(w) => {
+                let cap = w.table_cap;
+                let old = st.index_of(cap, c.index_hash_bits, w.old_start, w.young_start)?;
+                st.index = st.index_of(cap, c.index_hash_bits, w.young_start, st.count)?;
+                st.young_start = w.young_start;
+                let runs = HashRuns::open(storage.dir(), RUNS, storage.budget.clone(), &w.runs)?;
+                st.spill = Some(Box::new(Spill {
+                    old,
+                    old_start: w.old_start,
+                    table_cap: cap as usize,
+                    runs,
+                    rotations: w.rotations,
+                }));
             }
-            ix.place(state_hash(&s), id).map_err(grow_error)?;
         }
-        st.index = ix;
         st.inner.get_mut().c = c.counters;
         st.publish_ram();
         Ok(st)
+    }
+
+    /// An index of `slots` slots (grown if need be) keeping `hash_bits` bits, holding the
+    /// states `[from, to)` with ids relative to `from`, reconstituted in id order (about one
+    /// firing per state: a state's predecessor is usually still in the cache).
+    fn index_of(
+        &self,
+        slots: u64,
+        hash_bits: u32,
+        from: u64,
+        to: u64,
+    ) -> Result<Index, StoreError> {
+        let mut ix = Index::new(slots, hash_bits);
+        self.hashes_in(from, to, |id, h| {
+            if !ix.has_room(1) {
+                ix.grow().map_err(grow_error)?;
+            }
+            ix.place(h, id - from).map_err(grow_error)
+        })?;
+        Ok(ix)
+    }
+
+    /// Calls `f(id, hash)` for the states `[from, to)`, reconstituted in id order.
+    fn hashes_in(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, u64) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut s = Vec::new();
+        for id in from..to {
+            if !self.get(id, &mut s)? {
+                return Err(invalid(format!("state {id} does not reconstitute")));
+            }
+            f(id, state_hash(&s))?;
+        }
+        Ok(())
     }
 
     /// As [`DeltaStore::new`], with an index that starts with `hash_bits` hash bits (tests
@@ -512,6 +581,7 @@ impl<'m> DeltaStore<'m> {
             ),
         };
         let ram_account = disk.shared_account("delta.index");
+        let batch_account = disk.budget().account("bfs.batch");
         let st = DeltaStore {
             model,
             disk,
@@ -538,6 +608,10 @@ impl<'m> DeltaStore<'m> {
             parent_memo: None,
             dfs_path: Vec::new(),
             next_victim: 0,
+            young_start: 0,
+            spill: None,
+            batch_account,
+            scratch: Default::default(),
             opts,
         };
         st.publish_ram();
@@ -605,12 +679,23 @@ impl<'m> DeltaStore<'m> {
     /// Tells the budget what the RAM structures hold (called when the index grows).
     fn publish_ram(&self) {
         self.ram_account.set(
-            self.index.ram_bytes()
+            self.index_ram_bytes()
                 + self.explicit.dict_bytes()
                 + self.inner.borrow().cache.ram_bytes(),
             0,
             0,
         );
+    }
+
+    /// The index's tables. Once spilling, the old window table's share is charged whether it
+    /// is allocated or not: the caches that size themselves from the budget must not grow
+    /// into it between rotations.
+    fn index_ram_bytes(&self) -> u64 {
+        let old = self
+            .spill
+            .as_ref()
+            .map_or(0, |sp| sp.old.ram_bytes().max(self.index.ram_bytes()));
+        self.index.ram_bytes() + old
     }
 
     /// Whether candidates are compared by backward firing.
@@ -898,7 +983,16 @@ impl<'m> DeltaStore<'m> {
         if self.index.has_room(extra) {
             return Ok(());
         }
+        if let Some(sp) = &self.spill {
+            if extra * 10 > sp.table_cap as u64 * 9 {
+                return Err(sp.too_small(STORE, extra));
+            }
+            return self.rotate();
+        }
         while !self.index.has_room(extra) {
+            if self.should_spill()? {
+                return self.start_spilling();
+            }
             match self.index.grow() {
                 Ok(()) => {}
                 Err(GrowError::TooLarge) => self.rebuild_index()?,
@@ -907,6 +1001,183 @@ impl<'m> DeltaStore<'m> {
         }
         self.publish_ram();
         Ok(())
+    }
+
+    /// Under a budget (and without stratified caching, whose index is a cache): whether the
+    /// index, grown by a quarter, would pass its share of the budget or not fit next to the
+    /// old table while it is rehashed. Then it spills instead.
+    fn should_spill(&self) -> Result<bool, StoreError> {
+        let budget = self.disk.budget().clone();
+        let bytes = self.index.ram_bytes();
+        let new = bytes + bytes / 4;
+        match budget.limit() {
+            MemoryLimit::Bytes(limit) if self.opts.replace.is_none() => {
+                let slots = self.index.slots() + self.index.slots() / 4;
+                let over_share = new > limit / INDEX_SHARE
+                    || self.opts.index_slots.is_some_and(|max| slots > max);
+                let others = self.explicit.dict_bytes() + self.inner.borrow().cache.ram_bytes();
+                let claim = budget.claim(
+                    "the Δ index",
+                    others + bytes + new,
+                    records_layout(self.t_bits).cache_bytes + HashRuns::min_ram_bytes(),
+                    &format!(
+                        "a table of {new} bytes rehashed next to the {bytes} it replaces, for more than {} states",
+                        self.count
+                    ),
+                );
+                if (over_share || claim.is_err()) && self.index.slots() >= 2 * MIN_TABLE as u64 {
+                    return Ok(true);
+                }
+                claim?;
+                // Charged before it exists, so that the vectors' caches give way first.
+                self.ram_account.set(others + bytes + new, 0, 0);
+                Ok(false)
+            }
+            MemoryLimit::Bytes(_) => Ok(false),
+            MemoryLimit::Unlimited => {
+                crate::sys::check_ceiling("the Δ index", new)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Hash bits of a window table of `slots` slots: the index's, or more where the table
+    /// would outgrow them (a window table never grows, so it never needs the rebuild).
+    fn window_hash_bits(&self, slots: usize) -> u32 {
+        (bits_for(slots as u64) + 8)
+            .max(self.index.hash_bits())
+            .min(index::MAX_HASH_BITS)
+    }
+
+    /// Writes the (hash, id) pairs of states `[from, to)` to the runs, the states
+    /// reconstituted in id order, sorted in chunks of at most `chunk` pairs (the sort buffer
+    /// takes the RAM of the table just freed).
+    fn flush_to_runs(
+        &mut self,
+        runs: &mut HashRuns,
+        from: u64,
+        to: u64,
+        chunk: usize,
+    ) -> Result<(), StoreError> {
+        let chunk = chunk.max(1024).min((to - from).max(1) as usize);
+        let pair = std::mem::size_of::<(u64, u32)>() as u64;
+        self.ram_account
+            .set(self.index_ram_bytes() + chunk as u64 * pair, 0, 0);
+        runs.reserve_filter(to - from);
+        self.records.trim_cache()?;
+        let mut feed = runs.feed(chunk);
+        self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
+        feed.finish()?;
+        self.publish_ram();
+        Ok(())
+    }
+
+    /// The index has outgrown its share of the budget: every state so far goes to the runs
+    /// and the window starts over with two tables of half the size.
+    fn start_spilling(&mut self) -> Result<(), StoreError> {
+        let cap = self.index.slots() as usize;
+        let half = (cap / 2).max(MIN_TABLE);
+        let bytes = self.index.ram_bytes() as usize;
+        let hb = self.window_hash_bits(half);
+        let mut runs = HashRuns::new(
+            self.disk.dir(),
+            RUNS,
+            self.disk.is_kept(),
+            self.disk.budget().clone(),
+        );
+        self.index = Index::new(16, index::HASH_BITS);
+        let n = self.count;
+        // The freed table's bytes, as 16-byte pairs.
+        self.flush_to_runs(&mut runs, 0, n, bytes / 16)?;
+        self.spill = Some(Box::new(Spill {
+            old: Index::new(16, index::HASH_BITS),
+            old_start: n,
+            table_cap: half,
+            runs,
+            rotations: 1,
+        }));
+        self.young_start = n;
+        self.new_young_table(half, hb)
+    }
+
+    /// The young table is full: the old one's states go to the runs, the young one becomes
+    /// the old one, and a new young one starts at the next state number.
+    fn rotate(&mut self) -> Result<(), StoreError> {
+        let mut sp = self.spill.take().expect("spilling");
+        let chunk = (sp.old.ram_bytes().max(self.index.ram_bytes()) / 16) as usize;
+        sp.old = Index::new(16, index::HASH_BITS);
+        let r = self.flush_to_runs(&mut sp.runs, sp.old_start, self.young_start, chunk);
+        if let Err(e) = r {
+            self.spill = Some(sp);
+            return Err(e);
+        }
+        let hb = self.index.hash_bits();
+        sp.old = std::mem::replace(&mut self.index, Index::new(16, index::HASH_BITS));
+        sp.old_start = self.young_start;
+        sp.rotations += 1;
+        let cap = sp.table_cap;
+        self.spill = Some(sp);
+        self.young_start = self.count;
+        self.new_young_table(cap, hb)
+    }
+
+    /// Allocates an empty young table of `cap` slots, charged first so that the vectors'
+    /// caches give way before it exists.
+    fn new_young_table(&mut self, cap: usize, hash_bits: u32) -> Result<(), StoreError> {
+        let young = Index::new(cap as u64, hash_bits);
+        // (The table is allocated zeroed: its pages are not resident until written.)
+        self.ram_account
+            .set(self.index_ram_bytes() + young.ram_bytes(), 0, 0);
+        self.records.trim_cache()?;
+        self.index = young;
+        self.publish_ram();
+        Ok(())
+    }
+
+    /// Looks `s` (hash `h`) up in the old window table and then, if `runs`, in the runs;
+    /// `Some((id, distance bound))` when found.
+    fn find_older(
+        &mut self,
+        s: &[u8],
+        h: u64,
+        runs: bool,
+    ) -> Result<Option<(u64, u32)>, StoreError> {
+        let Some(mut sp) = self.spill.take() else {
+            return Ok(None);
+        };
+        let r = self.find_in(&mut sp, s, h, runs);
+        self.spill = Some(sp);
+        r
+    }
+
+    fn find_in(
+        &mut self,
+        sp: &mut Spill<Index>,
+        s: &[u8],
+        h: u64,
+        runs: bool,
+    ) -> Result<Option<(u64, u32)>, StoreError> {
+        let mut p = sp.old.probe(h);
+        while let Step::Candidate(local) = sp.old.next(&mut p) {
+            let c = local + sp.old_start;
+            match self.same(c, s)? {
+                Some(bound) => return Ok(Some((c, bound))),
+                None => self.inner.get_mut().c.false_candidates += 1,
+            }
+        }
+        if !runs || !sp.runs.may_contain(h) {
+            return Ok(None);
+        }
+        let mut ids = Vec::new();
+        sp.runs.find_sorted(&[(h, 0)], |_, id| ids.push(id))?;
+        for c in ids {
+            let found = self.same(c, s)?;
+            sp.runs.count_outcome(found.is_some());
+            if let Some(bound) = found {
+                return Ok(Some((c, bound)));
+            }
+        }
+        Ok(None)
     }
 
     /// Rebuilds the index with 8 more hash bits, a quarter more slots, by reconstituting every
@@ -959,22 +1230,43 @@ impl<'m> DeltaStore<'m> {
         Ok(())
     }
 
-    fn insert_hashed(&mut self, s: &[u8], h: u64, via: Option<Via>) -> Result<Insert, StoreError> {
+    /// Looks `s` (hash `h`) up in `scope` and, unless the scope is the window only, inserts
+    /// it if new (`None`: not in the window); the index has room.
+    fn insert_hashed(
+        &mut self,
+        s: &[u8],
+        h: u64,
+        via: Option<Via>,
+        scope: Scope,
+    ) -> Result<Option<Insert>, StoreError> {
         if self.opts.replace.is_some() {
             // Forgotten states keep their ids: ids outgrow the slot count.
             self.index.ensure_id(self.count).map_err(grow_error)?;
         }
         let mut p = self.index.probe(h);
-        while let Step::Candidate(c) = self.index.next(&mut p) {
+        let mut found = None;
+        while let Step::Candidate(local) = self.index.next(&mut p) {
+            let c = local + self.young_start;
             match self.same(c, s)? {
                 Some(bound) => {
-                    if let Some(v) = via {
-                        self.maybe_repoint(c, bound, v)?;
-                    }
-                    return Ok(Insert::Seen(c));
+                    found = Some((c, bound));
+                    break;
                 }
                 None => self.inner.get_mut().c.false_candidates += 1,
             }
+        }
+        if found.is_none() && scope != Scope::Young {
+            // A delayed batch asks the runs afterwards, sorted.
+            found = self.find_older(s, h, scope == Scope::All)?;
+        }
+        if let Some((c, bound)) = found {
+            if let Some(v) = via {
+                self.maybe_repoint(c, bound, v)?;
+            }
+            return Ok(Some(Insert::Seen(c)));
+        }
+        if scope == Scope::Window {
+            return Ok(None);
         }
         let id = self.count;
         let tag = self.stratum(via.map_or(0, |v| v.depth));
@@ -1003,11 +1295,13 @@ impl<'m> DeltaStore<'m> {
             self.widen_records()?;
         }
         self.records.push(self.encode(rec))?;
-        match self.index.insert_tagged(&p, id, tag) {
+        let local = id - self.young_start;
+        match self.index.insert_tagged(&p, local, tag) {
             Placement::Placed => {}
-            Placement::NeedsGrowth => match self.index.place_tagged(h, id, tag) {
+            Placement::NeedsGrowth => match self.index.place_tagged(h, local, tag) {
                 Ok(()) => {}
-                Err(GrowError::TooLarge) => {
+                // A window table keeps enough hash bits never to need the rebuild.
+                Err(GrowError::TooLarge) if self.spill.is_none() => {
                     self.rebuild_index()?;
                     self.index.place_tagged(h, id, tag).map_err(grow_error)?;
                 }
@@ -1016,7 +1310,136 @@ impl<'m> DeltaStore<'m> {
         }
         self.count += 1;
         self.inner.get_mut().cache.put(id, s, dist);
-        Ok(Insert::New(id))
+        Ok(Some(Insert::New(id)))
+    }
+
+    /// Checks a batch, makes room for it, and returns its hashes (the store's scratch
+    /// vector: give it back), each home slot touched so that the cache misses overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i))?;
+        }
+        self.reserve(n as u64)?;
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut touch = 0u64;
+        for i in 0..n {
+            let h = state_hash(batch.get(i));
+            touch ^= self.index.touch(h);
+            hashes.push(h);
+        }
+        std::hint::black_box(touch);
+        Ok(hashes)
+    }
+
+    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        via: impl Fn(usize) -> Via,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let hashes = self.prepare(batch)?;
+        let r = hashes.iter().enumerate().try_for_each(|(i, &h)| {
+            let ins = self.insert_hashed(batch.get(i), h, Some(via(i)), Scope::All)?;
+            out.push(ins.expect("scope All inserts"));
+            Ok(())
+        });
+        self.hashes = hashes;
+        r
+    }
+
+    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
+    /// RAM window; (2) those some run's filter lets through are sorted by hash and looked up
+    /// in the runs in one sweep, and their matches compared in id order (neighbouring ids
+    /// share record blocks and explicit ancestors); (3) the rest are new or repeat an earlier
+    /// candidate of the batch: inserted in order, which numbers them as a one-by-one
+    /// insertion would.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let hashes = self.prepare(batch)?;
+        let r = self.resolve_spilled(batch, &hashes, vias, out);
+        self.hashes = hashes;
+        r?;
+        // (3) New states, or repeats of an earlier candidate of this batch.
+        let hashes = std::mem::take(&mut self.hashes);
+        let r = (0..batch.len()).try_for_each(|i| {
+            if out[i] == Insert::Seen(OPEN) {
+                let ins =
+                    self.insert_hashed(batch.get(i), hashes[i], Some(vias[i]), Scope::Young)?;
+                out[i] = ins.expect("scope Young inserts");
+            }
+            Ok(())
+        });
+        self.hashes = hashes;
+        r
+    }
+
+    /// Steps (1) and (2) of [`DeltaStore::insert_many_spilled`]: what is still unknown
+    /// afterwards is `Seen(StateId::MAX)`.
+    fn resolve_spilled(
+        &mut self,
+        batch: &StateBatch,
+        hashes: &[u64],
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        for (i, &h) in hashes.iter().enumerate() {
+            let r = self.insert_hashed(batch.get(i), h, Some(vias[i]), Scope::Window)?;
+            out.push(r.unwrap_or(Insert::Seen(OPEN)));
+        }
+        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
+        maybe.clear();
+        matches.clear();
+        let mut sp = self.spill.take().expect("spilled");
+        for (i, &h) in hashes.iter().enumerate() {
+            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(h) {
+                maybe.push((h, i as u32));
+            }
+        }
+        let mut r = Ok(());
+        if !maybe.is_empty() {
+            maybe.sort_unstable();
+            r = sp
+                .runs
+                .find_sorted(&maybe, |i, id| matches.push((id, i)))
+                .map_err(StoreError::from);
+            matches.sort_unstable();
+            for &(c, i) in &matches {
+                let i = i as usize;
+                if r.is_err() || out[i] != Insert::Seen(OPEN) {
+                    continue;
+                }
+                match self.same(c, batch.get(i)) {
+                    Ok(found) => {
+                        sp.runs.count_outcome(found.is_some());
+                        if let Some(bound) = found {
+                            out[i] = Insert::Seen(c);
+                            r = self.maybe_repoint(c, bound, vias[i]);
+                        }
+                    }
+                    Err(e) => r = Err(e),
+                }
+            }
+        }
+        self.spill = Some(sp);
+        self.scratch = (Vec::new(), maybe, matches);
+        r
     }
 
     /// RAM bytes of the record array (its vector's hot window, cache and block index).
@@ -1052,7 +1475,8 @@ impl StateStore for DeltaStore<'_> {
             self.note_path(v.parent, v.depth.saturating_sub(1));
         }
         self.reserve(1)?;
-        self.insert_hashed(state, state_hash(state), via)
+        let r = self.insert_hashed(state, state_hash(state), via, Scope::All)?;
+        Ok(r.expect("scope All inserts"))
     }
 
     fn insert_batch(
@@ -1062,41 +1486,53 @@ impl StateStore for DeltaStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        out.clear();
-        let n = batch.len();
-        if n == 0 {
-            return Ok(());
-        }
-        for i in 0..n {
-            self.check(batch.get(i))?;
-        }
         self.note_path(parent, parent_depth);
-        self.reserve(n as u64)?;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.index.touch(h);
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
-        for (i, &h) in hashes.iter().enumerate() {
-            let via = Via {
+        self.insert_all(
+            batch,
+            |i| Via {
                 parent,
                 transition: batch.transition(i),
                 depth: parent_depth + 1,
-            };
-            match self.insert_hashed(batch.get(i), h, Some(via)) {
-                Ok(r) => out.push(r),
-                Err(e) => {
-                    self.hashes = hashes;
-                    return Err(e);
-                }
-            }
+            },
+            out,
+        )
+    }
+
+    /// Under a budget (without stratified caching), so that once the index has spilled,
+    /// lookups that reach the runs are batched (sorted by hash against the runs, then
+    /// compared in id order). The batch is bounded so that the young table takes it whole.
+    fn delayed_batch(&self) -> Option<usize> {
+        if self.opts.replace.is_some() {
+            return None;
         }
-        self.hashes = hashes;
-        Ok(())
+        let room = match &self.spill {
+            Some(sp) => sp.table_cap / 4,
+            None => (self.index.slots() as usize / 8).max(MIN_TABLE / 4),
+        };
+        delayed_batch_len(
+            self.disk.budget().limit(),
+            Some(self.width),
+            room,
+            &self.batch_account,
+        )
+    }
+
+    fn insert_many(
+        &mut self,
+        parents: &[(StateId, u32)],
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        let mut vias = std::mem::take(&mut self.scratch.0);
+        batch_vias(parents, parent_depth, batch, &mut vias);
+        let r = if self.spill.is_some() {
+            self.insert_many_spilled(batch, &vias, out)
+        } else {
+            self.insert_all(batch, |i| vias[i], out)
+        };
+        self.scratch.0 = vias;
+        r
     }
 
     fn len(&self) -> u64 {
@@ -1137,21 +1573,35 @@ impl StateStore for DeltaStore<'_> {
 
     fn ram_bytes(&self) -> u64 {
         self.records.ram_bytes()
-            + self.index.ram_bytes()
+            + self.index_ram_bytes()
+            + self.spill.as_ref().map_or(0, |sp| sp.runs.ram_bytes())
             + self.explicit.record_bytes()
             + self.explicit.dict_bytes()
             + self.inner.borrow().cache.ram_bytes()
     }
 
     fn disk_bytes(&self) -> u64 {
-        self.records.disk_bytes() + self.explicit.disk_bytes()
+        self.records.disk_bytes()
+            + self.explicit.disk_bytes()
+            + self.spill.as_ref().map_or(0, |sp| sp.runs.disk_bytes())
+    }
+
+    fn sync_accounts(&self) {
+        if let Some(sp) = &self.spill {
+            sp.runs.update_account();
+        }
     }
 
     /// The RAM structures, plus the record block cache of [`records_layout`]: below it every
     /// reconstitution reads record blocks back from disk, and a run that fits in seconds
     /// takes minutes re-reading gigabytes.
     fn min_ram_bytes(&self) -> u64 {
-        self.ram_bytes() + records_layout(self.t_bits).cache_bytes
+        // A budgeted index may spill: then it needs the runs' cache and merge buffers too.
+        let runs = match self.disk.budget().limit() {
+            MemoryLimit::Bytes(_) if self.opts.replace.is_none() => HashRuns::min_ram_bytes(),
+            _ => 0,
+        };
+        self.ram_bytes() + records_layout(self.t_bits).cache_bytes + runs
     }
 
     /// Flushes the record and explicit-state vectors (dirty blocks and hot windows: what
@@ -1167,6 +1617,10 @@ impl StateStore for DeltaStore<'_> {
         let explicit = self.explicit.checkpoint()?;
         let mut files = vec![records.groups.file()];
         files.extend(ExplicitStates::files(&explicit));
+        let window = match &mut self.spill {
+            None => None,
+            Some(sp) => Some(sp.checkpoint(self.young_start, &mut files)?),
+        };
         let blob = encode_blob(&DeltaCheckpoint {
             opts: self.opts.clone(),
             backward: self.backward,
@@ -1179,6 +1633,7 @@ impl StateStore for DeltaStore<'_> {
             index_hash_bits: self.index.hash_bits(),
             index_rebuilds: self.index_rebuilds,
             counters: self.inner.get_mut().c.clone(),
+            window,
         });
         self.disk.checkpointed();
         Ok(StoreMark { blob, files })
@@ -1277,6 +1732,9 @@ impl StateStore for DeltaStore<'_> {
             "total_bytes_per_state",
             ((rec + idx + exp + dict + cache + disk) as f64 / n).into(),
         );
+        if let Some(sp) = &self.spill {
+            sp.report(&mut m, self.count);
+        }
         m
     }
 }
