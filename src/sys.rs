@@ -232,6 +232,46 @@ pub fn default_ceiling() -> Option<(u64, String)> {
     best.map(|(b, why)| (b, format!("{} ({why})", gib(b))))
 }
 
+/// Whether the storage layer may draw its own progress line ([`activity`]): set by the
+/// engine when it shows one.
+static ACTIVITY_LINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// When [`activity`] last drew.
+static ACTIVITY_DRAWN: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// Lets (or stops) [`activity`] draw on the progress line.
+pub fn show_activity(on: bool) {
+    ACTIVITY_LINE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`activity`] has drawn since the run began.
+pub fn activity_drawn() -> bool {
+    ACTIVITY_DRAWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_some()
+}
+
+/// Shows, at most once a second, what the storage layer is doing inside one long call —
+/// `phase` (`spilling`, `merging`), `done` of `total` items — on the progress line: the
+/// engine redraws it only between expansions, so a merge of gigabytes of index runs would
+/// otherwise freeze it for minutes. Called every million items or so: cheap when off.
+pub fn activity(phase: &str, what: &str, done: u64, total: u64) {
+    if !ACTIVITY_LINE.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let now = std::time::Instant::now();
+    let mut last = ACTIVITY_DRAWN.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+        return;
+    }
+    *last = Some(now);
+    let pct = done as f64 * 100.0 / total.max(1) as f64;
+    eprint!(
+        "\r\x1b[K{phase}: {what}, {done} of {total} ({pct:.0}%), RSS {} MiB",
+        rss_bytes() >> 20
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,6 +152,7 @@ impl<'a> Run<'a> {
                 level_states: 1,
             },
         };
+        crate::sys::show_activity(run.progress.is_some());
         run.define_labels()?;
         Ok(run)
     }
@@ -272,7 +273,9 @@ impl<'a> Run<'a> {
     /// Writes the final metrics line too, with the counts the stats report.
     pub fn stats(&mut self, store: &dyn StateStore, order: Order) -> ExploreStats {
         if let Some(p) = &self.progress {
-            if p.shown {
+            // The storage layer may have drawn on the line too (`sys::activity`).
+            crate::sys::show_activity(false);
+            if p.shown || crate::sys::activity_drawn() {
                 eprint!("\r\x1b[K");
             }
         }

@@ -390,10 +390,16 @@ pub struct RunFeed<'a> {
     runs: &'a mut HashRuns,
     buf: Vec<(u64, u32)>,
     chunk: usize,
+    pushed: u64,
+    total: u64,
 }
 
 impl RunFeed<'_> {
     pub fn push(&mut self, hash: u64, id: u32) -> Result<(), StorageError> {
+        self.pushed += 1;
+        if self.pushed & 0xf_ffff == 0 {
+            crate::sys::activity("spilling", "index pairs to runs", self.pushed, self.total);
+        }
         self.buf.push((hash, id));
         if self.buf.len() >= self.chunk {
             self.runs.add(&mut self.buf)?;
@@ -579,11 +585,14 @@ impl HashRuns {
 
     /// A writer that adds pairs pushed in any order as runs of at most `chunk` pairs each
     /// (its buffer takes `chunk` × 16 bytes: the caller has freed as much).
-    pub fn feed(&mut self, chunk: usize) -> RunFeed<'_> {
+    /// `total` is the number of pairs that will be pushed (for the progress line).
+    pub fn feed(&mut self, chunk: usize, total: u64) -> RunFeed<'_> {
         RunFeed {
             buf: Vec::with_capacity(chunk),
             chunk,
             runs: self,
+            pushed: 0,
+            total,
         }
     }
 
@@ -652,7 +661,12 @@ impl HashRuns {
         let mut stats = RunStats::default();
         let (mut ra, mut rb) = (RunReader::new(a), RunReader::new(b));
         let (mut x, mut y) = (ra.next(&mut stats)?, rb.next(&mut stats)?);
+        let mut done = 0u64;
         loop {
+            done += 1;
+            if done & 0xf_ffff == 0 {
+                crate::sys::activity("merging", "index runs", done, pairs);
+            }
             match (x, y) {
                 (Some(p), Some(q)) if p <= q => {
                     w.push(p.0, p.1)?;

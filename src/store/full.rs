@@ -465,7 +465,7 @@ impl FullStore {
         // The runs' new filters too; then the vector cache gives way before either exists.
         runs.reserve_filter(to - from);
         self.trim_state_cache()?;
-        let mut feed = runs.feed(chunk);
+        let mut feed = runs.feed(chunk, to - from);
         self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
         Ok(feed.finish()?)
     }

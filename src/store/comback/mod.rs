@@ -578,7 +578,7 @@ impl<'m> CombackStore<'m> {
         // The runs' new filters too; then the block caches give way before either exists.
         runs.reserve_filter(to - from);
         self.back.trim_cache()?;
-        let mut feed = runs.feed(chunk);
+        let mut feed = runs.feed(chunk, to - from);
         self.back
             .descriptors_in(from, to, |id, d| Ok(feed.push(d, id as u32)?))?;
         feed.finish()?;

@@ -1065,7 +1065,7 @@ impl<'m> DeltaStore<'m> {
             .set(self.index_ram_bytes() + chunk as u64 * pair, 0, 0);
         runs.reserve_filter(to - from);
         self.records.trim_cache()?;
-        let mut feed = runs.feed(chunk);
+        let mut feed = runs.feed(chunk, to - from);
         self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
         feed.finish()?;
         self.publish_ram();
