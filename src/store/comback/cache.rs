@@ -353,6 +353,37 @@ impl Region {
         }
     }
 
+    /// Calls `f(id, stored depth, entry)` for every occupied slot.
+    fn for_each(&self, packing: Packing, width: usize, mut f: impl FnMut(StateId, u32, Entry<'_>)) {
+        match self {
+            Region::Flat { stride, bytes, .. } => {
+                for e in bytes.chunks_exact(*stride) {
+                    let raw = u32::from_le_bytes(e[0..4].try_into().unwrap());
+                    if raw != 0 {
+                        let entry = Entry {
+                            packed: &e[HEADER..],
+                            packing,
+                            width,
+                        };
+                        f(raw as StateId - 1, wide_depth(e[4], e[5]), entry);
+                    }
+                }
+            }
+            Region::Boxed { ids, depths, data } => {
+                for i in 0..ids.len() {
+                    if ids[i] != 0 {
+                        let entry = Entry {
+                            packed: &data[i][..],
+                            packing: Packing::Bytes,
+                            width: data[i].len(),
+                        };
+                        f(ids[i] as StateId - 1, depths[i], entry);
+                    }
+                }
+            }
+        }
+    }
+
     fn ram_bytes(&self) -> u64 {
         (match self {
             Region::Flat { bytes, .. } => bytes.capacity(),
@@ -438,6 +469,65 @@ impl Cache {
 
     pub fn recent_len(&self) -> usize {
         self.recent.len()
+    }
+
+    /// Entries in all (both regions).
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// RAM bytes of one entry with the current packing (fixed-width states; for variable
+    /// widths an estimate from `width_hint`).
+    pub fn entry_bytes(&self, width_hint: usize) -> usize {
+        match self.recent {
+            Region::Flat { stride, .. } => stride,
+            Region::Boxed { .. } => 8 + 24 + width_hint,
+        }
+    }
+
+    /// The RAM bytes `n` entries would take with the current packing.
+    pub fn bytes_for(&self, n: usize, width_hint: usize) -> u64 {
+        (n * self.entry_bytes(width_hint)) as u64
+    }
+
+    /// Resizes the cache to `n` entries (same packing, same share of recent entries), keeping
+    /// what the new regions can hold: the old cache is walked once and every entry put
+    /// again in its slot of the new size. Both exist during the copy.
+    pub fn resize(&mut self, n: usize) {
+        if n == self.entries {
+            return;
+        }
+        let width = match self.recent {
+            Region::Flat { .. } => Some(self.width),
+            Region::Boxed { .. } => None,
+        };
+        let mut new = Self::with_packing(n, width, self.packing, self.recent_eighths);
+        new.puts = self.puts;
+        new.misfits = self.misfits;
+        let mut buf = Vec::new();
+        // Replayed entries first, recent ones last: where both want a slot of the same
+        // region, the newest states win.
+        for (region, recent) in [(&self.replayed, false), (&self.recent, true)] {
+            region.for_each(self.packing, self.width, |id, depth, e| {
+                buf.clear();
+                e.append_to(&mut buf);
+                let slot = if recent {
+                    new.recent_slot(id).map(|i| (i, true))
+                } else {
+                    new.replayed_slot(id).map(|i| (i, false))
+                };
+                if let Some((i, r)) = slot {
+                    let dst = if r {
+                        &mut new.recent
+                    } else {
+                        &mut new.replayed
+                    };
+                    dst.put(i, id, depth, &buf, new.packing);
+                }
+            });
+        }
+        *self = new;
+        self.resized = true;
     }
 
     pub fn packing(&self) -> Packing {

@@ -39,6 +39,7 @@
 
 pub mod backedge;
 pub mod cache;
+pub mod sizing;
 pub mod table;
 
 use super::full::eq_bytes;
@@ -54,6 +55,7 @@ use crate::storage::Storage;
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
+use sizing::Levels;
 use std::cell::RefCell;
 use table::{StateTable, MAX_STATES};
 
@@ -115,12 +117,16 @@ pub enum WaitingSet {
     Vectors,
 }
 
+/// `CombackOptions::cache` for a cache sized by the store ([`sizing`]; the default).
+pub const AUTO_CACHE: usize = usize::MAX;
+
 /// ComBack settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CombackOptions {
     /// Descriptor width `b` in bits (1..=64).
     pub hash_bits: u32,
-    /// Full-state cache entries (0: no cache).
+    /// Full-state cache entries (0: no cache; [`AUTO_CACHE`]: sized by the store from the
+    /// BFS level widths and the memory budget, see [`sizing`]).
     pub cache: usize,
     pub path_optimisation: PathOptimisation,
     pub move_to_front: MoveToFront,
@@ -136,7 +142,7 @@ impl Default for CombackOptions {
     fn default() -> Self {
         CombackOptions {
             hash_bits: 64,
-            cache: 1 << 16,
+            cache: AUTO_CACHE,
             path_optimisation: PathOptimisation::On,
             move_to_front: MoveToFront::On,
             reconstruction: Reconstruction::Forward,
@@ -265,6 +271,11 @@ pub struct CombackStore<'m> {
     inner: RefCell<Inner>,
     /// Scratch for `insert_batch`.
     descriptors: Vec<u64>,
+    /// Widths of the levels of new states (for the automatic cache size).
+    levels: Levels,
+    /// The automatic cache is reconsidered when the widest level passes this (never with a
+    /// cache size given).
+    grow_at: u64,
 }
 
 /// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
@@ -396,6 +407,14 @@ impl<'m> CombackStore<'m> {
             })?;
         let width = model.state_len();
         let ram_account = disk.shared_account("comback.table");
+        let auto = opts.cache == AUTO_CACHE;
+        let entries = if auto { sizing::FLOOR } else { opts.cache };
+        let cache = Cache::new(entries, width, recent_eighths(opts.waiting_set));
+        let grow_at = if auto {
+            (cache.recent_len() as u64 / sizing::LEVELS_COVERED).max(1)
+        } else {
+            u64::MAX
+        };
         let s = CombackStore {
             model,
             disk,
@@ -406,8 +425,10 @@ impl<'m> CombackStore<'m> {
             back,
             initial,
             descriptors: Vec::new(),
+            levels: Levels::default(),
+            grow_at,
             inner: RefCell::new(Inner {
-                cache: Cache::new(opts.cache, width, recent_eighths(opts.waiting_set)),
+                cache,
                 stack: SearchPath::default(),
                 waiting: WaitingBuffer::default(),
                 counters: Counters::default(),
@@ -445,7 +466,24 @@ impl<'m> CombackStore<'m> {
     fn grow(&mut self) -> Result<(), StoreError> {
         let old = self.table.ram_bytes();
         let new = self.table.grown_bytes();
-        let others = self.ram_without_backedges() - old;
+        let mut others = self.ram_without_backedges() - old;
+        if self.opts.cache == AUTO_CACHE {
+            // The table comes first: an automatic cache that leaves it no room shrinks back
+            // to its floor (the budget is never exceeded for the cache's sake).
+            let cache_bytes = self.inner.get_mut().cache.ram_bytes();
+            let fits = self
+                .disk
+                .budget()
+                .claim("", others + old + new, backedge::MIN_CACHE, "")
+                .is_ok();
+            if !fits && self.inner.get_mut().cache.entries() > sizing::FLOOR {
+                let inner = self.inner.get_mut();
+                inner.cache.resize(sizing::FLOOR);
+                inner.cache.take_resized();
+                others = others - cache_bytes + inner.cache.ram_bytes();
+                self.grow_at = u64::MAX;
+            }
+        }
         self.disk.budget().claim(
             "the ComBack state table",
             others + old + new,
@@ -468,6 +506,10 @@ impl<'m> CombackStore<'m> {
             .fit_cache(self.table.capacity() as u64, self.opts.block_cache)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         self.publish_ram();
+        if self.opts.cache == AUTO_CACHE && self.grow_at != u64::MAX {
+            // The cap follows the states stored.
+            self.grow_cache()?;
+        }
         Ok(())
     }
 
@@ -844,9 +886,76 @@ impl<'m> CombackStore<'m> {
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
                 inner.stack.push(depth, id, state);
+                self.new_state_sized(depth)?;
                 Ok(Insert::New(id))
             }
         }
+    }
+
+    /// Counts a new state at `depth` and, with an automatic cache, grows the cache when the
+    /// widest level outgrew it ([`sizing`]).
+    #[inline(always)]
+    fn new_state_sized(&mut self, depth: u32) -> Result<(), StoreError> {
+        self.levels.record(depth);
+        if self.levels.widest() > self.grow_at {
+            self.grow_cache()?;
+        }
+        Ok(())
+    }
+
+    /// Resizes an automatic cache to [`sizing::wanted_entries`], within the cap of
+    /// [`sizing::cap_bytes`] and, under `--memory`, only when the budget's headroom holds the
+    /// old and the new cache together plus the state table's next growth and the smallest
+    /// block cache.
+    #[cold]
+    fn grow_cache(&mut self) -> Result<(), StoreError> {
+        let width_hint = self.width.unwrap_or(self.initial.len());
+        let eighths = recent_eighths(self.opts.waiting_set);
+        let budget = self.disk.budget().clone();
+        let limit = budget.limit();
+        let total = match (limit, crate::sys::ceiling()) {
+            (crate::storage::MemoryLimit::Unlimited, None) => {
+                crate::sys::MachineMemory::read().total
+            }
+            _ => None,
+        };
+        let cap_bytes = sizing::cap_bytes(limit, crate::sys::ceiling(), total);
+        let others = self.ram_without_backedges();
+        let inner = self.inner.get_mut();
+        let cur = inner.cache.entries();
+        let entry = inner.cache.entry_bytes(width_hint).max(1) as u64;
+        let cap = (cap_bytes / entry)
+            .min(sizing::states_cap(self.back.len()))
+            .min(usize::MAX as u64 / 2) as usize;
+        let want = sizing::wanted_entries(self.levels.widest(), eighths, cur, cap);
+        if want > cur {
+            let new_bytes = inner.cache.bytes_for(want, width_hint);
+            let fits = match budget.headroom(&self.ram_account) {
+                None => true,
+                Some(room) => {
+                    others + new_bytes + self.table.grown_bytes() + backedge::MIN_CACHE <= room
+                }
+            };
+            if fits {
+                // The old and the new cache coexist while entries are copied.
+                self.ram_account.set(others + new_bytes, 0, 0);
+                self.back.trim_cache()?;
+                let inner = self.inner.get_mut();
+                inner.cache.resize(want);
+                inner.cache.take_resized();
+                self.publish_ram();
+            }
+        }
+        let inner = self.inner.get_mut();
+        let covered = inner.cache.recent_len() as u64 / sizing::LEVELS_COVERED;
+        let widest = self.levels.widest();
+        // Capped (or refused by the budget): try again when the levels are a quarter wider.
+        self.grow_at = if covered >= widest {
+            covered
+        } else {
+            widest + widest / 4 + 1
+        };
+        Ok(())
     }
 
     fn ram_without_backedges(&self) -> u64 {
@@ -1032,7 +1141,12 @@ impl StateStore for CombackStore<'_> {
             m.insert(k.to_string(), v);
         };
         put("hash_bits", json!(o.hash_bits));
-        put("comback_cache_entries", json!(o.cache));
+        put(
+            "comback_cache_entries",
+            json!(self.inner.borrow().cache.entries()),
+        );
+        put("comback_cache_auto", json!(o.cache == AUTO_CACHE));
+        put("comback_widest_level", json!(self.levels.widest()));
         put("comback_block_cache_bytes", json!(o.block_cache));
         put(
             "comback_path_optimisation",
