@@ -745,6 +745,44 @@ mod tests {
     }
 
     #[test]
+    fn resize_keeps_entries_packing_and_depths() {
+        for width in [Some(3), None] {
+            let mut c = Cache::new(64, width, 6);
+            for id in 0..40u64 {
+                c.put_recent(id, id as u32, &[0, (id & 1) as u8, 1]);
+            }
+            c.put_replayed(3, 70_000, &[1, 1, 0]);
+            let before: Vec<_> = (0..40u64)
+                .map(|id| c.get(id).map(|(v, d, _)| (v.to_vec(), d)))
+                .collect();
+            c.resize(1000);
+            assert_eq!(c.entries(), 1000);
+            assert!(c.take_resized());
+            assert_eq!(c.packing(), before_packing(width));
+            for (id, b) in before.iter().enumerate() {
+                if let Some(b) = b {
+                    let (v, d, _) = c.get(id as u64).expect("kept");
+                    assert_eq!(&(v.to_vec(), d), b, "id {id}");
+                }
+            }
+            // Every recent entry of the small cache is still there (the new region is larger).
+            for id in 1..40u64 {
+                assert!(c.contains(id), "{id}");
+            }
+            c.resize(8);
+            assert_eq!(c.entries(), 8);
+            assert!(c.get(39).is_some(), "the newest state wins its slot");
+        }
+    }
+
+    fn before_packing(width: Option<usize>) -> Packing {
+        match width {
+            Some(_) => Packing::Bits,
+            None => Packing::Bytes,
+        }
+    }
+
+    #[test]
     fn direct_mapped_regions_evict_and_answer() {
         for width in [Some(2), None] {
             let mut c = Cache::with_packing(8, width, Packing::Bytes, 7);
