@@ -95,6 +95,34 @@ fn load_word(chunk: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// Packs 8 bytes, each at most 15, into 4 (byte `i` of the result: byte `2i` in the low
+/// nibble, byte `2i + 1` in the high one), as a little-endian u32.
+#[inline(always)]
+fn pack_nibbles(w: u64) -> u32 {
+    let y = w & 0x0F0F_0F0F_0F0F_0F0F;
+    let z = (y | (y >> 4)) & 0x00FF_00FF_00FF_00FF;
+    let z = (z | (z >> 8)) & 0x0000_FFFF_0000_FFFF;
+    (z | (z >> 16)) as u32
+}
+
+/// The 8 bytes (little-endian) that 4 nibble-packed bytes stand for (inverse of
+/// [`pack_nibbles`]).
+#[inline(always)]
+fn unpack_nibbles(p: u32) -> u64 {
+    let x = p as u64;
+    let x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF;
+    let x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF;
+    (x & 0x000F_000F_000F_000F) | ((x & 0x00F0_00F0_00F0_00F0) << 4)
+}
+
+/// Up to 4 packed bytes as a little-endian u32 (missing bytes 0).
+#[inline(always)]
+fn load_u32(chunk: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w[..chunk.len()].copy_from_slice(chunk);
+    u32::from_le_bytes(w)
+}
+
 /// Packs 8 bytes, each 0 or 1, into one byte (bit `i` = byte `i`).
 #[inline(always)]
 fn pack_bits(w: u64) -> u8 {
@@ -123,14 +151,23 @@ fn pack(packing: Packing, state: &[u8], out: &mut [u8]) -> bool {
             any & 0xFEFE_FEFE_FEFE_FEFE == 0
         }
         Packing::Nibbles => {
-            let mut any = 0u8;
-            for (pair, o) in state.chunks(2).zip(out.iter_mut()) {
-                let lo = pair[0];
-                let hi = pair.get(1).copied().unwrap_or(0);
-                any |= lo | hi;
-                *o = (lo & 15) | hi << 4;
+            // Word at a time: 8 state bytes into 4 packed ones.
+            let words = state.chunks_exact(8);
+            let tail = words.remainder();
+            let mut any = 0u64;
+            for (chunk, o) in words.zip(out.chunks_exact_mut(4)) {
+                let w = u64::from_le_bytes(chunk.try_into().unwrap());
+                any |= w;
+                o.copy_from_slice(&pack_nibbles(w).to_le_bytes());
             }
-            any <= 15
+            if !tail.is_empty() {
+                let w = load_word(tail);
+                any |= w;
+                let n = tail.len().div_ceil(2);
+                let o = out.len() - n;
+                out[o..].copy_from_slice(&pack_nibbles(w).to_le_bytes()[..n]);
+            }
+            any & 0xF0F0_F0F0_F0F0_F0F0 == 0
         }
         Packing::Bytes => {
             out.copy_from_slice(state);
@@ -169,10 +206,20 @@ impl Entry<'_> {
                 }
                 diff == 0
             }
-            Packing::Nibbles => state
-                .chunks(2)
-                .zip(self.packed)
-                .all(|(pair, &p)| pair[0] == p & 15 && pair.get(1).is_none_or(|&hi| hi == p >> 4)),
+            Packing::Nibbles => {
+                let words = state.chunks_exact(8);
+                let tail = words.remainder();
+                let mut diff = 0u64;
+                for (chunk, p) in words.zip(self.packed.chunks_exact(4)) {
+                    diff |= u64::from_le_bytes(chunk.try_into().unwrap())
+                        ^ unpack_nibbles(u32::from_le_bytes(p.try_into().unwrap()));
+                }
+                if !tail.is_empty() {
+                    let p = &self.packed[self.packed.len() - tail.len().div_ceil(2)..];
+                    diff |= load_word(tail) ^ unpack_nibbles(load_u32(p));
+                }
+                diff == 0
+            }
         }
     }
 
@@ -191,10 +238,9 @@ impl Entry<'_> {
             }
             Packing::Nibbles => {
                 let start = out.len();
-                out.resize(start + self.packed.len() * 2, 0);
-                for (dst, &p) in out[start..].chunks_exact_mut(2).zip(self.packed) {
-                    dst[0] = p & 15;
-                    dst[1] = p >> 4;
+                out.resize(start + self.packed.len().div_ceil(4) * 8, 0);
+                for (dst, p) in out[start..].chunks_exact_mut(8).zip(self.packed.chunks(4)) {
+                    dst.copy_from_slice(&unpack_nibbles(load_u32(p)).to_le_bytes());
                 }
                 out.truncate(start + self.width);
             }
@@ -700,6 +746,11 @@ mod tests {
         for p in 0..256u64 {
             let w = BIT_BYTES[p as usize];
             assert_eq!(pack_bits(w) as u64, p);
+        }
+        for p in [0u32, 1, 0xF0, 0x1234_5678, 0xFFFF_FFFF, 0x0F0F_F0F0] {
+            let w = unpack_nibbles(p);
+            assert_eq!(w & 0xF0F0_F0F0_F0F0_F0F0, 0);
+            assert_eq!(pack_nibbles(w), p);
         }
     }
 
