@@ -411,7 +411,7 @@ impl<'m> CombackStore<'m> {
         let entries = if auto { sizing::FLOOR } else { opts.cache };
         let cache = Cache::new(entries, width, recent_eighths(opts.waiting_set));
         let grow_at = if auto {
-            (cache.recent_len() as u64 / sizing::LEVELS_COVERED).max(1)
+            sizing::levels_held(cache.entries()).max(1)
         } else {
             u64::MAX
         };
@@ -910,7 +910,6 @@ impl<'m> CombackStore<'m> {
     #[cold]
     fn grow_cache(&mut self) -> Result<(), StoreError> {
         let width_hint = self.width.unwrap_or(self.initial.len());
-        let eighths = recent_eighths(self.opts.waiting_set);
         let budget = self.disk.budget().clone();
         let limit = budget.limit();
         let total = match (limit, crate::sys::ceiling()) {
@@ -927,7 +926,7 @@ impl<'m> CombackStore<'m> {
         let cap = (cap_bytes / entry)
             .min(sizing::states_cap(self.back.len()))
             .min(usize::MAX as u64 / 2) as usize;
-        let want = sizing::wanted_entries(self.levels.widest(), eighths, cur, cap);
+        let want = sizing::wanted_entries(self.levels.widest(), cur, cap);
         if want > cur {
             let new_bytes = inner.cache.bytes_for(want, width_hint);
             let fits = match budget.headroom(&self.ram_account) {
@@ -947,7 +946,7 @@ impl<'m> CombackStore<'m> {
             }
         }
         let inner = self.inner.get_mut();
-        let covered = inner.cache.recent_len() as u64 / sizing::LEVELS_COVERED;
+        let covered = sizing::levels_held(inner.cache.entries());
         let widest = self.levels.widest();
         // Capped (or refused by the budget): try again when the levels are a quarter wider.
         self.grow_at = if covered >= widest {

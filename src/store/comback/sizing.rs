@@ -17,6 +17,9 @@
 //!   and the smallest backedge block cache, and when the state table cannot grow the cache
 //!   falls back to [`FLOOR`] first.
 //!
+//! The rule sizes for the default waiting set of state numbers (3/4 of the entries recent);
+//! with `--comback-waiting vectors` the cache gets the same number of entries.
+//!
 //! In DFS a "level" is the run of consecutive new states at one depth (the new successors of
 //! one state at most), so the cache stays at [`FLOOR`] unless states have huge out-degrees.
 
@@ -82,16 +85,25 @@ pub fn cap_bytes(limit: MemoryLimit, ceiling: Option<u64>, total: Option<u64>) -
     }
 }
 
-/// The entries an automatic cache should have now: enough for the recent region
-/// (`recent_eighths`/8 of the entries) to hold [`LEVELS_COVERED`] levels as wide as the
-/// widest so far, at least [`FLOOR`], at most `cap` entries; `current` when that is within
-/// the growth step of it (an automatic cache never shrinks by this rule).
-pub fn wanted_entries(widest: u64, recent_eighths: usize, current: usize, cap: usize) -> usize {
+/// The recent share, in eighths, the rule sizes for: that of the default waiting set of state
+/// numbers. With `--comback-waiting vectors` (1/4 recent, the waiting set needs no cache) the
+/// cache gets the same entries, not four times as many.
+const RECENT_EIGHTHS: usize = 6;
+
+/// The width of the widest level for which a cache of `entries` still holds
+/// [`LEVELS_COVERED`] levels in its recent share ([`RECENT_EIGHTHS`]): past it the cache
+/// grows.
+pub fn levels_held(entries: usize) -> u64 {
+    (entries / 8 * RECENT_EIGHTHS) as u64 / LEVELS_COVERED
+}
+
+/// The entries an automatic cache should have now: enough for a recent region of
+/// [`RECENT_EIGHTHS`]/8 of them to hold [`LEVELS_COVERED`] levels as wide as the widest so
+/// far, at least [`FLOOR`], at most `cap` entries; `current` when that is within the growth
+/// step of it (an automatic cache never shrinks by this rule).
+pub fn wanted_entries(widest: u64, current: usize, cap: usize) -> usize {
     let recent = widest.saturating_mul(LEVELS_COVERED) as usize;
-    let want = recent
-        .saturating_mul(8)
-        .div_ceil(recent_eighths.max(1))
-        .max(FLOOR);
+    let want = recent.saturating_mul(8).div_ceil(RECENT_EIGHTHS).max(FLOOR);
     if want <= current {
         return current;
     }
@@ -124,19 +136,20 @@ mod tests {
     fn cache_grows_with_the_widest_level_within_the_cap() {
         let cap = 10_000_000;
         // Narrow levels: the floor.
-        assert_eq!(wanted_entries(100, 6, FLOOR, cap), FLOOR);
-        // Wider levels: the recent region (6/8) covers LEVELS_COVERED of them.
+        assert_eq!(wanted_entries(100, FLOOR, cap), FLOOR);
+        // Wider levels: the recent share (6/8) covers LEVELS_COVERED of them.
         let w = 100_000;
-        let n = wanted_entries(w, 6, FLOOR, cap);
+        let n = wanted_entries(w, FLOOR, cap);
         assert!(n * 6 / 8 >= (w * LEVELS_COVERED) as usize, "{n}");
         assert!(n * 6 / 8 < (w * LEVELS_COVERED) as usize + 8, "{n}");
+        assert!(levels_held(n).abs_diff(w) <= 1, "{}", levels_held(n));
         // Wider still: grows, at least by the step.
-        let m = wanted_entries(w + 1000, 6, n, cap);
+        let m = wanted_entries(w + 1000, n, cap);
         assert_eq!(m, n * GROWTH_EIGHTHS / 8);
         // Never past the cap, never smaller than it is.
-        assert_eq!(wanted_entries(u64::MAX / 2, 6, FLOOR, cap), cap);
-        assert_eq!(wanted_entries(u64::MAX / 2, 6, 2 * cap, cap), 2 * cap);
-        assert_eq!(wanted_entries(10, 6, 5 * FLOOR, cap), 5 * FLOOR);
+        assert_eq!(wanted_entries(u64::MAX / 2, FLOOR, cap), cap);
+        assert_eq!(wanted_entries(u64::MAX / 2, 2 * cap, cap), 2 * cap);
+        assert_eq!(wanted_entries(10, 5 * FLOOR, cap), 5 * FLOOR);
     }
 
     #[test]
