@@ -923,6 +923,7 @@ impl<'m> CombackStore<'m> {
         let inner = self.inner.get_mut();
         let cur = inner.cache.entries();
         let entry = inner.cache.entry_bytes(width_hint).max(1) as u64;
+        let cap_bytes = cap_bytes.min(sizing::states_bytes_cap(self.back.len(), entry));
         let cap = (cap_bytes / entry)
             .min(sizing::states_cap(self.back.len()))
             .min(usize::MAX as u64 / 2) as usize;
