@@ -226,8 +226,9 @@ pub struct CombackArgs {
     pub comback_hash_bits: u32,
 
     /// Full-state cache entries (0 = no cache; auto = sized by the store: at least 65,536,
-    /// growing in BFS until the recent part holds 8 levels as wide as the widest so far,
-    /// within 1/16 of --memory, or of the machine's memory ceiling without it). An entry
+    /// growing in BFS until the recent part holds 8 levels as wide as the widest so far, up
+    /// to as many entries as states and 16 bytes per state, within 1/16 of --memory, or of
+    /// the machine's memory ceiling without it). An entry
     /// takes 6 bytes + the state packed: 1 bit per byte while states hold only 0s and 1s, 4
     /// bits while every byte is at most 15, else the bytes themselves (chosen automatically).
     #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = parse_comback_cache)]

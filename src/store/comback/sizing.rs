@@ -39,7 +39,7 @@ pub fn states_cap(states: u64) -> u64 {
 /// The most bytes an automatic cache may take per state stored: on nets with long state
 /// vectors a cache of as many entries as states would make ComBack nearly as large as the
 /// full store, and slower (QuasiCertifProtocol-PT-06, 141-byte entries: 290 MB of cache,
-/// 6.3 s CPU against 4.9 s with 2^16 entries; with this cap 34 MB, 4.6 s). Measured with 8
+/// 6.3 s CPU against 4.9 s with 2^16 entries; with this cap 33 MB, 4.6 s). Measured with 8
 /// too: SharedMemory-PT-000010 1.25× the full store instead of 1.14×, Kanban-PT-00005 1.32×
 /// instead of 1.27×.
 pub const BYTES_PER_STATE: u64 = 16;
