@@ -15,8 +15,8 @@
 //! * never more bytes than 1/16 of the `--memory` budget or, without one, of the machine's
 //!   memory ceiling ([`cap_bytes`]); under `--memory` a resize also needs the budget's
 //!   headroom to hold the old and the new cache together, the state table's next growth
-//!   and the smallest backedge block cache, and when the state table cannot grow the cache
-//!   falls back to [`FLOOR`] first.
+//!   and the smallest backedge block cache, and when the state table's growth does not fit
+//!   the budget the cache falls back to [`FLOOR`] before the index spills.
 //!
 //! The rule sizes for the default waiting set of state numbers (3/4 of the entries recent);
 //! with `--comback-waiting vectors` the cache gets the same number of entries.
