@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin, reference_rows, shipped};
+use common::{bin, reference_rows, shipped, toggles_file};
 use spillway::engine::{EngineOptions, Order};
 use spillway::run::{ExploreConfig, Search};
 use spillway::store::bitstate::BitstateOptions;
@@ -351,4 +351,60 @@ fn options_of_another_store_are_refused() {
     assert_eq!(stats(&["--no-comback-mtf"]), "off");
     assert_eq!(stats(&["--no-comback-mtf", "--comback-mtf"]), "on");
     assert_eq!(stats(&["--comback-mtf", "--no-comback-mtf"]), "off");
+}
+
+/// The automatic state cache (`--comback-cache auto`, the default): in BFS it grows with the
+/// widest level (toggles-k: level d holds C(k, d) states) up to the states stored, stays at
+/// its floor in DFS, keeps to 1/16 of a `--memory` budget, and a given size is kept as is.
+#[test]
+fn automatic_cache_follows_levels_states_and_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let details = |k: u32, flags: &[&str]| {
+        let m = toggles_file(dir.path(), k);
+        let mut args = vec![
+            "explore",
+            m.to_str().unwrap(),
+            "-q",
+            "--no-progress",
+            "--stats-json",
+            "-",
+            "--store",
+            "comback",
+        ];
+        args.extend_from_slice(flags);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["states"], 1u64 << k);
+        assert_eq!(v["transitions"], k as u64 * (1u64 << k));
+        let d = &v["store_details"];
+        (
+            d["comback_cache_entries"].as_u64().unwrap(),
+            d["cache_bytes"].as_u64().unwrap(),
+            d["comback_widest_level"].as_u64().unwrap(),
+            d["comback_cache_auto"].as_bool().unwrap(),
+        )
+    };
+    let floor = spillway::store::comback::sizing::FLOOR as u64;
+    // Narrow levels (toggles-12: 4,096 states): the floor.
+    let (n, _, widest, auto) = details(12, &[]);
+    assert!(auto);
+    assert_eq!((n, widest), (floor, 924));
+    // toggles-17: widest level C(17, 8) = 24,310; 8 such levels want 259,307 entries, more
+    // than the 131,072 states: the cache grows past the floor, to at most the states stored.
+    let (n, _, widest, _) = details(17, &[]);
+    assert_eq!(widest, 24_310);
+    assert!(n > floor && n <= 1 << 17, "{n} entries");
+    // DFS: runs of new states at one depth are short; the floor.
+    let (n, _, _, _) = details(17, &["--order", "dfs"]);
+    assert_eq!(n, floor);
+    // Under a budget: at most 1/16 of it (toggles-18 would want 262,144 entries of 9 bytes).
+    let (n, bytes, _, _) = details(18, &["--memory", "24M"]);
+    assert!(n > floor, "{n} entries");
+    assert!(bytes <= (24 << 20) / 16, "{bytes} bytes");
+    // Given sizes are kept; 0 is no cache.
+    assert_eq!(details(17, &["--comback-cache", "1000"]).0, 1000);
+    assert_eq!(details(17, &["--comback-cache", "0"]).0, 0);
+    assert!(!details(17, &["--comback-cache", "0"]).3);
+    assert!(details(17, &["--comback-cache", "auto"]).3);
 }

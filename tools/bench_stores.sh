@@ -20,6 +20,7 @@ if [ $# -eq 0 ]; then
   set -- "$DIR/Kanban/Kanban-PT-00005.pnml" "$DIR/SharedMemory/SharedMemory-PT-000010.pnml" "$DIR/Peterson/Peterson-PT-3.pnml"
 fi
 CONFIGS=${CONFIGS:-"full|--store full
+comback (defaults: automatic cache)|--store comback
 comback (cache 2^16)|--store comback --comback-cache 65536
 comback (cache 2^17)|--store comback --comback-cache 131072
 comback (cache 2^18)|--store comback --comback-cache 262144

@@ -10,7 +10,7 @@ use crate::store::bitstate::BitstateOptions;
 use crate::store::cache::replacement::Strategy;
 use crate::store::cache::CacheOptions;
 use crate::store::comback::{
-    CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
+    CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet, AUTO_CACHE,
 };
 use crate::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate, Replacement};
 use crate::store::full::FullOptions;
@@ -225,10 +225,13 @@ pub struct CombackArgs {
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub comback_hash_bits: u32,
 
-    /// Full-state cache entries (0 = no cache). An entry takes 6 bytes + the state packed: 1
-    /// bit per byte while states hold only 0s and 1s, 4 bits while every byte is at most 15,
-    /// else the bytes themselves (chosen automatically).
-    #[arg(long, default_value_t = CombackOptions::default().cache, value_name = "N")]
+    /// Full-state cache entries (0 = no cache; auto = sized by the store: at least 65,536,
+    /// growing in BFS until the recent part holds 8 levels as wide as the widest so far, up
+    /// to as many entries as states and 16 bytes per state, within 1/16 of --memory, or of
+    /// the machine's memory ceiling without it). An entry
+    /// takes 6 bytes + the state packed: 1 bit per byte while states hold only 0s and 1s, 4
+    /// bits while every byte is at most 15, else the bytes themselves (chosen automatically).
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = parse_comback_cache)]
     pub comback_cache: usize,
 
     /// Bytes of decompressed backedge blocks to cache (0 = automatic: the whole backedge
@@ -591,6 +594,18 @@ fn parse_spill(s: &str) -> Result<SpillPolicy, String> {
         "auto" => Ok(SpillPolicy::Auto),
         "always" => Ok(SpillPolicy::Always),
         other => Err(format!("'{other}' is not one of auto, always")),
+    }
+}
+
+fn parse_comback_cache(s: &str) -> Result<usize, String> {
+    match s {
+        "auto" => Ok(AUTO_CACHE),
+        n => match n.parse::<usize>() {
+            Ok(AUTO_CACHE) | Err(_) => Err(format!(
+                "'{s}' is not a number of entries or 'auto' (0 = no cache)"
+            )),
+            Ok(n) => Ok(n),
+        },
     }
 }
 

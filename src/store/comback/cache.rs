@@ -95,6 +95,34 @@ fn load_word(chunk: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// Packs 8 bytes, each at most 15, into 4 (byte `i` of the result: byte `2i` in the low
+/// nibble, byte `2i + 1` in the high one), as a little-endian u32.
+#[inline(always)]
+fn pack_nibbles(w: u64) -> u32 {
+    let y = w & 0x0F0F_0F0F_0F0F_0F0F;
+    let z = (y | (y >> 4)) & 0x00FF_00FF_00FF_00FF;
+    let z = (z | (z >> 8)) & 0x0000_FFFF_0000_FFFF;
+    (z | (z >> 16)) as u32
+}
+
+/// The 8 bytes (little-endian) that 4 nibble-packed bytes stand for (inverse of
+/// [`pack_nibbles`]).
+#[inline(always)]
+fn unpack_nibbles(p: u32) -> u64 {
+    let x = p as u64;
+    let x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF;
+    let x = (x | (x << 8)) & 0x00FF_00FF_00FF_00FF;
+    (x & 0x000F_000F_000F_000F) | ((x & 0x00F0_00F0_00F0_00F0) << 4)
+}
+
+/// Up to 4 packed bytes as a little-endian u32 (missing bytes 0).
+#[inline(always)]
+fn load_u32(chunk: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    w[..chunk.len()].copy_from_slice(chunk);
+    u32::from_le_bytes(w)
+}
+
 /// Packs 8 bytes, each 0 or 1, into one byte (bit `i` = byte `i`).
 #[inline(always)]
 fn pack_bits(w: u64) -> u8 {
@@ -123,14 +151,23 @@ fn pack(packing: Packing, state: &[u8], out: &mut [u8]) -> bool {
             any & 0xFEFE_FEFE_FEFE_FEFE == 0
         }
         Packing::Nibbles => {
-            let mut any = 0u8;
-            for (pair, o) in state.chunks(2).zip(out.iter_mut()) {
-                let lo = pair[0];
-                let hi = pair.get(1).copied().unwrap_or(0);
-                any |= lo | hi;
-                *o = (lo & 15) | hi << 4;
+            // Word at a time: 8 state bytes into 4 packed ones.
+            let words = state.chunks_exact(8);
+            let tail = words.remainder();
+            let mut any = 0u64;
+            for (chunk, o) in words.zip(out.chunks_exact_mut(4)) {
+                let w = u64::from_le_bytes(chunk.try_into().unwrap());
+                any |= w;
+                o.copy_from_slice(&pack_nibbles(w).to_le_bytes());
             }
-            any <= 15
+            if !tail.is_empty() {
+                let w = load_word(tail);
+                any |= w;
+                let n = tail.len().div_ceil(2);
+                let o = out.len() - n;
+                out[o..].copy_from_slice(&pack_nibbles(w).to_le_bytes()[..n]);
+            }
+            any & 0xF0F0_F0F0_F0F0_F0F0 == 0
         }
         Packing::Bytes => {
             out.copy_from_slice(state);
@@ -169,10 +206,20 @@ impl Entry<'_> {
                 }
                 diff == 0
             }
-            Packing::Nibbles => state
-                .chunks(2)
-                .zip(self.packed)
-                .all(|(pair, &p)| pair[0] == p & 15 && pair.get(1).is_none_or(|&hi| hi == p >> 4)),
+            Packing::Nibbles => {
+                let words = state.chunks_exact(8);
+                let tail = words.remainder();
+                let mut diff = 0u64;
+                for (chunk, p) in words.zip(self.packed.chunks_exact(4)) {
+                    diff |= u64::from_le_bytes(chunk.try_into().unwrap())
+                        ^ unpack_nibbles(u32::from_le_bytes(p.try_into().unwrap()));
+                }
+                if !tail.is_empty() {
+                    let p = &self.packed[self.packed.len() - tail.len().div_ceil(2)..];
+                    diff |= load_word(tail) ^ unpack_nibbles(load_u32(p));
+                }
+                diff == 0
+            }
         }
     }
 
@@ -191,10 +238,9 @@ impl Entry<'_> {
             }
             Packing::Nibbles => {
                 let start = out.len();
-                out.resize(start + self.packed.len() * 2, 0);
-                for (dst, &p) in out[start..].chunks_exact_mut(2).zip(self.packed) {
-                    dst[0] = p & 15;
-                    dst[1] = p >> 4;
+                out.resize(start + self.packed.len().div_ceil(4) * 8, 0);
+                for (dst, p) in out[start..].chunks_exact_mut(8).zip(self.packed.chunks(4)) {
+                    dst.copy_from_slice(&unpack_nibbles(load_u32(p)).to_le_bytes());
                 }
                 out.truncate(start + self.width);
             }
@@ -353,6 +399,37 @@ impl Region {
         }
     }
 
+    /// Calls `f(id, stored depth, entry)` for every occupied slot.
+    fn for_each(&self, packing: Packing, width: usize, mut f: impl FnMut(StateId, u32, Entry<'_>)) {
+        match self {
+            Region::Flat { stride, bytes, .. } => {
+                for e in bytes.chunks_exact(*stride) {
+                    let raw = u32::from_le_bytes(e[0..4].try_into().unwrap());
+                    if raw != 0 {
+                        let entry = Entry {
+                            packed: &e[HEADER..],
+                            packing,
+                            width,
+                        };
+                        f(raw as StateId - 1, wide_depth(e[4], e[5]), entry);
+                    }
+                }
+            }
+            Region::Boxed { ids, depths, data } => {
+                for i in 0..ids.len() {
+                    if ids[i] != 0 {
+                        let entry = Entry {
+                            packed: &data[i][..],
+                            packing: Packing::Bytes,
+                            width: data[i].len(),
+                        };
+                        f(ids[i] as StateId - 1, depths[i], entry);
+                    }
+                }
+            }
+        }
+    }
+
     fn ram_bytes(&self) -> u64 {
         (match self {
             Region::Flat { bytes, .. } => bytes.capacity(),
@@ -438,6 +515,65 @@ impl Cache {
 
     pub fn recent_len(&self) -> usize {
         self.recent.len()
+    }
+
+    /// Entries in all (both regions).
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
+    /// RAM bytes of one entry with the current packing (fixed-width states; for variable
+    /// widths an estimate from `width_hint`).
+    pub fn entry_bytes(&self, width_hint: usize) -> usize {
+        match self.recent {
+            Region::Flat { stride, .. } => stride,
+            Region::Boxed { .. } => 8 + 24 + width_hint,
+        }
+    }
+
+    /// The RAM bytes `n` entries would take with the current packing.
+    pub fn bytes_for(&self, n: usize, width_hint: usize) -> u64 {
+        (n * self.entry_bytes(width_hint)) as u64
+    }
+
+    /// Resizes the cache to `n` entries (same packing, same share of recent entries), keeping
+    /// what the new regions can hold: the old cache is walked once and every entry put
+    /// again in its slot of the new size. Both exist during the copy.
+    pub fn resize(&mut self, n: usize) {
+        if n == self.entries {
+            return;
+        }
+        let width = match self.recent {
+            Region::Flat { .. } => Some(self.width),
+            Region::Boxed { .. } => None,
+        };
+        let mut new = Self::with_packing(n, width, self.packing, self.recent_eighths);
+        new.puts = self.puts;
+        new.misfits = self.misfits;
+        let mut buf = Vec::new();
+        // Replayed entries first, recent ones last: where both want a slot of the same
+        // region, the newest states win.
+        for (region, recent) in [(&self.replayed, false), (&self.recent, true)] {
+            region.for_each(self.packing, self.width, |id, depth, e| {
+                buf.clear();
+                e.append_to(&mut buf);
+                let slot = if recent {
+                    new.recent_slot(id).map(|i| (i, true))
+                } else {
+                    new.replayed_slot(id).map(|i| (i, false))
+                };
+                if let Some((i, r)) = slot {
+                    let dst = if r {
+                        &mut new.recent
+                    } else {
+                        &mut new.replayed
+                    };
+                    dst.put(i, id, depth, &buf, new.packing);
+                }
+            });
+        }
+        *self = new;
+        self.resized = true;
     }
 
     pub fn packing(&self) -> Packing {
@@ -611,6 +747,11 @@ mod tests {
             let w = BIT_BYTES[p as usize];
             assert_eq!(pack_bits(w) as u64, p);
         }
+        for p in [0u32, 1, 0xF0, 0x1234_5678, 0xFFFF_FFFF, 0x0F0F_F0F0] {
+            let w = unpack_nibbles(p);
+            assert_eq!(w & 0xF0F0_F0F0_F0F0_F0F0, 0);
+            assert_eq!(pack_nibbles(w), p);
+        }
     }
 
     #[test]
@@ -652,6 +793,44 @@ mod tests {
         assert_eq!(c.packing(), Packing::Bytes);
         assert_eq!(c.get(WINDOW as u64 - 1).unwrap().0.to_vec(), vec![0, 90, 1]);
         assert_eq!(c.ram_bytes(), 64 * (HEADER as u64 + 3));
+    }
+
+    #[test]
+    fn resize_keeps_entries_packing_and_depths() {
+        for width in [Some(3), None] {
+            let mut c = Cache::new(64, width, 6);
+            for id in 0..40u64 {
+                c.put_recent(id, id as u32, &[0, (id & 1) as u8, 1]);
+            }
+            c.put_replayed(3, 70_000, &[1, 1, 0]);
+            let before: Vec<_> = (0..40u64)
+                .map(|id| c.get(id).map(|(v, d, _)| (v.to_vec(), d)))
+                .collect();
+            c.resize(1000);
+            assert_eq!(c.entries(), 1000);
+            assert!(c.take_resized());
+            assert_eq!(c.packing(), before_packing(width));
+            for (id, b) in before.iter().enumerate() {
+                if let Some(b) = b {
+                    let (v, d, _) = c.get(id as u64).expect("kept");
+                    assert_eq!(&(v.to_vec(), d), b, "id {id}");
+                }
+            }
+            // Every recent entry of the small cache is still there (the new region is larger).
+            for id in 1..40u64 {
+                assert!(c.contains(id), "{id}");
+            }
+            c.resize(8);
+            assert_eq!(c.entries(), 8);
+            assert!(c.get(39).is_some(), "the newest state wins its slot");
+        }
+    }
+
+    fn before_packing(width: Option<usize>) -> Packing {
+        match width {
+            Some(_) => Packing::Bits,
+            None => Packing::Bytes,
+        }
     }
 
     #[test]

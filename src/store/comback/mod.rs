@@ -39,6 +39,7 @@
 
 pub mod backedge;
 pub mod cache;
+pub mod sizing;
 pub mod table;
 
 use super::full::eq_bytes;
@@ -56,6 +57,7 @@ use crate::storage::{Account, MemoryLimit, Storage};
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
+use sizing::Levels;
 use std::cell::RefCell;
 use table::{StateTable, MAX_STATES, SLOT_BYTES};
 
@@ -117,12 +119,16 @@ pub enum WaitingSet {
     Vectors,
 }
 
+/// `CombackOptions::cache` for a cache sized by the store ([`sizing`]; the default).
+pub const AUTO_CACHE: usize = usize::MAX;
+
 /// ComBack settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CombackOptions {
     /// Descriptor width `b` in bits (1..=64).
     pub hash_bits: u32,
-    /// Full-state cache entries (0: no cache).
+    /// Full-state cache entries (0: no cache; [`AUTO_CACHE`]: sized by the store from the
+    /// BFS level widths and the memory budget, see [`sizing`]).
     pub cache: usize,
     pub path_optimisation: PathOptimisation,
     pub move_to_front: MoveToFront,
@@ -143,7 +149,7 @@ impl Default for CombackOptions {
     fn default() -> Self {
         CombackOptions {
             hash_bits: 64,
-            cache: 1 << 16,
+            cache: AUTO_CACHE,
             path_optimisation: PathOptimisation::On,
             move_to_front: MoveToFront::On,
             reconstruction: Reconstruction::Forward,
@@ -289,6 +295,11 @@ pub struct CombackStore<'m> {
     /// `(id, candidate)` run matches.
     #[allow(clippy::type_complexity)]
     scratch: (Vec<Via>, Vec<(u64, u32)>, Vec<(u64, u32)>),
+    /// Widths of the levels of new states (for the automatic cache size).
+    levels: Levels,
+    /// The automatic cache is reconsidered when the widest level passes this (never with a
+    /// cache size given).
+    grow_at: u64,
 }
 
 /// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
@@ -456,6 +467,14 @@ impl<'m> CombackStore<'m> {
         let width = model.state_len();
         let ram_account = disk.shared_account("comback.table");
         let batch_account = disk.budget().account("bfs.batch");
+        let auto = opts.cache == AUTO_CACHE;
+        let entries = if auto { sizing::FLOOR } else { opts.cache };
+        let cache = Cache::new(entries, width, recent_eighths(opts.waiting_set));
+        let grow_at = if auto {
+            sizing::levels_held(cache.entries()).max(1)
+        } else {
+            u64::MAX
+        };
         let s = CombackStore {
             model,
             disk,
@@ -470,8 +489,10 @@ impl<'m> CombackStore<'m> {
             spill: None,
             batch_account,
             scratch: Default::default(),
+            levels: Levels::default(),
+            grow_at,
             inner: RefCell::new(Inner {
-                cache: Cache::new(opts.cache, width, recent_eighths(opts.waiting_set)),
+                cache,
                 stack: SearchPath::default(),
                 waiting: WaitingBuffer::default(),
                 counters: Counters::default(),
@@ -518,10 +539,26 @@ impl<'m> CombackStore<'m> {
         }
         let old = self.table.ram_bytes();
         let new = self.table.grown_bytes();
-        let others = self.ram_without_backedges() - old;
+        let mut others = self.ram_without_backedges() - old;
         let budget = self.disk.budget().clone();
         match budget.limit() {
             MemoryLimit::Bytes(limit) => {
+                if self.opts.cache == AUTO_CACHE
+                    && self.inner.get_mut().cache.entries() > sizing::FLOOR
+                    && budget
+                        .claim("", others + new, backedge::MIN_CACHE, "")
+                        .is_err()
+                {
+                    // The table comes first: an automatic cache that leaves it no room
+                    // shrinks back to its floor (the budget is never exceeded for the
+                    // cache's sake).
+                    let inner = self.inner.get_mut();
+                    let before = inner.cache.ram_bytes();
+                    inner.cache.resize(sizing::FLOOR);
+                    inner.cache.take_resized();
+                    others = others - before + inner.cache.ram_bytes();
+                    self.grow_at = u64::MAX;
+                }
                 let slots = self.table.grown_slots() as u64;
                 let over_share = new > limit / INDEX_SHARE
                     || self.opts.index_slots.is_some_and(|max| slots > max);
@@ -559,6 +596,10 @@ impl<'m> CombackStore<'m> {
             .fit_cache(self.table.capacity() as u64, self.opts.block_cache)?;
         self.inner.get_mut().counters.table_rebuilds += 1;
         self.publish_ram();
+        if self.opts.cache == AUTO_CACHE && self.grow_at != u64::MAX {
+            // The cap follows the states stored.
+            self.grow_cache()?;
+        }
         Ok(())
     }
 
@@ -1083,6 +1124,7 @@ impl<'m> CombackStore<'m> {
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
                 inner.stack.push(depth, id, state);
+                self.new_state_sized(depth)?;
                 Ok(Some(Insert::New(id)))
             }
         }
@@ -1232,6 +1274,72 @@ impl<'m> CombackStore<'m> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Counts a new state at `depth` and, with an automatic cache, grows the cache when the
+    /// widest level outgrew it ([`sizing`]).
+    #[inline(always)]
+    fn new_state_sized(&mut self, depth: u32) -> Result<(), StoreError> {
+        self.levels.record(depth);
+        if self.levels.widest() > self.grow_at {
+            self.grow_cache()?;
+        }
+        Ok(())
+    }
+
+    /// Resizes an automatic cache to [`sizing::wanted_entries`], within the cap of
+    /// [`sizing::cap_bytes`] and, under `--memory`, only when the budget's headroom holds the
+    /// old and the new cache together plus the state table's next growth and the smallest
+    /// block cache.
+    #[cold]
+    fn grow_cache(&mut self) -> Result<(), StoreError> {
+        let width_hint = self.width.unwrap_or(self.initial.len());
+        let budget = self.disk.budget().clone();
+        let limit = budget.limit();
+        let total = match (limit, crate::sys::ceiling()) {
+            (crate::storage::MemoryLimit::Unlimited, None) => {
+                crate::sys::MachineMemory::read().total
+            }
+            _ => None,
+        };
+        let cap_bytes = sizing::cap_bytes(limit, crate::sys::ceiling(), total);
+        let others = self.ram_without_backedges();
+        let inner = self.inner.get_mut();
+        let cur = inner.cache.entries();
+        let entry = inner.cache.entry_bytes(width_hint).max(1) as u64;
+        let cap_bytes = cap_bytes.min(sizing::states_bytes_cap(self.back.len(), entry));
+        let cap = (cap_bytes / entry)
+            .min(sizing::states_cap(self.back.len()))
+            .min(usize::MAX as u64 / 2) as usize;
+        let want = sizing::wanted_entries(self.levels.widest(), cur, cap);
+        if want > cur {
+            let new_bytes = inner.cache.bytes_for(want, width_hint);
+            let fits = match budget.headroom(&self.ram_account) {
+                None => true,
+                Some(room) => {
+                    others + new_bytes + self.table.grown_bytes() + backedge::MIN_CACHE <= room
+                }
+            };
+            if fits {
+                // The old and the new cache coexist while entries are copied.
+                self.ram_account.set(others + new_bytes, 0, 0);
+                self.back.trim_cache()?;
+                let inner = self.inner.get_mut();
+                inner.cache.resize(want);
+                inner.cache.take_resized();
+                self.publish_ram();
+            }
+        }
+        let inner = self.inner.get_mut();
+        let covered = sizing::levels_held(inner.cache.entries());
+        let widest = self.levels.widest();
+        // Capped (or refused by the budget): try again when the levels are a quarter wider.
+        self.grow_at = if covered >= widest {
+            covered
+        } else {
+            widest + widest / 4 + 1
+        };
         Ok(())
     }
 
@@ -1445,7 +1553,12 @@ impl StateStore for CombackStore<'_> {
             m.insert(k.to_string(), v);
         };
         put("hash_bits", json!(o.hash_bits));
-        put("comback_cache_entries", json!(o.cache));
+        put(
+            "comback_cache_entries",
+            json!(self.inner.borrow().cache.entries()),
+        );
+        put("comback_cache_auto", json!(o.cache == AUTO_CACHE));
+        put("comback_widest_level", json!(self.levels.widest()));
         put("comback_block_cache_bytes", json!(o.block_cache));
         put(
             "comback_path_optimisation",
