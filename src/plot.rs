@@ -59,6 +59,15 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Point>, PlotError> {
                 format!("wall_seconds is {}, not a time", p.wall_seconds),
             ));
         }
+        // A resumed leg appends to its run's file, its clock starting again at the time of
+        // the checkpoint it resumed from: what the earlier leg did after that checkpoint was
+        // lost, so its lines give way to the resumed leg's (the plot shows one run).
+        while points
+            .last()
+            .is_some_and(|q: &Point| q.wall_seconds > p.wall_seconds)
+        {
+            points.pop();
+        }
         points.push(p);
     }
     if points.is_empty() {
@@ -241,6 +250,29 @@ mod tests {
         assert_eq!(e.exit_code(), crate::error::exit::MODEL);
         let e = parse(p, "\n").unwrap_err();
         assert!(e.to_string().contains("no metrics lines"), "{e}");
+    }
+
+    #[test]
+    fn a_resumed_leg_replaces_what_the_earlier_leg_did_after_its_checkpoint() {
+        let line = |t: f64, n: u64| {
+            format!(
+                r#"{{"wall_seconds":{t},"states":{n},"rss_bytes":1,"memory_limit_bytes":null,"order":"bfs","level":1,"level_states":4}}"#
+            )
+        };
+        // Leg 1 runs to t = 5 (checkpoint at t = 3); leg 2 resumes at t = 3.
+        let text = [
+            (1.0, 10),
+            (3.0, 30),
+            (4.0, 40),
+            (5.0, 50),
+            (3.0, 30),
+            (6.0, 60),
+        ]
+        .map(|(t, n)| line(t, n))
+        .join("\n");
+        let pts = parse(Path::new("m.jsonl"), &text).unwrap();
+        let got: Vec<(f64, u64)> = pts.iter().map(|p| (p.wall_seconds, p.states)).collect();
+        assert_eq!(got, [(1.0, 10), (3.0, 30), (3.0, 30), (6.0, 60)]);
     }
 
     #[test]
