@@ -13,7 +13,10 @@
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
 use super::slots::Slots;
-use super::window::{delayed_batch_len, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
+use super::window::{
+    delayed_batch_len, rotate, start_spilling, window_room, Spill, WindowHost, WindowMark,
+    INDEX_SHARE, MIN_TABLE,
+};
 use super::StoreSpec;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StatesBack,
@@ -431,12 +434,16 @@ impl FullStore {
     /// budget must not grow into it between rotations.
     fn set_index_account(&self) {
         if let Some((account, _)) = &self.index_account {
-            let old = self
-                .spill
-                .as_ref()
-                .map_or(0, |sp| sp.old.len().max(sp.table_cap) as u64 * 8);
-            account.set(self.slots.len() as u64 * 8 + old, 0, 0);
+            account.set(self.index_bytes(), 0, 0);
         }
+    }
+
+    fn index_bytes(&self) -> u64 {
+        let old = self
+            .spill
+            .as_ref()
+            .map_or(0, |sp| sp.old.len().max(sp.table_cap) as u64 * 8);
+        self.slots.len() as u64 * 8 + old
     }
 
     /// Lets the state vectors' cache shrink to what the budget leaves it now.
@@ -444,88 +451,6 @@ impl FullStore {
         if let Arena::Seg { states, .. } = &mut self.arena {
             states.trim_cache()?;
         }
-        Ok(())
-    }
-
-    /// Writes the states `[from, to)` to the runs, in chunks of at most `chunk` pairs (the
-    /// sort buffer takes the RAM of the table just freed).
-    fn flush_to_runs(
-        &mut self,
-        runs: &mut HashRuns,
-        from: u64,
-        to: u64,
-        chunk: usize,
-    ) -> Result<(), StoreError> {
-        let chunk = chunk.max(1024).min((to - from) as usize);
-        // The sort buffer takes the freed table's place in the index's account (the callers
-        // hold the spill aside and have freed the old table: only young is left).
-        if let Some((account, _)) = &self.index_account {
-            account.set((self.slots.len() + chunk * 2) as u64 * 8, 0, 0);
-        }
-        // The runs' new filters too; then the vector cache gives way before either exists.
-        runs.reserve_filter(to - from);
-        self.trim_state_cache()?;
-        let mut feed = runs.feed(chunk, to - from);
-        self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
-        Ok(feed.finish()?)
-    }
-
-    /// The table has outgrown its share of the budget: every state indexed so far goes to
-    /// the runs and the window starts over with two tables of half the size.
-    fn start_spilling(&mut self) -> Result<(), StoreError> {
-        let (dir, kept) = self
-            .run_dir
-            .clone()
-            .expect("only spilling stores have a budget");
-        let budget = self.index_account.as_ref().unwrap().1.clone();
-        let cap = self.slots.len();
-        let half = (cap / 2).max(MIN_TABLE);
-        let mut runs = HashRuns::new(&dir, RUNS, kept, budget);
-        self.slots = Slots::default();
-        self.set_index_account();
-        // The freed table's bytes, as 16-byte pairs.
-        self.flush_to_runs(&mut runs, 0, self.count, cap / 2)?;
-        self.slots = Slots::zeroed(half).map_err(|e| index_alloc_error(half, e))?;
-        self.young_start = self.count;
-        self.spill = Some(Box::new(Spill {
-            old: Slots::default(),
-            old_start: self.count,
-            table_cap: half,
-            runs,
-            rotations: 1,
-        }));
-        self.set_index_account();
-        Ok(())
-    }
-
-    /// The young table is full: the old one's states go to the runs, the young one becomes
-    /// the old one, and a new young one starts at the next id.
-    fn rotate(&mut self) -> Result<(), StoreError> {
-        let mut sp = self.spill.take().expect("spilling");
-        sp.old = Slots::default();
-        let r = self.flush_to_runs(
-            &mut sp.runs,
-            sp.old_start,
-            self.young_start,
-            sp.table_cap / 2,
-        );
-        if let Err(e) = r {
-            self.spill = Some(sp);
-            return Err(e);
-        }
-        sp.old = std::mem::take(&mut self.slots);
-        sp.old_start = self.young_start;
-        sp.rotations += 1;
-        let cap = sp.table_cap;
-        self.spill = Some(sp);
-        // Charge the new young table before it exists, and make the cache give way first.
-        if let Some((account, _)) = &self.index_account {
-            account.set(2 * cap as u64 * 8, 0, 0);
-        }
-        self.trim_state_cache()?;
-        self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
-        self.young_start = self.count;
-        self.set_index_account();
         Ok(())
     }
 
@@ -540,7 +465,7 @@ impl FullStore {
             if extra * 4 > sp.table_cap as u64 * 3 {
                 return Err(sp.too_small("full", extra));
             }
-            return self.rotate();
+            return rotate(self);
         }
         let mut cap = self.slots.len().max(1 << 10);
         while need * 4 > cap as u64 * 3 {
@@ -561,7 +486,7 @@ impl FullStore {
                 &format!("{cap} slots of 8 bytes for more than {} states", self.count),
             );
             if (over_share || claim.is_err()) && self.slots.len() >= MIN_TABLE * 2 {
-                return self.start_spilling();
+                return start_spilling(self);
             }
             claim?;
         }
@@ -817,6 +742,68 @@ impl FullStore {
     }
 }
 
+impl WindowHost for FullStore {
+    type Table = Slots;
+    type Shape = ();
+    const RUNS: &'static str = RUNS;
+
+    fn runs_place(&self) -> (std::path::PathBuf, bool, Arc<Budget>) {
+        let (dir, kept) = self
+            .run_dir
+            .clone()
+            .expect("only spilling stores have a budget");
+        let budget = self.index_account.as_ref().expect("spilling").1.clone();
+        (dir, kept, budget)
+    }
+
+    fn window(&mut self) -> (&mut Slots, &mut u64, &mut Option<Box<Spill<Slots>>>) {
+        (&mut self.slots, &mut self.young_start, &mut self.spill)
+    }
+
+    fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn empty_table(&self) -> Slots {
+        Slots::default()
+    }
+
+    fn table_slots(t: &Slots) -> usize {
+        t.len()
+    }
+
+    fn table_bytes(t: &Slots) -> u64 {
+        t.len() as u64 * 8
+    }
+
+    fn shape(&mut self, _cap: usize) {}
+
+    fn new_table(&self, cap: usize, _shape: ()) -> Result<Slots, StoreError> {
+        Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))
+    }
+
+    fn charge(&mut self, extra: u64) {
+        if let Some((account, _)) = &self.index_account {
+            account.set(self.index_bytes() + extra, 0, 0);
+        }
+    }
+
+    fn trim_caches(&mut self) -> Result<(), StoreError> {
+        self.trim_state_cache()
+    }
+
+    fn publish(&mut self) {
+        self.set_index_account();
+    }
+
+    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    where
+        F: FnMut(u64, u64) -> Result<(), StoreError>,
+    {
+        self.hashes_in(from, to, f)
+    }
+}
+
 impl StateStore for FullStore {
     fn name(&self) -> &'static str {
         "full"
@@ -844,10 +831,7 @@ impl StateStore for FullStore {
     /// share of the budget.
     fn delayed_batch(&self) -> Option<usize> {
         let (_, budget) = self.index_account.as_ref()?;
-        let room = match &self.spill {
-            Some(sp) => sp.table_cap / 4,
-            None => (self.slots.len() / 8).max(MIN_TABLE / 4),
-        };
+        let room = window_room(self.spill.as_deref(), self.slots.len());
         delayed_batch_len(budget.limit(), self.width, room, &self.batch_account)
     }
 

@@ -140,6 +140,11 @@ impl Disk {
         self.0.kept
     }
 
+    /// Where a spilled index's runs go (see [`crate::store::window::WindowHost::runs_place`]).
+    pub fn runs_place(&self) -> (PathBuf, bool, Arc<Budget>) {
+        (self.0.dir.clone(), self.0.kept, self.0.budget.clone())
+    }
+
     fn options(&self, l: &Layout) -> SegOptions {
         let mut hot = l.hot_blocks.max(1).next_power_of_two();
         if let MemoryLimit::Bytes(limit) = self.0.budget.limit() {

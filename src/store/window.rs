@@ -2,9 +2,11 @@
 //! docs/ARCHITECTURE.md, "The disk-resident visited set"): the window's checkpoint record,
 //! the budget share of the index, the size of a delayed batch and the spilled index's stats.
 
-use crate::error::StorageError;
+use crate::error::{StorageError, StoreError};
 use crate::storage::runs::{HashRuns, RunsMark};
-use crate::storage::{Account, FileMark, MemoryLimit};
+use crate::storage::{Account, Budget, FileMark, MemoryLimit};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which part of a spilled index a lookup asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +77,154 @@ impl<T> Spill<T> {
     /// `count` states.
     pub fn report(&self, m: &mut serde_json::Map<String, serde_json::Value>, count: u64) {
         report_runs(m, &self.runs, count - self.old_start, self.rotations);
+    }
+}
+
+/// What the window's life cycle ([`start_spilling`], [`rotate`], [`flush_to_runs`]) needs
+/// from a store whose index spills: its tables, its accounts and its (hash, id) pairs. Each
+/// store implements only these; the order of frees, charges and allocations that keeps the
+/// peak within the budget is written once, below.
+pub trait WindowHost {
+    /// The store's index table (one window half).
+    type Table;
+    /// What a new window table is made like, fixed before the table in use is handed over
+    /// (Δ: its hash bits; `()` elsewhere).
+    type Shape: Copy;
+    /// Stem of the runs' file names and account (`full.index` → `full.index.run.G`).
+    const RUNS: &'static str;
+
+    /// Where the runs go, whether they outlive the process, and the budget they claim from.
+    fn runs_place(&self) -> (PathBuf, bool, Arc<Budget>);
+    /// The young table, the first id it holds, and the spill (`None` until spilling began).
+    #[allow(clippy::type_complexity)]
+    fn window(
+        &mut self,
+    ) -> (
+        &mut Self::Table,
+        &mut u64,
+        &mut Option<Box<Spill<Self::Table>>>,
+    );
+    /// States stored (the next id).
+    fn count(&self) -> u64;
+    /// A table that holds no memory worth counting.
+    fn empty_table(&self) -> Self::Table;
+    fn table_slots(t: &Self::Table) -> usize;
+    fn table_bytes(t: &Self::Table) -> u64;
+    /// The shape of a window table of `cap` slots, from the young table in use.
+    fn shape(&mut self, cap: usize) -> Self::Shape;
+    /// An empty table of `cap` slots (allocated zeroed: its pages are not resident until
+    /// written, so it may exist a moment before it is charged).
+    fn new_table(&self, cap: usize, shape: Self::Shape) -> Result<Self::Table, StoreError>;
+    /// Charges the index's tables plus `extra` bytes (a sort buffer, a table about to be
+    /// installed) to the store's account.
+    fn charge(&mut self, extra: u64);
+    /// Lets the caches that size themselves from the budget shrink to what it leaves them.
+    fn trim_caches(&mut self) -> Result<(), StoreError>;
+    /// Tells the budget what the store holds now.
+    fn publish(&mut self);
+    /// Calls `f(id, hash)` for the states `[from, to)` in id order.
+    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    where
+        F: FnMut(u64, u64) -> Result<(), StoreError>;
+}
+
+/// Writes the (hash, id) pairs of states `[from, to)` to `runs`, sorted in chunks of at most
+/// `chunk` pairs (callers pass the bytes of the table they just freed, as 16-byte pairs: the
+/// sort buffer takes its place). The buffer and the runs' new filters are charged before
+/// they exist, so that the caches give way first.
+pub fn flush_to_runs<H: WindowHost>(
+    h: &mut H,
+    runs: &mut HashRuns,
+    from: u64,
+    to: u64,
+    chunk: usize,
+) -> Result<(), StoreError> {
+    let chunk = chunk.max(1024).min((to - from).max(1) as usize);
+    h.charge(chunk as u64 * std::mem::size_of::<(u64, u32)>() as u64);
+    runs.reserve_filter(to - from);
+    h.trim_caches()?;
+    let mut feed = runs.feed(chunk, to - from);
+    h.pairs_in(from, to, |id, x| Ok(feed.push(x, id as u32)?))?;
+    feed.finish()?;
+    h.publish();
+    Ok(())
+}
+
+/// The table has outgrown its share of the budget: every state indexed so far goes to the
+/// runs, and the window starts over with two tables of half the size.
+pub fn start_spilling<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
+    let (cap, bytes) = {
+        let (young, _, _) = h.window();
+        (H::table_slots(young), H::table_bytes(young))
+    };
+    let half = (cap / 2).max(MIN_TABLE);
+    let shape = h.shape(half);
+    let (dir, kept, budget) = h.runs_place();
+    let mut runs = HashRuns::new(&dir, H::RUNS, kept, budget);
+    let empty = h.empty_table();
+    *h.window().0 = empty;
+    let n = h.count();
+    flush_to_runs(h, &mut runs, 0, n, (bytes / 16) as usize)?;
+    let old = h.empty_table();
+    let (_, young_start, spill) = h.window();
+    *spill = Some(Box::new(Spill {
+        old,
+        old_start: n,
+        table_cap: half,
+        runs,
+        rotations: 1,
+    }));
+    *young_start = n;
+    new_young(h, half, shape)
+}
+
+/// The young table is full: the old one's states go to the runs, the young one becomes the
+/// old one, and a new young one starts at the next id.
+pub fn rotate<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
+    let (mut sp, from, to, chunk) = {
+        let (young, young_start, spill) = h.window();
+        let sp = spill
+            .take()
+            .expect("rotating a window that has not spilled");
+        let chunk = H::table_bytes(&sp.old).max(H::table_bytes(young)) / 16;
+        let from = sp.old_start;
+        (sp, from, *young_start, chunk as usize)
+    };
+    let shape = h.shape(sp.table_cap);
+    sp.old = h.empty_table();
+    if let Err(e) = flush_to_runs(h, &mut sp.runs, from, to, chunk) {
+        *h.window().2 = Some(sp);
+        return Err(e);
+    }
+    let empty = h.empty_table();
+    let n = h.count();
+    let (young, young_start, spill) = h.window();
+    sp.old = std::mem::replace(young, empty);
+    sp.old_start = *young_start;
+    sp.rotations += 1;
+    let cap = sp.table_cap;
+    *spill = Some(sp);
+    *young_start = n;
+    new_young(h, cap, shape)
+}
+
+/// Installs an empty young table of `cap` slots, charged before its pages are written so
+/// that the caches give way first.
+fn new_young<H: WindowHost>(h: &mut H, cap: usize, shape: H::Shape) -> Result<(), StoreError> {
+    let t = h.new_table(cap, shape)?;
+    h.charge(H::table_bytes(&t));
+    h.trim_caches()?;
+    *h.window().0 = t;
+    h.publish();
+    Ok(())
+}
+
+/// New states a window takes before its young table must rotate (or, before spilling, a
+/// share of the table), which bounds a delayed batch: the young table takes it whole.
+pub fn window_room<T>(spill: Option<&Spill<T>>, young_slots: usize) -> usize {
+    match spill {
+        Some(sp) => sp.table_cap / 4,
+        None => (young_slots / 8).max(MIN_TABLE / 4),
     }
 }
 

@@ -44,7 +44,10 @@ pub mod table;
 
 use super::full::eq_bytes;
 use super::records::Disk;
-use super::window::{delayed_batch_len, Scope, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
+use super::window::{
+    delayed_batch_len, rotate, start_spilling, window_room, Scope, Spill, WindowHost, WindowMark,
+    INDEX_SHARE, MIN_TABLE,
+};
 use super::{batch_vias, storage_needed, StoreSpec};
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
@@ -535,7 +538,7 @@ impl<'m> CombackStore<'m> {
             if extra * 20 > sp.table_cap as u64 * 17 {
                 return Err(sp.too_small("comback", extra));
             }
-            return self.rotate();
+            return rotate(self);
         }
         let old = self.table.ram_bytes();
         let new = self.table.grown_bytes();
@@ -572,7 +575,7 @@ impl<'m> CombackStore<'m> {
                     ),
                 );
                 if (over_share || claim.is_err()) && self.table.capacity() >= MIN_TABLE * 2 {
-                    return self.start_spilling();
+                    return start_spilling(self);
                 }
                 claim?;
             }
@@ -600,94 +603,6 @@ impl<'m> CombackStore<'m> {
             // The cap follows the states stored.
             self.grow_cache()?;
         }
-        Ok(())
-    }
-
-    /// Writes the (descriptor, id) pairs of states `[from, to)` to the runs, sorted in chunks
-    /// of at most `chunk` pairs (the sort buffer takes the RAM of the table just freed).
-    fn flush_to_runs(
-        &mut self,
-        runs: &mut HashRuns,
-        from: u64,
-        to: u64,
-        chunk: usize,
-    ) -> Result<(), StoreError> {
-        let chunk = chunk.max(1024).min((to - from).max(1) as usize);
-        let pair = std::mem::size_of::<(u64, u32)>() as u64;
-        self.ram_account
-            .set(self.ram_without_backedges() + chunk as u64 * pair, 0, 0);
-        // The runs' new filters too; then the block caches give way before either exists.
-        runs.reserve_filter(to - from);
-        self.back.trim_cache()?;
-        let mut feed = runs.feed(chunk, to - from);
-        self.back
-            .descriptors_in(from, to, |id, d| Ok(feed.push(d, id as u32)?))?;
-        feed.finish()?;
-        self.publish_ram();
-        Ok(())
-    }
-
-    /// The table has outgrown its share of the budget: every state so far goes to the runs
-    /// and the window starts over with two tables of half the size.
-    fn start_spilling(&mut self) -> Result<(), StoreError> {
-        let bits = self.opts.hash_bits;
-        let cap = self.table.capacity();
-        let half = (cap / 2).max(MIN_TABLE);
-        let mut runs = HashRuns::new(
-            self.disk.dir(),
-            RUNS,
-            self.disk.is_kept(),
-            self.disk.budget().clone(),
-        );
-        self.table = StateTable::with_slots(bits, 0);
-        let n = self.back.len();
-        // The freed table's bytes, as 16-byte pairs.
-        self.flush_to_runs(&mut runs, 0, n, cap * SLOT_BYTES / 16)?;
-        self.spill = Some(Box::new(Spill {
-            old: StateTable::with_slots(bits, 0),
-            old_start: n,
-            table_cap: half,
-            runs,
-            rotations: 1,
-        }));
-        self.young_start = n;
-        self.new_young_table(half)
-    }
-
-    /// The young table is full: the old one's states go to the runs, the young one becomes
-    /// the old one, and a new young one starts at the next state number.
-    fn rotate(&mut self) -> Result<(), StoreError> {
-        let bits = self.opts.hash_bits;
-        let mut sp = self.spill.take().expect("spilling");
-        sp.old = StateTable::with_slots(bits, 0);
-        let r = self.flush_to_runs(
-            &mut sp.runs,
-            sp.old_start,
-            self.young_start,
-            sp.table_cap * SLOT_BYTES / 16,
-        );
-        if let Err(e) = r {
-            self.spill = Some(sp);
-            return Err(e);
-        }
-        sp.old = std::mem::replace(&mut self.table, StateTable::with_slots(bits, 0));
-        sp.old_start = self.young_start;
-        sp.rotations += 1;
-        let cap = sp.table_cap;
-        self.spill = Some(sp);
-        self.young_start = self.back.len();
-        self.new_young_table(cap)
-    }
-
-    /// Allocates an empty young table of `cap` slots, charged first so that the block
-    /// caches give way before it exists.
-    fn new_young_table(&mut self, cap: usize) -> Result<(), StoreError> {
-        let bytes = (cap * SLOT_BYTES) as u64;
-        self.ram_account
-            .set(self.ram_without_backedges() + bytes, 0, 0);
-        self.back.trim_cache()?;
-        self.table = StateTable::with_slots(self.opts.hash_bits, cap);
-        self.publish_ram();
         Ok(())
     }
 
@@ -1359,6 +1274,74 @@ impl<'m> CombackStore<'m> {
     }
 }
 
+impl WindowHost for CombackStore<'_> {
+    type Table = StateTable;
+    type Shape = ();
+    const RUNS: &'static str = RUNS;
+
+    fn runs_place(
+        &self,
+    ) -> (
+        std::path::PathBuf,
+        bool,
+        std::sync::Arc<crate::storage::Budget>,
+    ) {
+        self.disk.runs_place()
+    }
+
+    fn window(
+        &mut self,
+    ) -> (
+        &mut StateTable,
+        &mut u64,
+        &mut Option<Box<Spill<StateTable>>>,
+    ) {
+        (&mut self.table, &mut self.young_start, &mut self.spill)
+    }
+
+    fn count(&self) -> u64 {
+        self.back.len()
+    }
+
+    fn empty_table(&self) -> StateTable {
+        StateTable::with_slots(self.opts.hash_bits, 0)
+    }
+
+    fn table_slots(t: &StateTable) -> usize {
+        t.capacity()
+    }
+
+    fn table_bytes(t: &StateTable) -> u64 {
+        (t.capacity() * SLOT_BYTES) as u64
+    }
+
+    fn shape(&mut self, _cap: usize) {}
+
+    fn new_table(&self, cap: usize, _shape: ()) -> Result<StateTable, StoreError> {
+        Ok(StateTable::with_slots(self.opts.hash_bits, cap))
+    }
+
+    fn charge(&mut self, extra: u64) {
+        self.ram_account
+            .set(self.ram_without_backedges() + extra, 0, 0);
+    }
+
+    fn trim_caches(&mut self) -> Result<(), StoreError> {
+        self.back.trim_cache()
+    }
+
+    fn publish(&mut self) {
+        self.publish_ram();
+    }
+
+    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    where
+        F: FnMut(u64, u64) -> Result<(), StoreError>,
+    {
+        self.back.descriptors_in(from, to, f)
+    }
+}
+
 impl StateStore for CombackStore<'_> {
     fn name(&self) -> &'static str {
         "comback"
@@ -1397,10 +1380,7 @@ impl StateStore for CombackStore<'_> {
     /// batched (sorted by descriptor against the runs, then rebuilt in state number order).
     /// The batch is bounded so that the window's young table takes it whole.
     fn delayed_batch(&self) -> Option<usize> {
-        let room = match &self.spill {
-            Some(sp) => sp.table_cap / 4,
-            None => (self.table.capacity() / 8).max(MIN_TABLE / 4),
-        };
+        let room = window_room(self.spill.as_deref(), self.table.capacity());
         delayed_batch_len(
             self.disk.budget().limit(),
             self.width,

@@ -59,7 +59,10 @@ pub mod index;
 
 use super::full::{eq_bytes, state_hash};
 use super::records::{Disk, Layout};
-use super::window::{delayed_batch_len, Scope, Spill, WindowMark, INDEX_SHARE, MIN_TABLE};
+use super::window::{
+    delayed_batch_len, rotate, start_spilling, window_room, Scope, Spill, WindowHost, WindowMark,
+    INDEX_SHARE, MIN_TABLE,
+};
 use super::{batch_vias, storage_needed, RunShape, StoreSpec};
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
@@ -987,11 +990,11 @@ impl<'m> DeltaStore<'m> {
             if extra * 10 > sp.table_cap as u64 * 9 {
                 return Err(sp.too_small(STORE, extra));
             }
-            return self.rotate();
+            return rotate(self);
         }
         while !self.index.has_room(extra) {
             if self.should_spill()? {
-                return self.start_spilling();
+                return start_spilling(self);
             }
             match self.index.grow() {
                 Ok(()) => {}
@@ -1047,91 +1050,6 @@ impl<'m> DeltaStore<'m> {
         (bits_for(slots as u64) + 8)
             .max(self.index.hash_bits())
             .min(index::MAX_HASH_BITS)
-    }
-
-    /// Writes the (hash, id) pairs of states `[from, to)` to the runs, the states
-    /// reconstituted in id order, sorted in chunks of at most `chunk` pairs (the sort buffer
-    /// takes the RAM of the table just freed).
-    fn flush_to_runs(
-        &mut self,
-        runs: &mut HashRuns,
-        from: u64,
-        to: u64,
-        chunk: usize,
-    ) -> Result<(), StoreError> {
-        let chunk = chunk.max(1024).min((to - from).max(1) as usize);
-        let pair = std::mem::size_of::<(u64, u32)>() as u64;
-        self.ram_account
-            .set(self.index_ram_bytes() + chunk as u64 * pair, 0, 0);
-        runs.reserve_filter(to - from);
-        self.records.trim_cache()?;
-        let mut feed = runs.feed(chunk, to - from);
-        self.hashes_in(from, to, |id, h| Ok(feed.push(h, id as u32)?))?;
-        feed.finish()?;
-        self.publish_ram();
-        Ok(())
-    }
-
-    /// The index has outgrown its share of the budget: every state so far goes to the runs
-    /// and the window starts over with two tables of half the size.
-    fn start_spilling(&mut self) -> Result<(), StoreError> {
-        let cap = self.index.slots() as usize;
-        let half = (cap / 2).max(MIN_TABLE);
-        let bytes = self.index.ram_bytes() as usize;
-        let hb = self.window_hash_bits(half);
-        let mut runs = HashRuns::new(
-            self.disk.dir(),
-            RUNS,
-            self.disk.is_kept(),
-            self.disk.budget().clone(),
-        );
-        self.index = Index::new(16, index::HASH_BITS);
-        let n = self.count;
-        // The freed table's bytes, as 16-byte pairs.
-        self.flush_to_runs(&mut runs, 0, n, bytes / 16)?;
-        self.spill = Some(Box::new(Spill {
-            old: Index::new(16, index::HASH_BITS),
-            old_start: n,
-            table_cap: half,
-            runs,
-            rotations: 1,
-        }));
-        self.young_start = n;
-        self.new_young_table(half, hb)
-    }
-
-    /// The young table is full: the old one's states go to the runs, the young one becomes
-    /// the old one, and a new young one starts at the next state number.
-    fn rotate(&mut self) -> Result<(), StoreError> {
-        let mut sp = self.spill.take().expect("spilling");
-        let chunk = (sp.old.ram_bytes().max(self.index.ram_bytes()) / 16) as usize;
-        sp.old = Index::new(16, index::HASH_BITS);
-        let r = self.flush_to_runs(&mut sp.runs, sp.old_start, self.young_start, chunk);
-        if let Err(e) = r {
-            self.spill = Some(sp);
-            return Err(e);
-        }
-        let hb = self.index.hash_bits();
-        sp.old = std::mem::replace(&mut self.index, Index::new(16, index::HASH_BITS));
-        sp.old_start = self.young_start;
-        sp.rotations += 1;
-        let cap = sp.table_cap;
-        self.spill = Some(sp);
-        self.young_start = self.count;
-        self.new_young_table(cap, hb)
-    }
-
-    /// Allocates an empty young table of `cap` slots, charged first so that the vectors'
-    /// caches give way before it exists.
-    fn new_young_table(&mut self, cap: usize, hash_bits: u32) -> Result<(), StoreError> {
-        let young = Index::new(cap as u64, hash_bits);
-        // (The table is allocated zeroed: its pages are not resident until written.)
-        self.ram_account
-            .set(self.index_ram_bytes() + young.ram_bytes(), 0, 0);
-        self.records.trim_cache()?;
-        self.index = young;
-        self.publish_ram();
-        Ok(())
     }
 
     /// Looks `s` (hash `h`) up in the old window table and then, if `runs`, in the runs;
@@ -1464,6 +1382,72 @@ fn grow_error(e: GrowError) -> StoreError {
     }
 }
 
+impl WindowHost for DeltaStore<'_> {
+    type Table = Index;
+    /// Hash bits.
+    type Shape = u32;
+    const RUNS: &'static str = RUNS;
+
+    fn runs_place(
+        &self,
+    ) -> (
+        std::path::PathBuf,
+        bool,
+        std::sync::Arc<crate::storage::Budget>,
+    ) {
+        self.disk.runs_place()
+    }
+
+    fn window(&mut self) -> (&mut Index, &mut u64, &mut Option<Box<Spill<Index>>>) {
+        (&mut self.index, &mut self.young_start, &mut self.spill)
+    }
+
+    fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn empty_table(&self) -> Index {
+        Index::new(16, index::HASH_BITS)
+    }
+
+    fn table_slots(t: &Index) -> usize {
+        t.slots() as usize
+    }
+
+    fn table_bytes(t: &Index) -> u64 {
+        t.ram_bytes()
+    }
+
+    /// The young table's hash bits, or more where a table of `cap` slots would outgrow them
+    /// (a window table never grows, so it never needs the rebuild).
+    fn shape(&mut self, cap: usize) -> u32 {
+        self.window_hash_bits(cap)
+    }
+
+    fn new_table(&self, cap: usize, hash_bits: u32) -> Result<Index, StoreError> {
+        Ok(Index::new(cap as u64, hash_bits))
+    }
+
+    fn charge(&mut self, extra: u64) {
+        self.ram_account.set(self.index_ram_bytes() + extra, 0, 0);
+    }
+
+    fn trim_caches(&mut self) -> Result<(), StoreError> {
+        self.records.trim_cache()
+    }
+
+    fn publish(&mut self) {
+        self.publish_ram();
+    }
+
+    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    where
+        F: FnMut(u64, u64) -> Result<(), StoreError>,
+    {
+        self.hashes_in(from, to, f)
+    }
+}
+
 impl StateStore for DeltaStore<'_> {
     fn name(&self) -> &'static str {
         STORE
@@ -1505,10 +1489,7 @@ impl StateStore for DeltaStore<'_> {
         if self.opts.replace.is_some() {
             return None;
         }
-        let room = match &self.spill {
-            Some(sp) => sp.table_cap / 4,
-            None => (self.index.slots() as usize / 8).max(MIN_TABLE / 4),
-        };
+        let room = window_room(self.spill.as_deref(), self.index.slots() as usize);
         delayed_batch_len(
             self.disk.budget().limit(),
             Some(self.width),
