@@ -1,4 +1,4 @@
-//! Bounded RAM (issue #19): the index of the full store, ComBack and Δ spills to sorted runs
+//! Bounded RAM (issue #19): the index of the full store, ComBack, Δ and hash compaction spills to sorted runs
 //! on disk under a budget far below what the index needs, and the run stays exact — same counts, the same
 //! LTS file as an unbounded run, peak RSS within the budget plus the binary's baseline — also
 //! across a checkpoint taken after the index spilled. Generated models only: no `../shared`.
@@ -31,10 +31,11 @@ fn explore_json(
 }
 
 /// The stores whose index spills, each with its hidden option that caps the index table.
-const SPILLING: [(&str, &str); 3] = [
+const SPILLING: [(&str, &str); 4] = [
     ("full", "--full-index-slots"),
     ("comback", "--comback-index-slots"),
     ("delta", "--delta-index-slots"),
+    ("hashcompact", "--hashcompact-index-slots"),
 ];
 
 fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
@@ -43,7 +44,7 @@ fn counts(v: &serde_json::Value) -> (u64, u64, u64) {
 }
 
 /// 2^21 markings, 21 successors each; the full store's index would need 32 MiB of slots,
-/// ComBack's state table 16 MiB, Δ's index about 10 MiB. Under 20M the index gets 10 MiB: it
+/// ComBack's state table 16 MiB, Δ's index about 10 MiB, hash compaction's table 48 MiB. Under 20M the index gets 10 MiB: it
 /// spills, its window rotates several times, runs are merged, and BFS (delayed duplicate
 /// detection, batched) stays exact and within the budget. Δ checks each match on disk by
 /// walking up to kδ records back: it runs 2^18 markings, its window capped by the hidden
@@ -61,10 +62,13 @@ fn index_spills_and_stays_exact_within_the_budget() {
         "tiny",
         &["--memory", "20M", "-o", scratch.to_str().unwrap()],
     );
-    let cases: [(&str, u32, &[&str]); 3] = [
+    let cases: [(&str, u32, &[&str]); 4] = [
         ("full", 21, &[]),
         ("comback", 21, &[]),
         ("delta", 18, &["--delta-index-slots", "16384"]),
+        // 64-bit descriptors: no omission among 2^21 states (P < 2^-23), so the LTS is the
+        // full store's.
+        ("hashcompact", 21, &[]),
     ];
     for (store, k, extra) in cases {
         let model = toggles_file(t.path(), k);
@@ -97,7 +101,11 @@ fn index_spills_and_stays_exact_within_the_budget() {
         let d = &v["store_details"];
         let n = |key: &str| d[key].as_u64().unwrap_or_else(|| panic!("{key} in {d}"));
         // ComBack's table takes 6 bytes a slot, the full store's 8: it fills its window later.
-        let rotations = if store == "full" { 3 } else { 2 };
+        let rotations = if store == "comback" || store == "delta" {
+            2
+        } else {
+            3
+        };
         assert!(n("index_rotations") >= rotations, "{store}: {d}");
         assert!(n("index_run_merges") >= 1, "{store}: {d}");
         assert!(n("index_spilled_states") >= 1 << (k - 1), "{store}: {d}");

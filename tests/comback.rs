@@ -224,7 +224,10 @@ fn lossy_stores_with_few_bits_lose_states_and_say_so() {
     let hc = explore(
         &r.path,
         Order::Bfs,
-        StoreConfig::Hashcompact(HashCompactOptions { bits: 10 }),
+        StoreConfig::Hashcompact(HashCompactOptions {
+            bits: 10,
+            ..Default::default()
+        }),
     );
     assert!(
         hc.states <= 1024 && hc.states < r.states,

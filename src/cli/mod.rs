@@ -351,6 +351,12 @@ pub struct HashCompactArgs {
     #[arg(long, default_value_t = 64, value_name = "B",
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub hash_bits: u32,
+
+    /// Under --memory, spill the table once it would pass N slots (tests and benchmarks of
+    /// the spilled index on small models; default: half the budget decides).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u64).range(8192..))]
+    pub hashcompact_index_slots: Option<u64>,
 }
 
 /// The options of `--store bitstate`.
@@ -739,6 +745,7 @@ impl ExploreArgs {
             }
             "hashcompact" => StoreConfig::Hashcompact(HashCompactOptions {
                 bits: self.hashcompact.hash_bits,
+                index_slots: self.hashcompact.hashcompact_index_slots,
             }),
             "bitstate" => StoreConfig::Bitstate(BitstateOptions {
                 log2_bits: self.bitstate.bitstate_log2_bits,

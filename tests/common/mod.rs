@@ -144,12 +144,15 @@ impl Measured {
 /// Runs `cmd` to completion and measures its peak RSS with `wait4`, which reports the
 /// resources of that one child (not of every child the test process ever had).
 ///
-/// Linux keeps a process's high-water mark across `exec`, and the child starts as a copy of
-/// this test process, so the figure is at least this process's RSS when it spawned the child:
-/// an overestimate of the binary's own peak (by a few MiB in these tests), never an
-/// underestimate, which is what an upper bound needs.
+/// Linux keeps a process's high-water mark across `exec`, and the child starts in this test
+/// process's memory (`posix_spawn` shares it until `exec`), so the figure is at least this
+/// process's *peak* RSS so far: an overestimate of the binary's own peak, never an
+/// underestimate, which is what an upper bound needs. So that the overestimate is this
+/// process's current RSS (a few MiB) rather than the peak some parallel test once caused,
+/// the peak is reset first (`/proc/self/clear_refs`, value 5).
 pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
     use std::io::{Read, Seek};
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let mut out = tempfile::tempfile().unwrap();
     let mut err = tempfile::tempfile().unwrap();
     let child = cmd
