@@ -158,6 +158,15 @@ pub enum StorageError {
         more: u64,
         limit: u64,
     },
+    /// A run under `--memory` whose resident memory passed the budget plus the binary's
+    /// baseline (see `sys::check_budget`): a structure outside the budget grew.
+    #[error("stopped: resident memory reached {} MiB, over --memory {} MiB plus the {} MiB the process held before exploring ({holder}); raise --memory to at least {} MiB, or use a store whose index spills to disk (full, comback, delta, hashcompact)", rss >> 20, limit >> 20, baseline >> 20, (rss - baseline).div_ceil(1 << 20) + 1)]
+    OverBudget {
+        holder: String,
+        rss: u64,
+        limit: u64,
+        baseline: u64,
+    },
     #[error("storage: {0}")]
     Invalid(String),
 }
@@ -176,7 +185,9 @@ impl StorageError {
         match self {
             StorageError::Io { .. } => exit::IO,
             StorageError::Corrupt { .. } | StorageError::Version { .. } => exit::CORRUPT,
-            StorageError::BudgetTooSmall { .. } | StorageError::Ceiling { .. } => exit::LIMIT,
+            StorageError::BudgetTooSmall { .. }
+            | StorageError::Ceiling { .. }
+            | StorageError::OverBudget { .. } => exit::LIMIT,
             StorageError::Invalid(_) => exit::INTERNAL,
         }
     }

@@ -168,6 +168,42 @@ pub fn check_ceiling(structure: &str, more: u64) -> Result<(), crate::error::Sto
     })
 }
 
+/// Under `--memory`: the budget and the resident memory the process held before exploring
+/// (the binary's baseline: code, model, buffers of the front end); 0 when there is none.
+static BUDGET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static BASELINE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets (or, with `None`, lifts) the hard ceiling of a run under `--memory`: `budget` plus
+/// the resident memory now.
+pub fn set_budget_ceiling(budget: Option<u64>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    BASELINE.store(rss_bytes(), Relaxed);
+    BUDGET.store(budget.unwrap_or(0), Relaxed);
+}
+
+/// `--memory` is a promise: the stores keep within it by their accounts, and this check,
+/// run by every engine every few thousand steps, is the backstop for what no account
+/// holds (or a store that holds more than it says). Past the budget plus the baseline the
+/// run stops with exit 6; `holder` names what the store holds in RAM.
+pub fn check_budget(holder: impl FnOnce() -> String) -> Result<(), crate::error::StorageError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let limit = BUDGET.load(Relaxed);
+    if limit == 0 {
+        return Ok(());
+    }
+    let baseline = BASELINE.load(Relaxed);
+    let rss = rss_bytes();
+    if rss <= limit.saturating_add(baseline) {
+        return Ok(());
+    }
+    Err(crate::error::StorageError::OverBudget {
+        holder: holder(),
+        rss,
+        limit,
+        baseline,
+    })
+}
+
 /// The limits of this process's address space and data segment (`ulimit -v`, `ulimit -d`),
 /// the smaller one, when set.
 pub fn rlimit_memory() -> Option<u64> {

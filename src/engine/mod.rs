@@ -180,7 +180,8 @@ impl<'a> Run<'a> {
     }
 
     /// Called by every engine every 16,384 expansions (BFS) or steps (DFS): checks the
-    /// resident set against the machine's ceiling (runs without `--memory`: exit 6 past it),
+    /// resident set against the machine's ceiling (runs without `--memory`: exit 6 past it)
+    /// or against `--memory` plus the baseline (`sys::check_budget`),
     /// redraws the progress line about once a second and appends a metrics line when one is
     /// due. The clock is read only here, so per state the engines pay nothing for either.
     pub fn tick(
@@ -189,6 +190,13 @@ impl<'a> Run<'a> {
         position: Position,
     ) -> Result<(), crate::error::StorageError> {
         crate::sys::check_ceiling("the run", 0)?;
+        crate::sys::check_budget(|| {
+            format!(
+                "the {} store reports {} MiB in RAM",
+                store.name(),
+                store.ram_bytes() >> 20
+            )
+        })?;
         self.position = position;
         if self.progress.is_none() && !self.observer.has_metrics() {
             return Ok(());

@@ -314,6 +314,7 @@ fn explore_file(
     if let (Ok(_), Some(c)) = (&source, &ceiling) {
         note(c);
     }
+    arm_budget(cfg);
     let result = match source {
         Err(e) => Err(e.into()),
         Ok(Source::Aut(m)) => run_checkpointed(&m, cfg, path, 0, None, &start),
@@ -342,6 +343,15 @@ fn rate(states: u64, seconds: f64) -> f64 {
     }
 }
 
+/// Under `--memory`, arms the engines' backstop (`sys::check_budget`): the budget plus what
+/// the process holds now, the model read (the binary's baseline).
+fn arm_budget(cfg: &ExploreConfig) {
+    crate::sys::set_budget_ceiling(match cfg.storage.memory {
+        MemoryLimit::Bytes(b) => Some(b),
+        MemoryLimit::Unlimited => None,
+    });
+}
+
 /// Warns (through `note`) when `--memory` is more than the machine can give now; without a
 /// budget, sets the machine's ceiling when the configuration asks for one and returns the
 /// line that says so (printed once the model has been read, so that a malformed model's
@@ -351,6 +361,7 @@ fn warn_if_budget_exceeds_machine(
     note: &mut dyn FnMut(&str),
 ) -> Option<String> {
     crate::sys::set_ceiling(None);
+    crate::sys::set_budget_ceiling(None);
     match cfg.storage.memory {
         MemoryLimit::Bytes(b) => {
             if let Some(w) = crate::sys::MachineMemory::read().warn_if_short(b) {
@@ -634,7 +645,9 @@ fn resume_dir(
         leg,
         created_dir: manifest.run.created_dir,
     };
-    let result = match Source::read(&path)? {
+    let source = Source::read(&path)?;
+    arm_budget(&cfg);
+    let result = match source {
         Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest), &start),
         Source::Dve(m) => run_checkpointed(m.as_ref(), &cfg, &path, 0, Some(&manifest), &start),
         Source::Pnml(net) => explore_net(
