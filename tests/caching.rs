@@ -20,6 +20,7 @@ use spillway::model::petri::{self, TokenWidth};
 use spillway::model::{pnml, Model, TransitionId};
 use spillway::store::cache::replacement::Strategy;
 use spillway::store::cache::CacheOptions;
+use spillway::store::snapshots::spec::StreamSpec;
 use spillway::ExploreError;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -148,11 +149,12 @@ fn check_matrix(
         let base = CacheOptions {
             size: states,
             replacement: Strategy::Random,
+            stream: None,
             sleep_sets,
             seed: 1,
         };
         // A cache of every state forgets nothing: each state is visited exactly once.
-        let whole = observe(model, base, cap)?;
+        let whole = observe(model, base.clone(), cap)?;
         if whole.capped || whole.visits != states {
             report.failures.push(format!(
                 "{name} {mode} cache of every state: {whole:?}, expected {states} visits"
@@ -169,7 +171,7 @@ fn check_matrix(
                 let opts = CacheOptions {
                     size,
                     replacement: r,
-                    ..base
+                    ..base.clone()
                 };
                 let s = observe(model, opts, cap)?;
                 let row = format!(
@@ -428,6 +430,95 @@ fn observer_sees_every_state_of_generated_models() {
         assert!(states > 1, "{name}: the generator made a trivial net");
         report.add(with_model(&path, |m| {
             check_matrix(&name, m, states, dead, &Strategy::ALL, true, 200)
+        }));
+    }
+    report.check();
+}
+
+/// A stream of caches (`--caches`, the notation of `--store snapshots`) over `states`
+/// states, with and without sleep sets: one whose capacity holds every state forgets
+/// nothing (each state visited once); the paper's ⟨MFU, LRU⟩ pair at half the states, an
+/// LRU cache feeding an increasing-period LLNR one, and a growing (Pebble) stream of
+/// every-second-offer random caches visit every state and find every deadlock when they
+/// finish (at half the states and below, caching may re-explore exponentially: such runs
+/// are cut at a visit cap and reported, as in the single-cache matrix).
+fn check_streams(
+    name: &str,
+    model: &dyn Model,
+    states: u64,
+    deadlocks: u64,
+    cap_factor: u64,
+) -> Result<Report, ExploreError> {
+    let mut report = Report::default();
+    let cap = states * cap_factor + 20_000;
+    let (half, quarter, eighth) = (
+        states.div_ceil(2).max(2),
+        states.div_ceil(4).max(2),
+        states.div_ceil(8).max(2),
+    );
+    let streams = [
+        format!("(c1,LRU,{half})(c1,MFU,{half})"),
+        format!("(c1,MFU,{quarter})(c1,LRU,{quarter})"),
+        format!("(c1,LRU,{eighth})(2,LLNR,{eighth})"),
+        format!("(c2,RND,{eighth})+"),
+    ];
+    for sleep_sets in [true, false] {
+        for (k, text) in streams.iter().enumerate() {
+            let opts = CacheOptions {
+                stream: Some(StreamSpec::parse(text).unwrap()),
+                sleep_sets,
+                ..Default::default()
+            };
+            let s = observe(model, opts, cap)?;
+            let row = format!("{name} sleep {sleep_sets} caches {text}");
+            if s.capped {
+                report
+                    .blown
+                    .push(format!("{row}: stopped after {cap} visits"));
+            } else if s.distinct != states || s.deadlocks != deadlocks {
+                report.failures.push(format!(
+                    "{row}: {} distinct states, {} deadlocks; expected {states}, {deadlocks}",
+                    s.distinct, s.deadlocks
+                ));
+            } else if k == 0 && (s.capped || s.visits != states) {
+                report.failures.push(format!(
+                    "{row}: a stream holding every state visited {} times, not {states}",
+                    s.visits
+                ));
+            } else {
+                report.exact += 1;
+                eprintln!("{row}: ok, {} visits", s.visits);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// [`check_streams`] on every generated model.
+#[test]
+fn a_stream_of_caches_visits_every_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut report = Report::default();
+    for (name, path, (states, _, dead)) in generated(dir.path()) {
+        report.add(with_model(&path, |m| {
+            check_streams(&name, m, states, dead, 200)
+        }));
+    }
+    report.check();
+}
+
+/// [`check_streams`] on the REFERENCE.tsv models of at most 20,000 states.
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn reference_streams_up_to_20k() {
+    let rows = common::reference_rows(0, 20_000);
+    assert!(!rows.is_empty());
+    let mut report = Report::default();
+    for r in rows {
+        report.add(with_model(&r.path, |m| {
+            let (states, _, dead) = full_counts(m)?;
+            assert_eq!(states, r.states, "{}: the full store disagrees", r.rel);
+            check_streams(&r.rel, m, r.states, dead, 3)
         }));
     }
     report.check();
@@ -697,6 +788,45 @@ fn refusals() {
                 "cache",
                 "--cache-size",
                 "10",
+                "--caches",
+                "(c1,LRU,5)",
+            ],
+            "not both",
+        ),
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--caches",
+                "(c1,LRU,5)",
+                "--replacement",
+                "lru",
+            ],
+            "each cache of the stream names its own",
+        ),
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "10",
+                "--preset",
+                "pebble",
+            ],
+            "is an option of --store snapshots",
+        ),
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "10",
                 "--replacement",
                 "fifo",
             ],
@@ -756,6 +886,42 @@ fn stats_report_table_1() {
     assert!(d["matched"].as_u64().unwrap() > 0, "{s}");
     assert!(s["transitions"].as_u64().unwrap() < 945 * 4, "{s}");
     assert!(s["wall_seconds"].as_f64().is_some());
+}
+
+/// `--caches` from the command line: the stats list each cache of the stream with its
+/// counters, and a growing stream appends caches.
+#[test]
+fn stats_report_each_cache_of_a_stream() {
+    let model = common::shipped("Philosophers-PT-000005.pnml");
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "--order",
+        "dfs",
+        "--store",
+        "cache",
+        "--caches",
+        "(c1,MFU,20)(c1,LRU,10)+",
+        "--no-progress",
+        "--stats-json",
+        "-",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &s["store_details"];
+    assert_eq!(s["deadlocks"], 2, "{s}");
+    assert_eq!(d["replacement"], "(c1,MFU,20)(c1,LRU,10)+", "{s}");
+    assert_eq!(d["cache_size"], serde_json::Value::Null, "{s}");
+    let caches = d["caches"].as_array().unwrap();
+    assert!(caches.len() > 2, "the stream grew: {s}");
+    assert_eq!(caches[0]["replacement"], "mfu");
+    assert_eq!(caches[1]["replacement"], "lru");
+    assert!(caches[2]["appended"].as_bool().unwrap());
+    assert!(caches[0]["evicted"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(caches[0]["evicted"], caches[1]["taken"], "{s}");
+    let held: u64 = caches.iter().map(|c| c["held"].as_u64().unwrap()).sum();
+    assert!(held > 0 && held <= 243, "{s}");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -382,7 +382,10 @@ pub struct SnapshotsArgs {
     /// e.g. (c2,LLNR,5)(2,LFU,10). SAMPLING is cN (every Nth level) or N (a period growing
     /// by N after each sample); REPLACEMENT is LRU, MRU, LFU, MFU, RND or LLNR (lowest level
     /// number); CAPACITY is a number of snapshots or inf. A trailing + appends a copy of the
-    /// last cache whenever it is full (Pebble). Default: --preset frontier-safety-net.
+    /// last cache whenever it is full (Pebble). Default: --preset frontier-safety-net. Also
+    /// for --store cache (DFS), instead of --cache-size: caches of states (capacity in
+    /// states; sampling counts the states offered; LLNR evicts the shallowest), e.g. the
+    /// paper's (c1,MFU,5000)(c1,LRU,5000).
     #[arg(long, value_name = "SPEC", value_parser = StreamSpec::parse, conflicts_with = "preset")]
     pub caches: Option<StreamSpec>,
 
@@ -443,10 +446,20 @@ pub fn refuse_foreign_options(
 ) -> Result<(), String> {
     use clap::parser::ValueSource;
     let chosen = args.store.as_str();
-    if chosen == "cache" && args.caching.cache_size.is_none() {
-        return Err(
-            "--store cache needs --cache-size N: the number of visited states it may remember besides the DFS stack (e.g. a tenth of the model's states; with --sleep-sets, a few times the stack depth suffices)".into(),
-        );
+    if chosen == "cache" {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        match (args.caching.cache_size, &args.snapshots.caches) {
+            (None, None) => return Err(
+                "--store cache needs --cache-size N: the number of visited states it may remember besides the DFS stack (e.g. a tenth of the model's states; with --sleep-sets, a few times the stack depth suffices), or --caches SPEC: a stream of caches".into(),
+            ),
+            (Some(_), Some(_)) => return Err(
+                "--cache-size and --caches both size the cache of --store cache: give one cache (--cache-size N [--replacement R]) or a stream of caches (--caches SPEC), not both".into(),
+            ),
+            (None, Some(_)) if given("replacement") => return Err(
+                "--replacement chooses the strategy of the one cache of --cache-size; with --caches each cache of the stream names its own (e.g. --caches '(c1,MFU,1000)(c1,LRU,1000)')".into(),
+            ),
+            _ => {}
+        }
     }
     let cmd = <Cli as clap::CommandFactory>::command();
     let explore = cmd
@@ -456,7 +469,10 @@ pub fn refuse_foreign_options(
         let Some(owner) = arg.get_help_heading().and_then(heading_store) else {
             continue;
         };
+        // The notation of a stream of caches serves DFS state space caching as well.
+        let shared = chosen == "cache" && arg.get_id().as_str() == "caches";
         if owner == chosen
+            || shared
             || matches.value_source(arg.get_id().as_str()) != Some(ValueSource::CommandLine)
         {
             continue;
@@ -756,6 +772,7 @@ impl ExploreArgs {
                 // `refuse_foreign_options` has refused `--store cache` without a size.
                 size: self.caching.cache_size.unwrap_or_default(),
                 replacement: self.caching.replacement,
+                stream: self.snapshots.caches.clone(),
                 sleep_sets: self.caching.sleep_sets,
                 seed: self.caching.cache_seed,
             }),

@@ -14,6 +14,7 @@
 
 pub mod replacement;
 
+use super::snapshots::spec::{Capacity, Growth, Replacement, Sampling, StreamSpec};
 use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
 use crate::error::StoreError;
 use crate::model::Model;
@@ -25,12 +26,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// `--store cache` and its options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheOptions {
     /// Visited states remembered besides those on the stack (`--cache-size`).
     pub size: u64,
     /// Which cached state to forget when the cache is full (`--replacement`).
     pub replacement: Strategy,
+    /// A stream of caches instead of one (`--caches SPEC`, the notation of
+    /// `--store snapshots`; see [`Tier`]): `size` and `replacement` are then unused.
+    pub stream: Option<StreamSpec>,
     /// Explore with sleep sets (`--sleep-sets`): fewer transitions, hence fewer revisits; the
     /// explored graph then lacks transitions by design, so no LTS is written.
     pub sleep_sets: bool,
@@ -43,6 +47,7 @@ impl Default for CacheOptions {
         CacheOptions {
             size: 10_000,
             replacement: Strategy::Random,
+            stream: None,
             sleep_sets: false,
             seed: 1,
         }
@@ -79,7 +84,7 @@ impl StoreSpec for CacheOptions {
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         Ok(Box::new(CacheStore::new(
-            *self,
+            self.clone(),
             model.state_len(),
             storage.map(|st| st.budget.account("cache.table")),
         )))
@@ -112,6 +117,10 @@ struct Entry {
     hash: u64,
     id: StateId,
     kind: u8,
+    /// The cache of the stream holding it (when not on the stack).
+    tier: u8,
+    /// Stack depth when it was pushed (what LLNR ranks by).
+    depth: u32,
     /// Frames of the state on the stack: 0 in the cache; more than 1 when the sleep-set
     /// search reopened it while it was on the stack (see [`CacheStore::reopen`]).
     on_stack: u32,
@@ -172,6 +181,99 @@ pub struct EngineCounters {
     pub slept: u64,
 }
 
+/// One cache of the stream (`--caches`; a single one for `--cache-size`). The unit is a
+/// state, not a BFS level: a state leaving the stack is offered to the first cache, what a
+/// full cache evicts to the next, what the last one evicts (or a cache declines) is
+/// forgotten. Sampling counts offers, as levels are counted in BFS: `cN` takes every
+/// `N`th state offered, `N` takes offers 0, N, 3N, 6N … (the gap grows by N). A trailing
+/// `+` appends a copy of the last cache whenever it is full (taking every offer). DFS needs
+/// no termination rule: cycles close on the stack, which is always remembered.
+struct Tier {
+    policy: Policy,
+    /// `None`: never evicts.
+    cap: Option<u64>,
+    sampling: Sampling,
+    appended: bool,
+    offers: u64,
+    next_sample: u64,
+    period: u64,
+    taken: u64,
+    evicted: u64,
+    declined: u64,
+    hits: u64,
+}
+
+impl Tier {
+    fn new(strategy: Strategy, cap: Option<u64>, sampling: Sampling, seed: u64) -> Tier {
+        let period = match sampling {
+            Sampling::Constant(n) | Sampling::Increasing(n) => n as u64,
+        };
+        Tier {
+            policy: Policy::new(strategy, seed),
+            cap,
+            sampling,
+            appended: false,
+            offers: 0,
+            next_sample: 0,
+            period,
+            taken: 0,
+            evicted: 0,
+            declined: 0,
+            hits: 0,
+        }
+    }
+
+    /// The tiers of `opts`: its stream, or one cache of `--cache-size` states.
+    fn stream(opts: &CacheOptions) -> Vec<Tier> {
+        match &opts.stream {
+            None => vec![Tier::new(
+                opts.replacement,
+                Some(opts.size),
+                Sampling::Constant(1),
+                opts.seed,
+            )],
+            Some(spec) => spec
+                .caches
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let strategy = match c.replacement {
+                        Replacement::Lru => Strategy::Lru,
+                        Replacement::Mru => Strategy::Mru,
+                        Replacement::Lfu => Strategy::Lfu,
+                        Replacement::Mfu => Strategy::Mfu,
+                        Replacement::Rnd => Strategy::Random,
+                        Replacement::Llnr => Strategy::Llnr,
+                    };
+                    let cap = match c.capacity {
+                        Capacity::Bounded(n) => Some(n as u64),
+                        Capacity::Unbounded => None,
+                    };
+                    Tier::new(strategy, cap, c.sampling, opts.seed.wrapping_add(i as u64))
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the sampling function takes the next offer (and then advances).
+    fn samples(&mut self) -> bool {
+        let k = self.offers;
+        self.offers += 1;
+        if !self.appended && k < self.next_sample {
+            return false;
+        }
+        self.next_sample = k.saturating_add(self.period);
+        if let Sampling::Increasing(n) = self.sampling {
+            self.period = self.period.saturating_add(n as u64);
+        }
+        true
+    }
+
+    fn full(&self) -> bool {
+        self.cap.is_some_and(|c| self.policy.len() as u64 >= c)
+    }
+}
+
 /// The stack-plus-cache table.
 pub struct CacheStore {
     opts: CacheOptions,
@@ -179,7 +281,10 @@ pub struct CacheStore {
     entries: Vec<Entry>,
     vectors: Vectors,
     free: Vec<u32>,
-    policy: Policy,
+    /// The stream of caches (one for `--cache-size`).
+    tiers: Vec<Tier>,
+    /// States in the caches.
+    cached: u64,
     /// Numbers handed out: visits, repetitions included.
     numbered: u64,
     on_stack: u64,
@@ -198,6 +303,7 @@ pub struct CacheStore {
 
 impl CacheStore {
     pub fn new(opts: CacheOptions, width: Option<usize>, account: Option<Account>) -> CacheStore {
+        let tiers = Tier::stream(&opts);
         CacheStore {
             opts,
             table: HashTable::new(),
@@ -210,7 +316,8 @@ impl CacheStore {
                 None => Vectors::Var(Vec::new()),
             },
             free: Vec::new(),
-            policy: Policy::new(opts.replacement, opts.seed),
+            tiers,
+            cached: 0,
             numbered: 0,
             on_stack: 0,
             peak: 0,
@@ -242,7 +349,9 @@ impl CacheStore {
             Some((Found::Stack(e.id), slot))
         } else {
             self.matched_cache += 1;
-            self.policy.hit(slot);
+            let t = &mut self.tiers[e.tier as usize];
+            t.policy.hit(slot);
+            t.hits += 1;
             Some((Found::Cache(e.id), slot))
         }
     }
@@ -269,7 +378,8 @@ impl CacheStore {
     pub fn reopen(&mut self, slot: u32) {
         let e = &mut self.entries[slot as usize];
         if e.on_stack == 0 {
-            self.policy.remove(slot);
+            self.tiers[e.tier as usize].policy.remove(slot);
+            self.cached -= 1;
         }
         e.on_stack += 1;
         self.on_stack += 1;
@@ -295,6 +405,8 @@ impl CacheStore {
                     hash: 0,
                     id: 0,
                     kind: 0,
+                    tier: 0,
+                    depth: 0,
                     on_stack: 0,
                 });
                 s
@@ -306,6 +418,8 @@ impl CacheStore {
             hash,
             id,
             kind,
+            tier: 0,
+            depth: self.on_stack.min(u32::MAX as u64) as u32,
             on_stack: 1,
         };
         self.vectors.set(slot, state);
@@ -328,18 +442,64 @@ impl CacheStore {
         if e.on_stack > 0 {
             return true;
         }
-        if self.opts.size == 0 {
-            self.forget(slot);
-            return false;
-        }
-        if self.policy.len() as u64 >= self.opts.size {
-            if let Some(victim) = self.policy.evict() {
-                self.forget(victim);
-                self.evictions += 1;
-            }
-        }
-        self.policy.insert(slot, self.entries[slot as usize].kind);
+        self.offer(slot);
         false
+    }
+
+    /// Offers a state that left the stack to the stream: each cache that takes it may evict
+    /// one state, offered to the next cache; what the last cache evicts, or a cache
+    /// declines, is forgotten.
+    fn offer(&mut self, mut slot: u32) {
+        let mut i = 0;
+        loop {
+            let Some(t) = self.tiers.get_mut(i) else {
+                self.forget(slot);
+                self.evictions += 1;
+                return;
+            };
+            if !t.samples() {
+                t.declined += 1;
+                self.forget(slot);
+                self.evictions += 1;
+                return;
+            }
+            if t.cap == Some(0) {
+                // A cache of nothing (`--cache-size 0`) forgets at once.
+                self.forget(slot);
+                return;
+            }
+            let victim = if t.full() { t.policy.evict() } else { None };
+            let e = &mut self.entries[slot as usize];
+            e.tier = i as u8;
+            t.policy.insert_at(slot, e.kind, e.depth as u64);
+            t.taken += 1;
+            self.cached += 1;
+            let Some(v) = victim else {
+                return;
+            };
+            t.evicted += 1;
+            let (strategy, cap, sampling) = (t.policy.strategy(), t.cap, t.sampling);
+            self.cached -= 1;
+            let last = i + 1 == self.tiers.len();
+            if last && matches!(&self.opts.stream, Some(s) if s.growth == Growth::Pebble) {
+                let mut copy = Tier::new(
+                    strategy,
+                    cap,
+                    sampling,
+                    self.opts.seed.wrapping_add(self.tiers.len() as u64),
+                );
+                copy.appended = true;
+                if self.tiers.len() >= u8::MAX as usize {
+                    // Entries name their cache in a byte: past 255 caches the last one
+                    // stops evicting instead of appending.
+                    self.tiers[i].cap = None;
+                } else {
+                    self.tiers.push(copy);
+                }
+            }
+            slot = v;
+            i += 1;
+        }
     }
 
     fn forget(&mut self, slot: u32) {
@@ -353,7 +513,7 @@ impl CacheStore {
 
     /// States remembered now: the stack and the cache.
     pub fn stored(&self) -> u64 {
-        self.on_stack + self.policy.len() as u64
+        self.on_stack + self.cached
     }
 
     /// The most states remembered at once (the paper's "stored states").
@@ -411,7 +571,7 @@ impl StateStore for CacheStore {
             + self.entries.capacity() as u64 * std::mem::size_of::<Entry>() as u64
             + self.vectors.ram_bytes()
             + self.free.capacity() as u64 * 4
-            + self.policy.ram_bytes()
+            + self.tiers.iter().map(|t| t.policy.ram_bytes()).sum::<u64>()
             + self
                 .slept
                 .values()
@@ -425,8 +585,40 @@ impl StateStore for CacheStore {
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("cache_size".into(), json!(self.opts.size));
-        m.insert("replacement".into(), json!(self.opts.replacement.as_str()));
+        match &self.opts.stream {
+            None => {
+                m.insert("cache_size".into(), json!(self.opts.size));
+                m.insert("replacement".into(), json!(self.opts.replacement.as_str()));
+            }
+            Some(spec) => {
+                // The total capacity (null when a cache or the stream is unbounded).
+                let bounded =
+                    spec.growth == Growth::Fixed && self.tiers.iter().all(|t| t.cap.is_some());
+                let total: u64 = self.tiers.iter().filter_map(|t| t.cap).sum();
+                m.insert(
+                    "cache_size".into(),
+                    if bounded { json!(total) } else { json!(null) },
+                );
+                m.insert("replacement".into(), json!(spec.to_string()));
+                let caches: Vec<serde_json::Value> = self
+                    .tiers
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "replacement": t.policy.strategy().as_str(),
+                            "capacity": t.cap,
+                            "appended": t.appended,
+                            "held": t.policy.len(),
+                            "taken": t.taken,
+                            "evicted": t.evicted,
+                            "declined": t.declined,
+                            "hits": t.hits,
+                        })
+                    })
+                    .collect();
+                m.insert("caches".into(), json!(caches));
+            }
+        }
         m.insert("sleep_sets".into(), json!(self.opts.sleep_sets));
         m.insert("visited".into(), json!(self.numbered));
         m.insert("stored_peak".into(), json!(self.peak));
@@ -442,11 +634,13 @@ impl StateStore for CacheStore {
 
     fn summary(&self) -> Option<String> {
         Some(format!(
-            "cache: {} states visited (repetitions included), at most {} stored (stack + cache of {}, {}{}), {} matched, {} evicted",
+            "cache: {} states visited (repetitions included), at most {} stored (stack + {}{}), {} matched, {} evicted",
             self.numbered,
             self.peak,
-            self.opts.size,
-            self.opts.replacement.as_str(),
+            match &self.opts.stream {
+                None => format!("cache of {}, {}", self.opts.size, self.opts.replacement.as_str()),
+                Some(spec) => format!("caches {spec} ({} now)", self.tiers.len()),
+            },
             if self.opts.sleep_sets {
                 format!(", sleep sets: {} transitions slept", self.engine.slept)
             } else {

@@ -9,11 +9,14 @@
 //! * `lru` / `mru` — least / most recently used (an insertion or a hit is a use);
 //! * `lfu` / `mfu` — least / most frequently hit; ties go to the entry used longest ago
 //!   (LFU) or most recently (MFU);
+//! * `llnr` — lowest level number: the entry entered at the smallest DFS depth (the BFS
+//!   snapshots paper's LLNR, for a stream of caches over states: `--caches`);
 //! * `type` — the paper's "type-oriented" strategy: look at [`TYPE_SCAN`] entries from a
 //!   random position and evict the one with the lowest kind (the kind of the transition that
 //!   reached it; higher kinds are worth more), the first of them on ties.
 //!
-//! Every operation is O(1) but LFU/MFU (O(log n), an ordered set of `(hits, last use)`).
+//! Every operation is O(1) but LFU/MFU/LLNR (O(log n), an ordered set of `(hits, last use)`
+//! or `(0, depth)`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -32,6 +35,7 @@ pub enum Strategy {
     Lfu,
     Mfu,
     Type,
+    Llnr,
 }
 
 impl Strategy {
@@ -52,15 +56,17 @@ impl Strategy {
             Strategy::Lfu => "lfu",
             Strategy::Mfu => "mfu",
             Strategy::Type => "type",
+            Strategy::Llnr => "llnr",
         }
     }
 
     pub fn parse(s: &str) -> Result<Strategy, String> {
         Strategy::ALL
             .into_iter()
+            .chain([Strategy::Llnr])
             .find(|x| x.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown replacement strategy '{s}' (expected random, lru, mru, lfu, mfu or type)")
+                format!("unknown replacement strategy '{s}' (expected random, lru, mru, lfu, mfu, type or llnr)")
             })
     }
 }
@@ -79,7 +85,7 @@ pub struct Policy {
     next: Vec<u32>,
     head: u32,
     tail: u32,
-    /// LFU/MFU: hits and last use per slot, ordered.
+    /// LFU/MFU: hits and last use per slot, ordered; LLNR: 0 and the depth.
     hits: Vec<u32>,
     stamp: Vec<u64>,
     order: BTreeSet<(u32, u64, u32)>,
@@ -148,7 +154,7 @@ impl Policy {
                     self.next.resize(need, NIL);
                 }
             }
-            Strategy::Lfu | Strategy::Mfu => {
+            Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
                 if self.hits.len() < need {
                     self.hits.resize(need, 0);
                     self.stamp.resize(need, 0);
@@ -184,6 +190,11 @@ impl Policy {
 
     /// `slot` enters the cache; `kind` is what the type-oriented strategy ranks it by.
     pub fn insert(&mut self, slot: u32, kind: u8) {
+        self.insert_at(slot, kind, 0);
+    }
+
+    /// [`Policy::insert`] of a state entered at DFS `depth` (what LLNR ranks by).
+    pub fn insert_at(&mut self, slot: u32, kind: u8, depth: u64) {
         self.grow(slot);
         self.len += 1;
         match self.strategy {
@@ -199,13 +210,18 @@ impl Policy {
                 self.stamp[slot as usize] = self.clock;
                 self.order.insert((0, self.clock, slot));
             }
+            Strategy::Llnr => {
+                self.hits[slot as usize] = 0;
+                self.stamp[slot as usize] = depth;
+                self.order.insert((0, depth, slot));
+            }
         }
     }
 
     /// `slot` (in the cache) was matched.
     pub fn hit(&mut self, slot: u32) {
         match self.strategy {
-            Strategy::Random | Strategy::Type => {}
+            Strategy::Random | Strategy::Type | Strategy::Llnr => {}
             Strategy::Lru | Strategy::Mru => {
                 self.unlink(slot);
                 self.link_front(slot);
@@ -235,7 +251,7 @@ impl Policy {
                 self.pos[slot as usize] = NIL;
             }
             Strategy::Lru | Strategy::Mru => self.unlink(slot),
-            Strategy::Lfu | Strategy::Mfu => {
+            Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
                 let s = slot as usize;
                 self.order.remove(&(self.hits[s], self.stamp[s], slot));
             }
@@ -269,7 +285,7 @@ impl Policy {
             }
             Strategy::Lru => self.tail,
             Strategy::Mru => self.head,
-            Strategy::Lfu => self.order.first().expect("non-empty").2,
+            Strategy::Lfu | Strategy::Llnr => self.order.first().expect("non-empty").2,
             Strategy::Mfu => self.order.last().expect("non-empty").2,
         };
         self.remove(victim);
@@ -346,8 +362,21 @@ mod tests {
     }
 
     #[test]
+    fn llnr_evicts_the_shallowest_entry_whatever_its_hits() {
+        let mut p = Policy::new(Strategy::Llnr, 1);
+        for (slot, depth) in [(0, 7), (1, 3), (2, 9), (3, 3), (4, 5)] {
+            p.insert_at(slot, 0, depth);
+        }
+        p.hit(1);
+        p.remove(4);
+        let order: Vec<u32> = std::iter::from_fn(|| p.evict()).collect();
+        assert_eq!(order, [1, 3, 0, 2]);
+        assert_eq!(Strategy::parse("llnr"), Ok(Strategy::Llnr));
+    }
+
+    #[test]
     fn every_strategy_evicts_each_entry_once() {
-        for s in Strategy::ALL {
+        for s in Strategy::ALL.into_iter().chain([Strategy::Llnr]) {
             let mut p = Policy::new(s, 3);
             fill(&mut p, 100);
             p.remove(42);
