@@ -47,9 +47,7 @@ pub fn explore(
     let storage = session.storage;
     let mut run = Run::new(model, sink, opts, session.observer.take())?;
     let mut state = Vec::new();
-    let mut batch = StateBatch::default();
-    let mut labels: Vec<LabelId> = Vec::new();
-    let mut results: Vec<Insert> = Vec::new();
+    let mut p = Pending::default();
     let mut rec: Vec<u8> = Vec::new();
     // States left to expand in the current level, and states found for the next one.
     let mut level_left: u64 = 1;
@@ -109,12 +107,11 @@ pub fn explore(
     let mut polls: u64 = 0;
     run.phase = Phase::Expanding;
     // Delayed duplicate detection: the successors of many parents are collected and handed
-    // to the store at once; `parents` holds each parent with its successor count, and their
-    // edges are written when the batch is resolved, in the same order as one by one.
+    // to the store at once (`Pending`), and their edges are written when the batch is
+    // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
-    let mut parents: Vec<(u64, u32)> = Vec::new();
     loop {
-        if parents.is_empty() {
+        if p.parents.is_empty() {
             polls += 1;
             // With delayed batches the loop passes here once per batch (thousands of
             // expansions): ask every time, or a SIGINT waits for 256 batches.
@@ -164,21 +161,10 @@ pub fn explore(
             })?,
         };
         let Some(head) = head else {
-            if parents.is_empty() {
+            if p.parents.is_empty() {
                 break;
             }
-            resolve(
-                store,
-                &mut run,
-                &mut batch,
-                &mut labels,
-                &mut parents,
-                depth,
-                &mut results,
-                &mut open,
-                &mut next_level,
-                &mut rec,
-            )?;
+            p.resolve(store, &mut run, depth, &mut open, &mut next_level, &mut rec)?;
             continue;
         };
         if level_left == 0 {
@@ -190,54 +176,43 @@ pub fn explore(
         }
         level_left -= 1;
         if let Some(limit) = delayed {
-            let before = batch.len();
+            let before = p.batch.len();
             model.successors(&state, &mut |t, label, succ| {
-                batch.push(t, succ);
-                labels.push(label);
+                p.batch.push(t, succ);
+                p.labels.push(label);
             })?;
-            let count = batch.len() - before;
+            let count = p.batch.len() - before;
             if count == 0 {
                 run.deadlocks += 1;
             }
-            parents.push((head, count as u32));
+            p.parents.push((head, count as u32));
             // A level is resolved before the next starts: its new states are the next
             // level's count.
-            if level_left == 0 || batch.len() >= limit {
-                resolve(
-                    store,
-                    &mut run,
-                    &mut batch,
-                    &mut labels,
-                    &mut parents,
-                    depth,
-                    &mut results,
-                    &mut open,
-                    &mut next_level,
-                    &mut rec,
-                )?;
+            if level_left == 0 || p.batch.len() >= limit {
+                p.resolve(store, &mut run, depth, &mut open, &mut next_level, &mut rec)?;
                 // The store's batch size follows its index (it grows, then spills).
                 delayed = store.delayed_batch();
             }
         } else {
-            batch.clear();
-            labels.clear();
+            p.batch.clear();
+            p.labels.clear();
             model.successors(&state, &mut |t, label, succ| {
-                batch.push(t, succ);
-                labels.push(label);
+                p.batch.push(t, succ);
+                p.labels.push(label);
             })?;
-            store.insert_batch(head, depth, &batch, &mut results)?;
-            for (i, (&label, ins)) in labels.iter().zip(&results).enumerate() {
+            store.insert_batch(head, depth, &p.batch, &mut p.results)?;
+            for (i, (&label, ins)) in p.labels.iter().zip(&p.results).enumerate() {
                 let id = match *ins {
                     Insert::New(id) => {
                         next_level += 1;
-                        open.push(id, batch.get(i), &mut rec)?;
+                        open.push(id, p.batch.get(i), &mut rec)?;
                         id
                     }
                     Insert::Seen(id) => id,
                 };
                 run.edge(head, label, id)?;
             }
-            if labels.is_empty() {
+            if p.labels.is_empty() {
                 run.deadlocks += 1;
             }
         }
@@ -259,41 +234,50 @@ pub fn explore(
     Ok(run.stats(store, Order::Bfs))
 }
 
-/// Resolves a delayed batch: the store numbers the successors of `parents` (in order, as
-/// one by one), and their edges are written parent by parent; the batch is emptied.
-#[allow(clippy::too_many_arguments)]
-fn resolve(
-    store: &mut dyn StateStore,
-    run: &mut Run,
-    batch: &mut StateBatch,
-    labels: &mut Vec<LabelId>,
-    parents: &mut Vec<(u64, u32)>,
-    depth: u64,
-    results: &mut Vec<Insert>,
-    open: &mut Open,
-    next_level: &mut u64,
-    rec: &mut Vec<u8>,
-) -> Result<(), ExploreError> {
-    store.insert_many(parents, depth, batch, results)?;
-    let mut i = 0;
-    for &(parent, count) in parents.iter() {
-        for _ in 0..count {
-            let id = match results[i] {
-                Insert::New(id) => {
-                    *next_level += 1;
-                    open.push(id, batch.get(i), rec)?;
-                    id
-                }
-                Insert::Seen(id) => id,
-            };
-            run.edge(parent, labels[i], id)?;
-            i += 1;
+/// The successors collected since the last resolution: their vectors and labels, their
+/// parents in order (each with its number of successors in the batch), and the store's
+/// answers.
+#[derive(Default)]
+struct Pending {
+    batch: StateBatch,
+    labels: Vec<LabelId>,
+    parents: Vec<(u64, u32)>,
+    results: Vec<Insert>,
+}
+
+impl Pending {
+    /// Resolves a delayed batch: the store numbers the successors (in order, as one by
+    /// one), and their edges are written parent by parent; the batch is emptied.
+    fn resolve(
+        &mut self,
+        store: &mut dyn StateStore,
+        run: &mut Run,
+        depth: u64,
+        open: &mut Open,
+        next_level: &mut u64,
+        rec: &mut Vec<u8>,
+    ) -> Result<(), ExploreError> {
+        store.insert_many(&self.parents, depth, &self.batch, &mut self.results)?;
+        let mut i = 0;
+        for &(parent, count) in &self.parents {
+            for _ in 0..count {
+                let id = match self.results[i] {
+                    Insert::New(id) => {
+                        *next_level += 1;
+                        open.push(id, self.batch.get(i), rec)?;
+                        id
+                    }
+                    Insert::Seen(id) => id,
+                };
+                run.edge(parent, self.labels[i], id)?;
+                i += 1;
+            }
         }
+        self.parents.clear();
+        self.batch.clear();
+        self.labels.clear();
+        Ok(())
     }
-    parents.clear();
-    batch.clear();
-    labels.clear();
-    Ok(())
 }
 
 /// Name of the BFS open queue's files.

@@ -44,9 +44,9 @@
 
 use super::observe::{Phase, Position};
 use super::{EngineOptions, ExploreStats, Order, Run, Session};
-use crate::error::{ExploreError, ModelError};
+use crate::error::ExploreError;
 use crate::lts::LtsSink;
-use crate::model::{Fired, Model, TransitionId};
+use crate::model::{Model, TransitionId};
 use crate::storage::frontier::Stack;
 use crate::store::cache::{CacheOptions, CacheStore, Found};
 use std::collections::HashSet;
@@ -186,11 +186,7 @@ pub(crate) fn explore(
     opts: &EngineOptions,
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
-    if session.resume.is_some() || session.checkpoint.is_some() {
-        return Err(ExploreError::Config(
-            "--store cache cannot be checkpointed or resumed".into(),
-        ));
-    }
+    session.refuse_checkpoints("--store cache")?;
     search(model, store, sink, opts, &mut session, &mut |_| {})
 }
 
@@ -272,16 +268,7 @@ fn search(
         if top.cursor < top.enabled.len() {
             let t = top.enabled[top.cursor];
             top.cursor += 1;
-            let label = match model.fire(&top.state, t, &mut succ)? {
-                Fired::Enabled(l) => l,
-                other => {
-                    return Err(ModelError::Other(format!(
-                        "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
-                        t.0
-                    ))
-                    .into())
-                }
-            };
+            let label = super::fire_enabled(model, &top.state, t, &mut succ)?;
             match store.find(&succ) {
                 Some((found, slot)) => {
                     let (Found::Stack(id) | Found::Cache(id)) = found;
@@ -417,6 +404,8 @@ const STACK: &str = "cache.stack";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ModelError;
+    use crate::model::Fired;
 
     #[test]
     fn frames_round_trip() {

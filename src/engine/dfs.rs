@@ -11,9 +11,9 @@
 use super::observe::{Phase, Position};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::EngineMark;
-use crate::error::{ExploreError, ModelError};
+use crate::error::ExploreError;
 use crate::lts::LtsSink;
-use crate::model::{Fired, Model, TransitionId};
+use crate::model::{Model, TransitionId};
 use crate::storage::frontier::Stack;
 use crate::store::{Insert, StateStore, Via};
 
@@ -116,16 +116,7 @@ pub fn explore(
         if top.cursor < top.enabled.len() {
             let t = top.enabled[top.cursor];
             top.cursor += 1;
-            let label = match model.fire(&top.state, t, &mut succ)? {
-                Fired::Enabled(l) => l,
-                other => {
-                    return Err(ModelError::Other(format!(
-                        "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
-                        t.0
-                    ))
-                    .into())
-                }
-            };
+            let label = super::fire_enabled(model, &top.state, t, &mut succ)?;
             let via = Via {
                 parent: top.id,
                 transition: t,

@@ -16,7 +16,7 @@ pub mod snapshots;
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
 use crate::error::{CheckpointError, ExploreError};
 use crate::lts::LtsSink;
-use crate::model::{LabelId, Model};
+use crate::model::{Fired, LabelId, Model, TransitionId};
 use crate::storage::{FileMark, Storage};
 use crate::store::{Exactness, StateStore};
 use observe::{Head, Observer, Phase, Position};
@@ -349,6 +349,24 @@ impl<'a> Run<'a> {
     }
 }
 
+/// Fires `t`, which the model listed as enabled in `state`, into `succ`; a model that then
+/// says otherwise breaks its determinism contract, an error rather than a panic.
+pub(crate) fn fire_enabled(
+    model: &dyn Model,
+    state: &[u8],
+    t: TransitionId,
+    succ: &mut Vec<u8>,
+) -> Result<LabelId, ExploreError> {
+    match model.fire(state, t, succ)? {
+        Fired::Enabled(l) => Ok(l),
+        other => Err(crate::error::ModelError::Other(format!(
+            "transition {} reported enabled but firing it gave {other:?}: the model breaks its determinism contract",
+            t.0
+        ))
+        .into()),
+    }
+}
+
 /// What an engine needs besides the model, the store and the sink: the run's storage, the
 /// checkpointer of a checkpointed run, and the checkpoint to continue from.
 #[derive(Default)]
@@ -392,6 +410,17 @@ pub(crate) fn explore_session(
 const POLL_EVERY: u64 = 256;
 
 impl Session<'_> {
+    /// Refuses a session that resumes or takes checkpoints, for an engine whose store
+    /// (`what`, e.g. `--store cache`) records neither.
+    pub(crate) fn refuse_checkpoints(&self, what: &str) -> Result<(), ExploreError> {
+        if self.resume.is_some() || self.checkpoint.is_some() {
+            return Err(ExploreError::Config(format!(
+                "{what} cannot be checkpointed or resumed"
+            )));
+        }
+        Ok(())
+    }
+
     /// The engines' one checkpoint poll, called once per expansion (BFS) or step (DFS)
     /// with a counter: every [`POLL_EVERY`] calls it asks the checkpointer, if the run has
     /// one, whether a checkpoint is due, and hands it back with the reason.

@@ -143,11 +143,7 @@ pub(crate) fn explore(
     opts: &EngineOptions,
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
-    if session.resume.is_some() || session.checkpoint.is_some() {
-        return Err(ExploreError::Config(
-            "--store snapshots cannot be checkpointed or resumed".into(),
-        ));
-    }
+    session.refuse_checkpoints("--store snapshots")?;
     let mut run = Run::new(model, sink, opts, session.observer.take())?;
     let mut state = Vec::new();
     let mut batch = StateBatch::default();
