@@ -68,11 +68,12 @@ impl StoreSpec for HashCompactOptions {
     /// under `--memory` the table is charged to the budget and spills past its share.
     fn build<'m>(
         &self,
-        _model: &'m dyn Model,
+        model: &'m dyn Model,
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         let mut s = HashCompactStore::new(self.bits)?;
         s.index_slots = self.index_slots;
+        s.width = model.state_len();
         if let Some(st) = storage {
             s.attach(st, None)?;
         }
@@ -81,15 +82,13 @@ impl StoreSpec for HashCompactOptions {
 
     fn resume<'m>(
         &self,
-        _model: &'m dyn Model,
+        model: &'m dyn Model,
         storage: &Storage,
         mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Ok(Box::new(HashCompactStore::resume(
-            storage,
-            mark,
-            self.index_slots,
-        )?))
+        let mut s = HashCompactStore::resume(storage, mark, self.index_slots)?;
+        s.width = model.state_len();
+        Ok(Box::new(s))
     }
 }
 
@@ -173,6 +172,8 @@ pub struct HashCompactStore {
     young_start: u64,
     spill: Option<Box<Spill<Table>>>,
     index_slots: Option<u64>,
+    /// The model's state width, when fixed (what a delayed batch's vectors cost).
+    width: Option<usize>,
     /// What a delayed batch takes in RAM, and its scratch: descriptors, run lookups, found.
     batch_account: Account,
     #[allow(clippy::type_complexity)]
@@ -226,6 +227,7 @@ impl HashCompactStore {
             young_start: 0,
             spill: None,
             index_slots: None,
+            width: None,
             batch_account: Account::detached("bfs.batch"),
             scratch: Default::default(),
         })
@@ -572,7 +574,7 @@ impl StateStore for HashCompactStore {
         let (_, budget) = self.budget.as_ref()?;
         self.log.as_ref()?;
         let room = window_room(self.spill.as_deref(), self.table.slots());
-        delayed_batch_len(budget.limit(), None, room, &self.batch_account)
+        delayed_batch_len(budget.limit(), self.width, room, &self.batch_account)
     }
 
     fn insert_many(

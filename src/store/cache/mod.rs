@@ -464,8 +464,12 @@ impl CacheStore {
                 return;
             }
             if t.cap == Some(0) {
-                // A cache of nothing (`--cache-size 0`) forgets at once.
+                // A cache of nothing (`--cache-size 0`) forgets at once; what a cache before
+                // it evicted counts as evicted.
                 self.forget(slot);
+                if i > 0 {
+                    self.evictions += 1;
+                }
                 return;
             }
             let victim = if t.full() { t.policy.evict() } else { None };
