@@ -312,8 +312,9 @@ fn default_ceiling_stops_a_run_before_the_system_kills_it() {
 
 /// The stores whose RAM structures do not spill keep `--memory` a ceiling too: bit-state
 /// hashing sizes its array from the budget and finishes within it; the tree store refuses a
-/// growth its budget cannot hold; state space caching and BFS with snapshots, whose tables
-/// are sized by their options, not the budget, are stopped by the engines' backstop (the
+/// growth its budget cannot hold; state space caching refuses up front a cache that cannot
+/// fit; an unbounded cache stream and BFS with snapshots, whose tables are sized by their
+/// options, not the budget, are stopped by the engines' backstop (the
 /// resident set checked against the budget plus the baseline every 16,384 steps) with exit
 /// 6 and a message naming the store — at most one check period past the budget (the test
 /// allows 8 MiB: a period's growth, and a level's vector doubling between two checks).
@@ -337,19 +338,35 @@ fn stores_that_do_not_spill_stay_within_the_budget_or_stop_with_exit_6() {
         m.max_rss >> 20,
         base.max_rss >> 20
     );
-    let cases: [&[&str]; 3] = [
-        &["--store", "tree"],
-        &["--store", "snapshots"],
-        &[
-            "--order",
-            "dfs",
-            "--store",
-            "cache",
-            "--cache-size",
-            "2100000",
-        ],
+    let cases: [(&[&str], &str); 4] = [
+        (&["--store", "tree"], "raise --memory"),
+        (&["--store", "snapshots"], "stopped: resident memory"),
+        // Refused up front: the cache, full, would not fit.
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "2100000",
+            ],
+            "the --store cache table",
+        ),
+        // An unbounded cache cannot be checked up front: the backstop stops it.
+        (
+            &[
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--caches",
+                "(c1,LRU,inf)",
+            ],
+            "stopped: resident memory",
+        ),
     ];
-    for args in cases {
+    for (args, why) in cases {
         let m = run_measured(
             Command::new(bin())
                 .arg("explore")
@@ -359,7 +376,7 @@ fn stores_that_do_not_spill_stay_within_the_budget_or_stop_with_exit_6() {
         );
         let err = m.stderr();
         assert_eq!(m.code, Some(6), "{args:?}: {err}");
-        assert!(err.contains("--memory"), "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
         assert!(
             m.max_rss <= budget + base.max_rss + (8 << 20),
             "{args:?}: peak RSS {} MiB, budget 20 MiB + baseline {} MiB: {err}",

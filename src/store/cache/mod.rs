@@ -83,6 +83,20 @@ impl StoreSpec for CacheOptions {
         model: &'m dyn Model,
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
+        if let Some(st) = storage {
+            // Refused up front when the caches, full, cannot fit the budget (the stack comes
+            // on top; the engines' backstop catches the rest): an estimate per state of its
+            // vector plus the entry, its table slot and the strategy's bookkeeping.
+            if let Some(states) = self.capacity() {
+                let per = model.state_len().unwrap_or(32) as u64 + ENTRY_BYTES;
+                st.budget.claim(
+                    "the --store cache table",
+                    states.saturating_mul(per),
+                    0,
+                    &format!("{states} cached states of about {per} bytes each"),
+                )?;
+            }
+        }
         Ok(Box::new(CacheStore::new(
             self.clone(),
             model.state_len(),
@@ -100,6 +114,28 @@ impl StoreSpec for CacheOptions {
             store: "cache",
             message: "a cache run has no checkpoint to resume from".into(),
         })
+    }
+}
+
+/// RAM per cached state besides its vector (entry, hash table slot, replacement
+/// bookkeeping), for the up-front check against `--memory`.
+const ENTRY_BYTES: u64 = 48;
+
+impl CacheOptions {
+    /// States the caches hold when full; `None` when a cache or the stream is unbounded.
+    pub fn capacity(&self) -> Option<u64> {
+        match &self.stream {
+            None => Some(self.size),
+            Some(spec) if spec.growth == Growth::Pebble => None,
+            Some(spec) => spec
+                .caches
+                .iter()
+                .map(|c| match c.capacity {
+                    Capacity::Bounded(n) => Some(n as u64),
+                    Capacity::Unbounded => None,
+                })
+                .sum(),
+        }
     }
 }
 
