@@ -344,3 +344,31 @@ fn plot_draws_a_real_run_and_refuses_bad_files() {
     }
     assert!(!tmp.path().join("bad.svg").exists());
 }
+
+/// `--metrics -` writes the lines to standard output (as `--stats-json -` does), not to a
+/// file named `-`.
+#[test]
+fn metrics_dash_is_standard_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = toggles_file(tmp.path(), 10);
+    let out = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["--metrics", "-", "-q", "--no-progress"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    check_well_formed(&v, "bfs");
+    assert_eq!(v.last().unwrap()["states"], 1024);
+    assert!(!tmp.path().join("-").exists());
+}

@@ -105,6 +105,7 @@ pub struct ExploreArgs {
 
     /// Append one JSON line of the run's figures (time, states, RSS, disk, BFS level, …)
     /// to this file every --metrics-every, and one at the end; `spillway plot` draws them.
+    /// `-` writes them to standard output.
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
 

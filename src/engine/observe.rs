@@ -117,10 +117,10 @@ impl Clock {
     }
 }
 
-/// An open metrics file.
+/// An open metrics file (standard output for `-`, as for `--stats-json -`).
 struct MetricsFile {
     path: PathBuf,
-    file: std::fs::File,
+    file: Box<dyn Write>,
     every: Duration,
     /// When the last line was written; `None` before the first, which the first tick writes
     /// (so a plot starts at the start).
@@ -148,15 +148,21 @@ impl Observer {
     ) -> Result<Observer, crate::error::ExploreError> {
         let metrics = match metrics {
             Some(m) => Some(MetricsFile {
-                file: std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&m.path)
-                    .map_err(|source| crate::error::ExploreError::Io {
-                        path: m.path.clone(),
-                        what: "cannot open the metrics file",
-                        source,
-                    })?,
+                file: if m.path.as_os_str() == "-" {
+                    Box::new(std::io::stdout())
+                } else {
+                    Box::new(
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(&m.path)
+                            .map_err(|source| crate::error::ExploreError::Io {
+                                path: m.path.clone(),
+                                what: "cannot open the metrics file",
+                                source,
+                            })?,
+                    )
+                },
                 path: m.path.clone(),
                 every: m.every,
                 last: None,
