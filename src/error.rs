@@ -45,6 +45,16 @@ pub enum ModelError {
     /// A token count exceeded the counter width; the caller may retry with wider counters.
     #[error("place '{place}' would hold more than {limit} tokens (counter overflow)")]
     TokenOverflow { place: String, limit: u64 },
+    /// [`ModelError::TokenOverflow`] as the driver reports it: no wider counter to retry
+    /// with (or the width was fixed), with the model's path.
+    #[error("{path}: place '{place}' would hold more than {limit} tokens, the most {bits}-bit counters hold: {hint}")]
+    CounterOverflow {
+        path: PathBuf,
+        place: String,
+        limit: u64,
+        bits: u8,
+        hint: &'static str,
+    },
     #[error("model error: {0}")]
     Other(String),
 }
@@ -316,9 +326,11 @@ impl ExploreError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ExploreError::Model(ModelError::Io { .. }) => exit::IO,
-            ExploreError::Model(ModelError::TokenOverflow { .. } | ModelError::Limit { .. }) => {
-                exit::LIMIT
-            }
+            ExploreError::Model(
+                ModelError::TokenOverflow { .. }
+                | ModelError::CounterOverflow { .. }
+                | ModelError::Limit { .. },
+            ) => exit::LIMIT,
             ExploreError::Model(_) => exit::MODEL,
             ExploreError::Lts(e) => e.exit_code(),
             ExploreError::Store(StoreError::CapacityExceeded { .. }) => exit::LIMIT,

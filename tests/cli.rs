@@ -551,3 +551,30 @@ fn explore_to_dot_is_refused_above_the_size_limit() {
         .unwrap()
         .starts_with("digraph lts {"));
 }
+
+/// A net whose counter overflows at the widest width while exploring (not while reading)
+/// is a limit error (exit 6) that names the file and the place, and says why.
+#[test]
+fn counter_overflow_while_exploring_names_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = r#"<?xml version="1.0"?>
+<pnml xmlns="http://www.pnml.org/version-2009/grammar/pnml"><net id="n" type="http://www.pnml.org/version-2009/grammar/ptnet"><page id="p">
+<place id="a"><initialMarking><text>4294967290</text></initialMarking></place>
+<transition id="t"/>
+<arc id="x" source="t" target="a"/>
+</page></net></pnml>
+"#;
+    let path = write_model(dir.path(), "growing.pnml", net);
+    for extra in [&[][..], &["--token-bits", "32"][..]] {
+        let mut args = vec!["explore", &path, "-q", "--no-progress"];
+        args.extend_from_slice(extra);
+        let o = spillway(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(6), "{extra:?}: {err}");
+        assert!(
+            err.contains("growing.pnml: place 'a' would hold more than 4294967295 tokens"),
+            "{extra:?}: {err}"
+        );
+        assert!(err.contains("32-bit counters"), "{extra:?}: {err}");
+    }
+}

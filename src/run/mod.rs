@@ -409,8 +409,27 @@ fn explore_net(
                         }
                         bits = wider;
                     }
-                    None => return Err(ModelError::TokenOverflow { place, limit }.into()),
+                    None => {
+                        return Err(ModelError::CounterOverflow {
+                            path: path.to_path_buf(),
+                            place,
+                            limit,
+                            bits,
+                            hint: "the net is unbounded, or bounded above what spillway's widest counters hold",
+                        }
+                        .into())
+                    }
                 }
+            }
+            Err(ExploreError::Model(ModelError::TokenOverflow { place, limit })) => {
+                return Err(ModelError::CounterOverflow {
+                    path: path.to_path_buf(),
+                    place,
+                    limit,
+                    bits,
+                    hint: "give a wider --token-bits, or leave it at auto (the default), which widens counters and restarts",
+                }
+                .into())
             }
             other => return other,
         }
