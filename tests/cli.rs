@@ -576,5 +576,18 @@ fn counter_overflow_while_exploring_names_the_model() {
             "{extra:?}: {err}"
         );
         assert!(err.contains("32-bit counters"), "{extra:?}: {err}");
+        assert!(err.contains("the net is unbounded"), "{extra:?}: {err}");
     }
+    // With narrower fixed counters the advice is to widen them.
+    let o = spillway(&[
+        "explore",
+        &path,
+        "-q",
+        "--no-progress",
+        "--token-bits",
+        "16",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(err.contains("--token-bits"), "{err}");
 }

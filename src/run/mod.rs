@@ -393,8 +393,12 @@ fn explore_net(
     start: &RunStart,
 ) -> Result<ExploreStats, ExploreError> {
     loop {
-        let model = petri::build(net.clone(), bits)?;
-        match run_checkpointed(model.as_ref(), cfg, path, bits, resume.take(), start) {
+        let result = petri::build(net.clone(), bits)
+            .map_err(ExploreError::from)
+            .and_then(|model| {
+                run_checkpointed(model.as_ref(), cfg, path, bits, resume.take(), start)
+            });
+        match result {
             Err(ExploreError::Model(ModelError::TokenOverflow { place, limit }))
                 if cfg.token_width == TokenWidth::Auto =>
             {
@@ -427,7 +431,11 @@ fn explore_net(
                     place,
                     limit,
                     bits,
-                    hint: "give a wider --token-bits, or leave it at auto (the default), which widens counters and restarts",
+                    hint: if TokenWidth::wider(bits).is_some() {
+                        "give a wider --token-bits, or leave it at auto (the default), which widens counters and restarts"
+                    } else {
+                        "the net is unbounded, or bounded above what spillway's widest counters hold"
+                    },
                 }
                 .into())
             }
