@@ -14,8 +14,8 @@
 
 use super::slots::Slots;
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, window_room, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, room_at_three_quarters, start_spilling, window_room, Spill, WindowHost,
+    WindowMark, INDEX_SHARE, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -457,16 +457,10 @@ impl FullStore {
     /// Makes room for `extra` more states without passing the load limit: grows the table,
     /// or, under a budget whose share the table would pass, spills the older states to disk.
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
-        let need = self.count - self.young_start + extra;
-        if need * 4 <= self.slots.len() as u64 * 3 {
+        if room_at_three_quarters(self, "full", extra)? {
             return Ok(());
         }
-        if let Some(sp) = &self.spill {
-            if extra * 4 > sp.table_cap as u64 * 3 {
-                return Err(sp.too_small("full", extra));
-            }
-            return rotate(self);
-        }
+        let need = self.count - self.young_start + extra;
         let mut cap = self.slots.len().max(1 << 10);
         while need * 4 > cap as u64 * 3 {
             cap *= 2;

@@ -19,8 +19,8 @@
 //! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
 
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, window_room, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, room_at_three_quarters, start_spilling, window_room, Spill, WindowHost,
+    WindowMark, INDEX_SHARE, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -353,16 +353,10 @@ impl HashCompactStore {
     /// Makes room for `extra` more states in the young table: grows it, or under a budget
     /// whose share the larger table would pass, spills; once spilled, rotates the window.
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
-        let need = self.count - self.young_start + extra;
-        if need * 4 <= self.table.slots() as u64 * 3 {
+        if room_at_three_quarters(self, "hashcompact", extra)? {
             return Ok(());
         }
-        if let Some(sp) = &self.spill {
-            if extra * 4 > sp.table_cap as u64 * 3 {
-                return Err(sp.too_small("hashcompact", extra));
-            }
-            return rotate(self);
-        }
+        let need = self.count - self.young_start + extra;
         let mut cap = self.table.slots();
         while need * 4 > cap as u64 * 3 {
             cap *= 2;

@@ -219,6 +219,27 @@ fn new_young<H: WindowHost>(h: &mut H, cap: usize, shape: H::Shape) -> Result<()
     Ok(())
 }
 
+/// The first step of making room for `extra` more states in a table kept at most 3/4 full
+/// (the full store's and hash compaction's): `Ok(true)` when the young table takes them, or
+/// took them after a rotation of a spilled window; `Ok(false)` when the index has not
+/// spilled and the table must grow (or spill) first. `store` names the store in errors.
+pub fn room_at_three_quarters<H: WindowHost>(
+    h: &mut H,
+    store: &'static str,
+    extra: u64,
+) -> Result<bool, StoreError> {
+    let n = h.count();
+    let (young, young_start, spill) = h.window();
+    if (n - *young_start + extra) * 4 <= H::table_slots(young) as u64 * 3 {
+        return Ok(true);
+    }
+    match spill {
+        None => Ok(false),
+        Some(sp) if extra * 4 > sp.table_cap as u64 * 3 => Err(sp.too_small(store, extra)),
+        Some(_) => rotate(h).map(|()| true),
+    }
+}
+
 /// New states a window takes before its young table must rotate (or, before spilling, a
 /// share of the table), which bounds a delayed batch: the young table takes it whole.
 pub fn window_room<T>(spill: Option<&Spill<T>>, young_slots: usize) -> usize {

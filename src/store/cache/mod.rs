@@ -14,7 +14,7 @@
 
 pub mod replacement;
 
-use super::snapshots::spec::{Capacity, Growth, Replacement, Sampling, StreamSpec};
+use super::snapshots::spec::{Capacity, Growth, Replacement, Sampler, Sampling, StreamSpec};
 use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
 use crate::error::StoreError;
 use crate::model::Model;
@@ -228,11 +228,9 @@ struct Tier {
     policy: Policy,
     /// `None`: never evicts.
     cap: Option<u64>,
-    sampling: Sampling,
+    sampler: Sampler,
     appended: bool,
     offers: u64,
-    next_sample: u64,
-    period: u64,
     taken: u64,
     evicted: u64,
     declined: u64,
@@ -241,17 +239,12 @@ struct Tier {
 
 impl Tier {
     fn new(strategy: Strategy, cap: Option<u64>, sampling: Sampling, seed: u64) -> Tier {
-        let period = match sampling {
-            Sampling::Constant(n) | Sampling::Increasing(n) => n as u64,
-        };
         Tier {
             policy: Policy::new(strategy, seed),
             cap,
-            sampling,
+            sampler: Sampler::new(sampling),
             appended: false,
             offers: 0,
-            next_sample: 0,
-            period,
             taken: 0,
             evicted: 0,
             declined: 0,
@@ -293,16 +286,8 @@ impl Tier {
 
     /// Whether the sampling function takes the next offer (and then advances).
     fn samples(&mut self) -> bool {
-        let k = self.offers;
         self.offers += 1;
-        if !self.appended && k < self.next_sample {
-            return false;
-        }
-        self.next_sample = k.saturating_add(self.period);
-        if let Sampling::Increasing(n) = self.sampling {
-            self.period = self.period.saturating_add(n as u64);
-        }
-        true
+        self.sampler.samples(self.offers - 1, self.appended)
     }
 
     fn full(&self) -> bool {
@@ -518,7 +503,7 @@ impl CacheStore {
                 return;
             };
             t.evicted += 1;
-            let (strategy, cap, sampling) = (t.policy.strategy(), t.cap, t.sampling);
+            let (strategy, cap, sampling) = (t.policy.strategy(), t.cap, t.sampler.sampling());
             self.cached -= 1;
             let last = i + 1 == self.tiers.len();
             if last && matches!(&self.opts.stream, Some(s) if s.growth == Growth::Pebble) {

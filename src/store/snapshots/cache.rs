@@ -15,7 +15,7 @@
 //!   offers it to the next cache; the last cache's evictions leave memory, unless the
 //!   stream grows (Pebble), where a copy of the last cache is appended to take them.
 
-use super::spec::{CacheSpec, Capacity, Growth, Replacement, Sampling, StreamSpec};
+use super::spec::{CacheSpec, Capacity, Growth, Replacement, Sampler, StreamSpec};
 
 /// A snapshot's number, given by [`Stream::offer_level`].
 pub type Handle = u32;
@@ -43,8 +43,7 @@ pub struct Cache {
     pub members: Vec<Handle>,
     /// The snapshot taken last, never evicted.
     pinned: Option<Handle>,
-    next_sample: u64,
-    period: u64,
+    sampler: Sampler,
     pub taken: u64,
     pub evicted: u64,
     pub declined: u64,
@@ -53,16 +52,12 @@ pub struct Cache {
 
 impl Cache {
     fn new(spec: CacheSpec, appended: bool) -> Cache {
-        let period = match spec.sampling {
-            Sampling::Constant(n) | Sampling::Increasing(n) => n as u64,
-        };
         Cache {
             spec,
             appended,
             members: Vec::new(),
             pinned: None,
-            next_sample: 0,
-            period,
+            sampler: Sampler::new(spec.sampling),
             taken: 0,
             evicted: 0,
             declined: 0,
@@ -72,14 +67,7 @@ impl Cache {
 
     /// Whether the sampling function takes a snapshot of `level` (and then advances it).
     fn samples(&mut self, level: u64) -> bool {
-        if !self.appended && level < self.next_sample {
-            return false;
-        }
-        self.next_sample = level.saturating_add(self.period);
-        if let Sampling::Increasing(n) = self.spec.sampling {
-            self.period = self.period.saturating_add(n as u64);
-        }
-        true
+        self.sampler.samples(level, self.appended)
     }
 
     fn full(&self) -> bool {

@@ -22,6 +22,46 @@ pub enum Sampling {
     Increasing(u32),
 }
 
+/// A sampling function running: it takes an offer at position `at` (a level number in BFS,
+/// an offer count in DFS) when `at` is at least its next sample, then moves the next sample
+/// on by the period (which an increasing-period function then lengthens).
+#[derive(Clone, Copy, Debug)]
+pub struct Sampler {
+    sampling: Sampling,
+    next: u64,
+    period: u64,
+}
+
+impl Sampler {
+    pub fn new(sampling: Sampling) -> Sampler {
+        let period = match sampling {
+            Sampling::Constant(n) | Sampling::Increasing(n) => n as u64,
+        };
+        Sampler {
+            sampling,
+            next: 0,
+            period,
+        }
+    }
+
+    pub fn sampling(&self) -> Sampling {
+        self.sampling
+    }
+
+    /// Whether the offer at `at` is taken (and then advances); `all` takes it whatever the
+    /// function says (a cache appended by Pebble growth).
+    pub fn samples(&mut self, at: u64, all: bool) -> bool {
+        if !all && at < self.next {
+            return false;
+        }
+        self.next = at.saturating_add(self.period);
+        if let Sampling::Increasing(n) = self.sampling {
+            self.period = self.period.saturating_add(n as u64);
+        }
+        true
+    }
+}
+
 /// Which snapshot a full cache gives up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Replacement {
