@@ -511,17 +511,10 @@ fn a_stream_of_caches_visits_every_state() {
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn reference_streams_up_to_20k() {
-    let rows = common::reference_rows(0, 20_000);
-    assert!(!rows.is_empty());
-    let mut report = Report::default();
-    for r in rows {
-        report.add(with_model(&r.path, |m| {
-            let (states, _, dead) = full_counts(m)?;
-            assert_eq!(states, r.states, "{}: the full store disagrees", r.rel);
-            check_streams(&r.rel, m, r.states, dead, 3)
-        }));
-    }
-    report.check();
+    on_reference_models(0, 20_000, |name, m, states, dead| {
+        check_streams(name, m, states, dead, 3)
+    })
+    .check();
 }
 
 /// A cache of size 0 remembers only the stack: still every state is visited (the search is
@@ -853,27 +846,32 @@ fn refusals() {
     assert!(!Path::new(out).exists());
 }
 
-/// The CLI reports the paper's Table 1 figures.
-#[test]
-fn stats_report_table_1() {
+/// The `--stats-json` of a `--store cache` DFS of Philosophers-PT-000005 (243 states, 2
+/// deadlocks) with `args`.
+fn philosophers_cache_stats(args: &[&str]) -> serde_json::Value {
     let model = common::shipped("Philosophers-PT-000005.pnml");
-    let o = spillway(&[
+    let mut all = vec![
         "explore",
         model.to_str().unwrap(),
         "--order",
         "dfs",
         "--store",
         "cache",
-        "--cache-size",
-        "200",
-        "--sleep-sets",
         "--no-progress",
         "--stats-json",
         "-",
         "-q",
-    ]);
+    ];
+    all.extend_from_slice(args);
+    let o = spillway(&all);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The CLI reports the paper's Table 1 figures.
+#[test]
+fn stats_report_table_1() {
+    let s = philosophers_cache_stats(&["--cache-size", "200", "--sleep-sets"]);
     let d = &s["store_details"];
     assert_eq!(s["deadlocks"], 2, "{s}");
     assert!(d["visited"].as_u64().unwrap() >= 243, "{s}");
@@ -892,23 +890,7 @@ fn stats_report_table_1() {
 /// counters, and a growing stream appends caches.
 #[test]
 fn stats_report_each_cache_of_a_stream() {
-    let model = common::shipped("Philosophers-PT-000005.pnml");
-    let o = spillway(&[
-        "explore",
-        model.to_str().unwrap(),
-        "--order",
-        "dfs",
-        "--store",
-        "cache",
-        "--caches",
-        "(c1,MFU,20)(c1,LRU,10)+",
-        "--no-progress",
-        "--stats-json",
-        "-",
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = philosophers_cache_stats(&["--caches", "(c1,MFU,20)(c1,LRU,10)+"]);
     let d = &s["store_details"];
     assert_eq!(s["deadlocks"], 2, "{s}");
     assert_eq!(d["replacement"], "(c1,MFU,20)(c1,LRU,10)+", "{s}");
@@ -934,6 +916,27 @@ fn reference_matrix(
     no_sleep_to_depth: bool,
     cap_factor: u64,
 ) -> Report {
+    on_reference_models(min, max, |name, m, states, dead| {
+        check_matrix(
+            name,
+            m,
+            states,
+            dead,
+            strategies,
+            no_sleep_to_depth,
+            cap_factor,
+        )
+    })
+}
+
+/// Runs `check(name, model, states, deadlocks)` on every REFERENCE.tsv model of `min` to
+/// `max` states, the deadlocks counted by the full store (whose state count must be the
+/// reference's), and gathers the reports.
+fn on_reference_models(
+    min: u64,
+    max: u64,
+    check: impl Fn(&str, &dyn Model, u64, u64) -> Result<Report, ExploreError>,
+) -> Report {
     let rows = common::reference_rows(min, max);
     assert!(!rows.is_empty());
     let mut report = Report::default();
@@ -942,15 +945,7 @@ fn reference_matrix(
         let f = with_model(&r.path, |m| {
             let (states, _, dead) = full_counts(m)?;
             assert_eq!(states, r.states, "{}: the full store disagrees", r.rel);
-            check_matrix(
-                &r.rel,
-                m,
-                r.states,
-                dead,
-                strategies,
-                no_sleep_to_depth,
-                cap_factor,
-            )
+            check(&r.rel, m, r.states, dead)
         });
         eprintln!("{} done in {:.1}s", r.rel, started.elapsed().as_secs_f64());
         report.add(f);
