@@ -14,7 +14,7 @@
 
 pub mod replacement;
 
-use super::snapshots::spec::{Capacity, Growth, Replacement, Sampler, Sampling, StreamSpec};
+use super::snapshots::spec::{Growth, Replacement, Sampler, Sampling, StreamSpec};
 use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
 use crate::error::StoreError;
 use crate::model::Model;
@@ -127,14 +127,7 @@ impl CacheOptions {
         match &self.stream {
             None => Some(self.size),
             Some(spec) if spec.growth == Growth::Pebble => None,
-            Some(spec) => spec
-                .caches
-                .iter()
-                .map(|c| match c.capacity {
-                    Capacity::Bounded(n) => Some(n as u64),
-                    Capacity::Unbounded => None,
-                })
-                .sum(),
+            Some(spec) => spec.caches.iter().map(|c| c.capacity.bound()).sum(),
         }
     }
 }
@@ -274,10 +267,7 @@ impl Tier {
                         Replacement::Rnd => Strategy::Random,
                         Replacement::Llnr => Strategy::Llnr,
                     };
-                    let cap = match c.capacity {
-                        Capacity::Bounded(n) => Some(n as u64),
-                        Capacity::Unbounded => None,
-                    };
+                    let cap = c.capacity.bound();
                     Tier::new(strategy, cap, c.sampling, opts.seed.wrapping_add(i as u64))
                 })
                 .collect(),
@@ -304,8 +294,6 @@ pub struct CacheStore {
     free: Vec<u32>,
     /// The stream of caches (one for `--cache-size`).
     tiers: Vec<Tier>,
-    /// States in the caches.
-    cached: u64,
     /// Numbers handed out: visits, repetitions included.
     numbered: u64,
     on_stack: u64,
@@ -338,7 +326,6 @@ impl CacheStore {
             },
             free: Vec::new(),
             tiers,
-            cached: 0,
             numbered: 0,
             on_stack: 0,
             peak: 0,
@@ -400,7 +387,6 @@ impl CacheStore {
         let e = &mut self.entries[slot as usize];
         if e.on_stack == 0 {
             self.tiers[e.tier as usize].policy.remove(slot);
-            self.cached -= 1;
         }
         e.on_stack += 1;
         self.on_stack += 1;
@@ -498,13 +484,11 @@ impl CacheStore {
             e.tier = i as u8;
             t.policy.insert_at(slot, e.kind, e.depth as u64);
             t.taken += 1;
-            self.cached += 1;
             let Some(v) = victim else {
                 return;
             };
             t.evicted += 1;
             let (strategy, cap, sampling) = (t.policy.strategy(), t.cap, t.sampler.sampling());
-            self.cached -= 1;
             let last = i + 1 == self.tiers.len();
             if last && matches!(&self.opts.stream, Some(s) if s.growth == Growth::Pebble) {
                 let mut copy = Tier::new(
@@ -538,7 +522,12 @@ impl CacheStore {
 
     /// States remembered now: the stack and the cache.
     pub fn stored(&self) -> u64 {
-        self.on_stack + self.cached
+        self.on_stack
+            + self
+                .tiers
+                .iter()
+                .map(|t| t.policy.len() as u64)
+                .sum::<u64>()
     }
 
     /// The most states remembered at once (the paper's "stored states").

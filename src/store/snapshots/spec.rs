@@ -101,6 +101,16 @@ pub enum Capacity {
     Unbounded,
 }
 
+impl Capacity {
+    /// The bound, `None` for `inf`.
+    pub fn bound(self) -> Option<u64> {
+        match self {
+            Capacity::Bounded(n) => Some(n as u64),
+            Capacity::Unbounded => None,
+        }
+    }
+}
+
 /// One cache: (sampling function, replacement strategy, capacity in snapshots).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheSpec {
@@ -252,10 +262,7 @@ impl StreamSpec {
         let held: u64 = self
             .caches
             .iter()
-            .map(|c| match c.capacity {
-                Capacity::Bounded(n) => n as u64,
-                Capacity::Unbounded => 0,
-            })
+            .map(|c| c.capacity.bound().unwrap_or(0))
             .sum();
         Termination::NotGuaranteed(format!(
             "every cache of {self} samples with a constant period and the stream is bounded (at most {held} snapshot{}), so a cycle of the state space longer than the levels these snapshots span is never recognised and BFS goes round it forever; add a cache whose period increases, e.g. (8,LLNR,4), or end the stream with '+' (Pebble), or pass --allow-nontermination",
