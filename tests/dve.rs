@@ -40,7 +40,7 @@ impl StoreKind {
             StoreKind::Full => StoreConfig::Full(FullOptions::default()),
             StoreKind::Comback => StoreConfig::Comback(CombackOptions::default()),
             StoreKind::Delta => StoreConfig::Delta(DeltaOptions::default()),
-            StoreKind::Tree => StoreConfig::Tree(TreeOptions),
+            StoreKind::Tree => StoreConfig::Tree(TreeOptions::default()),
         }
     }
 }

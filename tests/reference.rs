@@ -425,7 +425,7 @@ fn small_models_bfs_tree() {
     check(
         &reference_rows(0, SMALL),
         Order::Bfs,
-        StoreConfig::Tree(TreeOptions),
+        StoreConfig::Tree(TreeOptions::default()),
     );
 }
 
@@ -435,7 +435,7 @@ fn small_models_dfs_tree() {
     check(
         &reference_rows(0, SMALL),
         Order::Dfs,
-        StoreConfig::Tree(TreeOptions),
+        StoreConfig::Tree(TreeOptions::default()),
     );
 }
 
@@ -445,7 +445,7 @@ fn large_models_bfs_tree() {
     check(
         &reference_rows(SMALL, LARGE),
         Order::Bfs,
-        StoreConfig::Tree(TreeOptions),
+        StoreConfig::Tree(TreeOptions::default()),
     );
 }
 
@@ -455,7 +455,7 @@ fn large_models_dfs_tree() {
     check(
         &reference_rows(SMALL, LARGE),
         Order::Dfs,
-        StoreConfig::Tree(TreeOptions),
+        StoreConfig::Tree(TreeOptions::default()),
     );
 }
 
@@ -473,7 +473,7 @@ fn small_models_bfs_tree_writes_the_full_stores_lts() {
         let mut files = Vec::new();
         for store in [
             StoreConfig::Full(FullOptions::default()),
-            StoreConfig::Tree(TreeOptions),
+            StoreConfig::Tree(TreeOptions::default()),
         ] {
             let out = t.path().join(format!("{}.slts", store.name()));
             let cfg = ExploreConfig {

@@ -140,7 +140,10 @@ fn exact_stores() -> Vec<(String, StoreConfig)> {
             "full".to_string(),
             StoreConfig::Full(FullOptions::default()),
         ),
-        ("tree".to_string(), StoreConfig::Tree(TreeOptions)),
+        (
+            "tree".to_string(),
+            StoreConfig::Tree(TreeOptions::default()),
+        ),
     ];
     let variants = [
         ("default", d),

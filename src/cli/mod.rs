@@ -178,6 +178,9 @@ pub struct ExploreArgs {
     pub hashcompact: HashCompactArgs,
 
     #[command(flatten)]
+    pub tree: TreeArgs,
+
+    #[command(flatten)]
     pub bitstate: BitstateArgs,
 
     #[command(flatten)]
@@ -341,6 +344,18 @@ pub struct FullArgs {
     #[arg(long, value_name = "N", hide = true,
           value_parser = clap::value_parser!(u64).range(8192..))]
     pub full_index_slots: Option<u64>,
+}
+
+/// The options of `--store tree`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Tree compression (--store tree)")]
+pub struct TreeArgs {
+    /// Under --memory, hand the states over to the full store's disk path once the tables
+    /// would hold more than N states, and spill that store's index past N slots (tests of
+    /// the hand-over on small models; default: half the budget decides both).
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u64).range(8192..))]
+    pub tree_index_slots: Option<u64>,
 }
 
 /// The options of `--store hashcompact`.
@@ -768,7 +783,9 @@ impl ExploreArgs {
                 log2_bits: self.bitstate.bitstate_log2_bits,
                 k: self.bitstate.bitstate_k,
             }),
-            "tree" => StoreConfig::Tree(TreeOptions),
+            "tree" => StoreConfig::Tree(TreeOptions {
+                index_slots: self.tree.tree_index_slots,
+            }),
             "cache" => StoreConfig::Cache(CacheOptions {
                 // `refuse_foreign_options` has refused `--store cache` without a size.
                 size: self.caching.cache_size.unwrap_or_default(),

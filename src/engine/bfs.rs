@@ -215,6 +215,13 @@ pub fn explore(
             if p.labels.is_empty() {
                 run.deadlocks += 1;
             }
+            if head & 0xfff == 0 {
+                // A store may start batching later (the tree store, once its states went to
+                // the full store's disk path); a delayed batch starts empty.
+                delayed = store.delayed_batch();
+                p.batch.clear();
+                p.labels.clear();
+            }
         }
         if head & 0x3fff == 0 {
             run.tick(

@@ -78,6 +78,9 @@ enum RunDir {
     /// A checkpointed run's directory: files keep their names so that a checkpoint can
     /// reopen them, and the directory outlives the process.
     Kept(PathBuf),
+    /// Another handle on a run's directory ([`Storage::handle`]): files are created as the
+    /// owner's are (kept or unlinked); the directory belongs to the owner.
+    Shared { path: PathBuf, kept: bool },
 }
 
 /// The storage of one run: its work directory, the budget and the settings.
@@ -138,12 +141,32 @@ impl Storage {
         match &self.dir {
             RunDir::Scratch(d) => d.path(),
             RunDir::Kept(p) => p,
+            RunDir::Shared { path, .. } => path,
         }
     }
 
     /// Whether files keep their names (a checkpointed run).
     pub fn is_kept(&self) -> bool {
-        matches!(self.dir, RunDir::Kept(_))
+        match &self.dir {
+            RunDir::Scratch(_) => false,
+            RunDir::Kept(_) => true,
+            RunDir::Shared { kept, .. } => *kept,
+        }
+    }
+
+    /// Another handle on this run's directory, budget and settings, for a store that creates
+    /// structures long after it was built (the tree store hands its states to the full
+    /// store's disk-resident path when its tables outgrow their share of the budget). The
+    /// owner must outlive the files made through it, as it outlives the store.
+    pub fn handle(&self) -> Storage {
+        Storage {
+            dir: RunDir::Shared {
+                path: self.dir().to_path_buf(),
+                kept: self.is_kept(),
+            },
+            budget: self.budget.clone(),
+            config: self.config.clone(),
+        }
     }
 
     fn lifetime(&self) -> segment::FileLifetime {

@@ -355,6 +355,63 @@ impl FullStore {
         Ok(s)
     }
 
+    /// Caps the index table (see [`FullOptions::index_slots`]).
+    pub(crate) fn with_index_slots(mut self, index_slots: Option<u64>) -> Self {
+        self.index_slots = index_slots;
+        self
+    }
+
+    /// Appends a state known to be new (distinct from every stored one) under the next id,
+    /// without indexing it: for a store that hands its states over in id order
+    /// ([`FullStore::index_adopted`] indexes them afterwards). Spilling stores only.
+    pub(crate) fn push_unindexed(&mut self, state: &[u8]) -> Result<(), StoreError> {
+        let Arena::Seg { states, hashes } = &mut self.arena else {
+            unreachable!("states are handed over to a spilling store only")
+        };
+        if self.count >= MAX_STATES {
+            return Err(StoreError::CapacityExceeded {
+                store: "full",
+                message: format!("more than {MAX_STATES} states; use a memory-reduced store"),
+            });
+        }
+        states.push(if state.is_empty() { &[0] } else { state })?;
+        if let Some(hv) = hashes {
+            hv.push(&state_hash(state).to_le_bytes())?;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Indexes the states appended by [`FullStore::push_unindexed`]: a table for all of them
+    /// when it fits its share of the budget, else they all go to the runs at once and the
+    /// window starts with two empty tables of the size a growing table would have spilled
+    /// at (the largest power of two of which two 8-byte tables take at most the share).
+    pub(crate) fn index_adopted(&mut self) -> Result<(), StoreError> {
+        let Some((_, budget)) = &self.index_account else {
+            unreachable!("states are handed over to a spilling store only")
+        };
+        let MemoryLimit::Bytes(limit) = budget.limit() else {
+            return self.reserve(0);
+        };
+        let share = limit / INDEX_SHARE;
+        let mut cap = MIN_TABLE;
+        while self.count * 4 > cap as u64 * 3 {
+            cap *= 2;
+        }
+        let max = self.index_slots.unwrap_or(u64::MAX);
+        if (cap as u64) * 8 <= share && cap as u64 <= max {
+            return self.reserve(0);
+        }
+        let mut half = MIN_TABLE;
+        while (half as u64) * 2 * 2 * 8 <= share && (half as u64) * 2 * 2 <= max {
+            half *= 2;
+        }
+        // `start_spilling` halves the young table's size and frees it before writing the
+        // runs; this one is never written, so its pages never become resident.
+        self.slots = Slots::zeroed(2 * half).map_err(|e| index_alloc_error(2 * half, e))?;
+        start_spilling(self)
+    }
+
     /// Inserts the states `[from, to)` into `slots` (empty, large enough), their hashes read
     /// back from the stored hashes or states in id order.
     fn fill(&self, slots: &mut Slots, from: u64, to: u64) -> Result<(), StoreError> {

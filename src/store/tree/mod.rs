@@ -17,13 +17,25 @@
 //! last (DFS descends into it), or else unfolded from its root. `get` unfolds from the
 //! root: one node read per inner node.
 //!
-//! Everything stays in RAM. Under `--memory` both tables charge their pairs and index to the
-//! budget and growing past it is `BudgetTooSmall` (exit 6). A checkpointed run logs every
-//! new pair in two segment vectors (`tree.roots.log`, `tree.nodes.log`); resuming reloads
-//! them and rebuilds the indexes, so a checkpoint costs only what changed.
+//! The tables live in RAM. Under `--memory` both charge their pairs and index to the budget,
+//! and when they would outgrow their share of it (half, as the full store's index) the
+//! store **hands its states over** to a spilling full store: every state is unfolded, in id
+//! order, into the full store's segment vector of states, the tables are freed, and the
+//! full store indexes them (in RAM if its table fits its share, else straight into sorted
+//! runs with a fresh window: docs/ARCHITECTURE.md, "The disk-resident visited set"). From
+//! then on the store is the full store's bounded path, numbering unchanged, so the run
+//! stays exact and its LTS identical; RAM holds the window, not the tree. Without a budget
+//! the tables grow up to the machine's memory ceiling (exit 6 there).
+//!
+//! A checkpointed run logs every new pair in two segment vectors (`tree.roots.log`,
+//! `tree.nodes.log`); resuming reloads them and rebuilds the indexes, so a checkpoint costs
+//! only what changed. After a hand-over the checkpoint is the full store's, and the logs
+//! are deleted once a checkpoint that no longer needs them is on disk.
 
 mod table;
 
+use super::full::FullStore;
+use super::window::INDEX_SHARE;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark,
     StoreSpec, Via,
@@ -41,9 +53,15 @@ use table::{pack, Charge, NodeTable};
 const ROOTS_LOG: &str = "tree.roots.log";
 const NODES_LOG: &str = "tree.nodes.log";
 
-/// `--store tree` (it has no options of its own).
+/// `--store tree`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TreeOptions;
+pub struct TreeOptions {
+    /// Under `--memory`, hand the states over once the tables would hold more than this many
+    /// states, and cap the full store's index table at as many slots (hidden
+    /// `--tree-index-slots`: tests of the hand-over on small models; `None`: half the budget
+    /// decides both).
+    pub index_slots: Option<u64>,
+}
 
 impl StoreSpec for TreeOptions {
     fn name(&self) -> &'static str {
@@ -55,7 +73,9 @@ impl StoreSpec for TreeOptions {
         model: &'m dyn Model,
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Ok(Box::new(TreeStore::build(width(model)?, storage)?))
+        let mut s = TreeStore::build(width(model)?, storage)?;
+        s.index_slots = self.index_slots;
+        Ok(Box::new(s))
     }
 
     fn resume<'m>(
@@ -64,7 +84,12 @@ impl StoreSpec for TreeOptions {
         storage: &Storage,
         mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Ok(Box::new(TreeStore::resume(width(model)?, storage, mark)?))
+        Ok(Box::new(TreeStore::resume(
+            width(model)?,
+            storage,
+            mark,
+            self.index_slots,
+        )?))
     }
 }
 
@@ -78,12 +103,32 @@ fn width(model: &dyn Model) -> Result<usize, StoreError> {
 
 /// What a checkpoint records.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Mark {
-    width: usize,
-    roots: u64,
-    nodes: u64,
-    roots_log: VecMark,
-    nodes_log: VecMark,
+enum Mark {
+    /// The tables, as their logs hold them.
+    Tables {
+        width: usize,
+        roots: u64,
+        nodes: u64,
+        roots_log: VecMark,
+        nodes_log: VecMark,
+    },
+    /// The states were handed over to the full store at `handed_at` states: its mark.
+    Full {
+        width: usize,
+        handed_at: u64,
+        full: StoreMark,
+    },
+}
+
+/// The states, once the tables have handed them over to the full store (see the module
+/// documentation).
+struct Handed {
+    full: FullStore,
+    /// States stored when the hand-over happened.
+    at: u64,
+    /// Checkpoints taken since: the second finds the first (which no longer lists the
+    /// tables' logs) on disk, and deletes the logs.
+    checkpoints: u32,
 }
 
 /// A state's tree: `vals[..leaves]` are the leaf values, `vals[leaves + k]` the reference of
@@ -126,6 +171,12 @@ pub struct TreeStore {
     incremental: u64,
     whole: u64,
     parent_unfolds: u64,
+    /// A handle on the run's storage when it has a `--memory` budget: where the states go
+    /// when the tables outgrow their share.
+    bounded: Option<Storage>,
+    handed: Option<Box<Handed>>,
+    /// See [`TreeOptions::index_slots`].
+    index_slots: Option<u64>,
 }
 
 /// The balanced fold of `leaves` leaves (each node splits its leaves in halves, the larger
@@ -232,22 +283,55 @@ impl TreeStore {
             incremental: 0,
             whole: 0,
             parent_unfolds: 0,
+            bounded: storage
+                .filter(|st| st.config.memory != MemoryLimit::Unlimited)
+                .map(Storage::handle),
+            handed: None,
+            index_slots: None,
         })
     }
 
     /// Reopens a checkpointed store: reloads both logs and rebuilds the indexes.
-    pub fn resume(width: usize, storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
+    pub fn resume(
+        width: usize,
+        storage: &Storage,
+        mark: &StoreMark,
+        index_slots: Option<u64>,
+    ) -> Result<Self, StoreError> {
         let m: Mark = decode_blob("tree", &mark.blob)?;
-        if m.width != width {
+        let (Mark::Tables { width: w, .. } | Mark::Full { width: w, .. }) = m;
+        if w != width {
             return Err(StoreError::Invalid {
                 store: "tree",
                 message: format!(
-                    "the checkpoint holds {}-byte states, the model has {width}-byte states",
-                    m.width
+                    "the checkpoint holds {w}-byte states, the model has {width}-byte states"
                 ),
             });
         }
         let mut s = TreeStore::build(width, None)?;
+        s.index_slots = index_slots;
+        s.bounded = (storage.config.memory != MemoryLimit::Unlimited).then(|| storage.handle());
+        let (roots, nodes, roots_log, nodes_log) = match m {
+            Mark::Tables {
+                roots,
+                nodes,
+                roots_log,
+                nodes_log,
+                ..
+            } => (roots, nodes, roots_log, nodes_log),
+            Mark::Full {
+                handed_at, full, ..
+            } => {
+                // The checkpoint resumed from no longer names the tables' logs.
+                remove_logs(storage.dir());
+                s.handed = Some(Box::new(Handed {
+                    full: FullStore::resume(storage, &full)?.with_index_slots(index_slots),
+                    at: handed_at,
+                    checkpoints: 2,
+                }));
+                return Ok(s);
+            }
+        };
         let charge = |name: &str| {
             (storage.config.memory != MemoryLimit::Unlimited).then(|| Charge {
                 account: storage.budget.account(name),
@@ -257,16 +341,75 @@ impl TreeStore {
         s.roots = NodeTable::new(
             "tree.roots",
             charge("tree.roots"),
-            Some(storage.open_sequential_vec(ROOTS_LOG, m.roots_log)?),
+            Some(storage.open_sequential_vec(ROOTS_LOG, roots_log)?),
         );
         s.nodes = NodeTable::new(
             "tree.nodes",
             charge("tree.nodes"),
-            Some(storage.open_sequential_vec(NODES_LOG, m.nodes_log)?),
+            Some(storage.open_sequential_vec(NODES_LOG, nodes_log)?),
         );
-        s.roots.reload(m.roots)?;
-        s.nodes.reload(m.nodes)?;
+        s.roots.reload(roots)?;
+        s.nodes.reload(nodes)?;
         Ok(s)
+    }
+
+    /// Under a budget, hands the states over to the full store when the tables could not
+    /// take `extra` more states within their share or what the budget has left (each state
+    /// may add a root and, at worst, a node per inner node of its tree).
+    fn make_room(&mut self, extra: u64) -> Result<(), StoreError> {
+        let Some(MemoryLimit::Bytes(limit)) = self.bounded.as_ref().map(|st| st.budget.limit())
+        else {
+            return Ok(());
+        };
+        let roots = self.roots.bytes_after(extra);
+        let nodes = self.nodes.bytes_after(extra * (self.leaves as u64 - 1));
+        let states = self.roots.len() + extra;
+        // A growth the budget cannot hold now (small budgets: the other structures' minimal
+        // buffers) also hands over, rather than stopping the run.
+        if roots + nodes <= limit / INDEX_SHARE
+            && self.index_slots.is_none_or(|n| states <= n)
+            && self.roots.can_hold(roots)
+            && self.nodes.can_hold(nodes)
+        {
+            return Ok(());
+        }
+        self.hand_over()
+    }
+
+    /// Unfolds every state, in id order, into a spilling full store, frees the tables and
+    /// lets the full store index the states (see the module documentation).
+    fn hand_over(&mut self) -> Result<(), StoreError> {
+        let st = self.bounded.as_ref().expect("only bounded runs hand over");
+        let mut full =
+            FullStore::spilling(Some(self.width), st)?.with_index_slots(self.index_slots);
+        let mut vals = vec![0u32; self.cur.len()];
+        let mut state = Vec::with_capacity(self.width);
+        let n = self.roots.len();
+        for id in 0..n {
+            self.unfold(id, &mut vals)?;
+            self.write_state(&vals, &mut state);
+            full.push_unindexed(&state)?;
+        }
+        self.roots.release();
+        self.nodes.release();
+        self.got.get_mut().id = NONE;
+        self.last.id = NONE;
+        full.index_adopted()?;
+        self.handed = Some(Box::new(Handed {
+            full,
+            at: n,
+            checkpoints: 0,
+        }));
+        Ok(())
+    }
+
+    /// The state vector of the unfolded tree `vals`.
+    fn write_state(&self, vals: &[u32], out: &mut Vec<u8>) {
+        out.clear();
+        for v in &vals[..self.leaves] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.truncate(self.width);
     }
 
     fn check(&self, state: &[u8]) -> Result<(), StoreError> {
@@ -545,6 +688,12 @@ impl StateStore for TreeStore {
 
     fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state)?;
+        if self.handed.is_none() {
+            self.make_room(1)?;
+        }
+        if let Some(h) = &mut self.handed {
+            return h.full.insert(state, via);
+        }
         self.load_leaves(state);
         self.insert_leaves(via.map(|v| v.parent))
     }
@@ -559,7 +708,7 @@ impl StateStore for TreeStore {
     fn insert_batch(
         &mut self,
         parent: StateId,
-        _parent_depth: u64,
+        parent_depth: u64,
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
@@ -567,6 +716,12 @@ impl StateStore for TreeStore {
         let m = batch.len();
         for i in 0..m {
             self.check(batch.get(i))?;
+        }
+        if self.handed.is_none() {
+            self.make_room(m as u64)?;
+        }
+        if let Some(h) = &mut self.handed {
+            return h.full.insert_batch(parent, parent_depth, batch, out);
         }
         self.load_parent(parent)?;
         self.incremental += m as u64;
@@ -578,8 +733,32 @@ impl StateStore for TreeStore {
         r
     }
 
+    /// Once handed over, the full store's delayed batches (before, one parent at a time).
+    fn delayed_batch(&self) -> Option<usize> {
+        self.handed.as_ref()?.full.delayed_batch()
+    }
+
+    fn insert_many(
+        &mut self,
+        parents: &[(StateId, u32)],
+        parent_depth: u64,
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        match &mut self.handed {
+            Some(h) => h.full.insert_many(parents, parent_depth, batch, out),
+            None => Err(StoreError::Invalid {
+                store: "tree",
+                message: "a delayed batch before the states went to the full store".into(),
+            }),
+        }
+    }
+
     fn len(&self) -> u64 {
-        self.roots.len()
+        match &self.handed {
+            Some(h) => h.full.len(),
+            None => self.roots.len(),
+        }
     }
 
     /// Unfolded from its root: the tables keep every state.
@@ -588,6 +767,9 @@ impl StateStore for TreeStore {
     }
 
     fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+        if let Some(h) = &self.handed {
+            return h.full.get(id, out);
+        }
         if id >= self.roots.len() {
             return Ok(false);
         }
@@ -599,11 +781,7 @@ impl StateStore for TreeStore {
             self.unfold(id, &mut got.vals)?;
             got.id = id;
         }
-        out.clear();
-        for v in &got.vals[..self.leaves] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.truncate(self.width);
+        self.write_state(&got.vals, out);
         Ok(true)
     }
 
@@ -612,24 +790,54 @@ impl StateStore for TreeStore {
     }
 
     fn ram_bytes(&self) -> u64 {
-        self.roots.ram_bytes() + self.nodes.ram_bytes()
+        self.roots.ram_bytes()
+            + self.nodes.ram_bytes()
+            + self.handed.as_ref().map_or(0, |h| h.full.ram_bytes())
     }
 
     fn min_ram_bytes(&self) -> u64 {
-        self.roots.min_ram_bytes() + self.nodes.min_ram_bytes()
+        match &self.handed {
+            Some(h) => h.full.min_ram_bytes(),
+            None => self.roots.min_ram_bytes() + self.nodes.min_ram_bytes(),
+        }
     }
 
     fn disk_bytes(&self) -> u64 {
         self.roots.log.as_ref().map_or(0, |l| l.disk_bytes())
             + self.nodes.log.as_ref().map_or(0, |l| l.disk_bytes())
+            + self.handed.as_ref().map_or(0, |h| h.full.disk_bytes())
     }
 
     fn sync_accounts(&self) {
-        self.roots.update_account();
-        self.nodes.update_account();
+        match &self.handed {
+            Some(h) => h.full.sync_accounts(),
+            None => {
+                self.roots.update_account();
+                self.nodes.update_account();
+            }
+        }
     }
 
     fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        if let Some(h) = &mut self.handed {
+            let full = h.full.checkpoint()?;
+            h.checkpoints += 1;
+            if h.checkpoints == 2 {
+                // The first checkpoint since the hand-over is on disk and does not name the
+                // logs; no later one will.
+                if let Some(st) = &self.bounded {
+                    remove_logs(st.dir());
+                }
+            }
+            return Ok(StoreMark {
+                files: full.files.clone(),
+                blob: encode_blob(&Mark::Full {
+                    width: self.width,
+                    handed_at: h.at,
+                    full,
+                }),
+            });
+        }
         let (Some(rl), Some(nl)) = (&mut self.roots.log, &mut self.nodes.log) else {
             return Err(StoreError::Invalid {
                 store: "tree",
@@ -639,7 +847,7 @@ impl StateStore for TreeStore {
         let roots_log = rl.flush()?;
         let nodes_log = nl.flush()?;
         Ok(StoreMark {
-            blob: encode_blob(&Mark {
+            blob: encode_blob(&Mark::Tables {
                 width: self.width,
                 roots: self.roots.len(),
                 nodes: self.nodes.len(),
@@ -654,6 +862,11 @@ impl StateStore for TreeStore {
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        if let Some(h) = &self.handed {
+            let mut m = h.full.report();
+            m.insert("tree_handed_over_at".into(), json!(h.at));
+            return m;
+        }
         let states = self.roots.len();
         let per = |x: u64| {
             if states == 0 {
@@ -689,6 +902,13 @@ impl StateStore for TreeStore {
     }
 
     fn summary(&self) -> Option<String> {
+        if let Some(h) = &self.handed {
+            return Some(format!(
+                "tree: the tables reached their share of --memory at {} states, which went to the full store's disk-resident path{}",
+                h.at,
+                h.full.summary().map_or(String::new(), |s| format!("; {s}"))
+            ));
+        }
         let states = self.roots.len().max(1) as f64;
         Some(format!(
             "tree: {} leaves per state, {} nodes ({:.2} per state), tables {:.1} bytes per state",
@@ -697,6 +917,14 @@ impl StateStore for TreeStore {
             self.nodes.len() as f64 / states,
             self.tables_bytes() as f64 / states
         ))
+    }
+}
+
+/// Deletes the tables' logs from a checkpointed run's directory (a missing file is fine:
+/// an unbounded or unkept run has none).
+fn remove_logs(dir: &std::path::Path) {
+    for name in [ROOTS_LOG, NODES_LOG] {
+        let _ = std::fs::remove_file(dir.join(format!("{name}.seg")));
     }
 }
 

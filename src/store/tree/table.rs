@@ -202,6 +202,38 @@ impl NodeTable {
             + self.log.as_ref().map_or(0, |l| l.min_ram_bytes())
     }
 
+    /// Bytes of pairs and index the table will hold once it has taken `extra` more entries.
+    pub fn bytes_after(&self, extra: u64) -> u64 {
+        let len = self.len + extra;
+        let chunks = len.div_ceil(CHUNK as u64);
+        let mut cap = self.index.cap.max(MIN_SLOTS) as u64;
+        while len * 8 > cap * 7 {
+            cap *= 2;
+        }
+        chunks * (CHUNK * 8) as u64 + cap * 4
+    }
+
+    /// Whether the budget lets the table grow to `need` bytes of pairs and index next to
+    /// what every other structure holds now (what a growth would claim).
+    pub fn can_hold(&self, need: u64) -> bool {
+        need <= self.pair_bytes() + self.index_bytes() || self.claim(need, "").is_ok()
+    }
+
+    /// Frees the pairs and the index and zeroes the account (the log is closed, its file
+    /// left to whoever retires it).
+    pub fn release(&mut self) {
+        self.chunks = Vec::new();
+        self.index = Index::default();
+        self.len = 0;
+        self.limit = 0;
+        if let Some(l) = self.log.take() {
+            l.account().set(0, 0, 0);
+        }
+        if let Some(c) = &self.charge {
+            c.account.set(0, 0, 0);
+        }
+    }
+
     /// Checks that the table can hold `need` bytes of RAM next to what every other
     /// structure of the run holds now (`BudgetTooSmall`, exit 6, otherwise).
     fn claim(&self, need: u64, what: &str) -> Result<(), StoreError> {
