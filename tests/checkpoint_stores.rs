@@ -150,9 +150,8 @@ fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: 
                 "{label}: resumed count"
             );
             // States come back after resume (by replay or reconstitution).
-            let mut out = Vec::new();
             for id in (0..run.states.len() as u64).step_by(97) {
-                if store.get(id, &mut out).unwrap() {
+                if let Some(out) = store.get(id).unwrap() {
                     assert_eq!(out, run.states[id as usize], "{label}: get({id})");
                 }
             }
@@ -179,11 +178,10 @@ fn check(model: &dyn Model, cfg: &ExploreConfig, walk: Walk, at: &[u64], label: 
     // A checkpoint of the finished store, resumed once more, still knows every state.
     let mark = store.checkpoint().unwrap();
     drop(store);
-    let store = make_store(cfg, model, Some(&kept), Some(&mark)).unwrap();
+    let mut store = make_store(cfg, model, Some(&kept), Some(&mark)).unwrap();
     assert_eq!(store.len(), total, "{label}");
-    let mut out = Vec::new();
     for id in (0..total).step_by(31) {
-        if store.get(id, &mut out).unwrap() {
+        if let Some(out) = store.get(id).unwrap() {
             assert_eq!(out, plain.states[id as usize], "{label}: final get({id})");
         }
     }

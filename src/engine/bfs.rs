@@ -143,13 +143,16 @@ pub fn explore(
                 if *next == store.len() {
                     None
                 } else {
-                    if !store.get(*next, &mut state)? {
+                    let name = store.name();
+                    let Some(s) = store.get(*next)? else {
                         return Err(StoreError::Invalid {
-                            store: store.name(),
+                            store: name,
                             message: format!("could not return state {next} for expansion"),
                         }
                         .into());
-                    }
+                    };
+                    state.clear();
+                    state.extend_from_slice(s);
                     *next += 1;
                     Some(*next - 1)
                 }
@@ -297,7 +300,7 @@ mod tests {
     use crate::model::{petri, Source};
     use crate::storage::{SegOptions, SpillPolicy, Storage, StorageConfig};
     use crate::store::full::FullStore;
-    use crate::store::{Exactness, StateId, Via};
+    use crate::store::{Exactness, Via};
 
     /// A full store that hides its state vectors, so BFS must keep its own open queue.
     struct NoVectors(FullStore);
@@ -314,9 +317,6 @@ mod tests {
         }
         fn states_back(&self) -> crate::store::StatesBack {
             crate::store::StatesBack::No
-        }
-        fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
-            Ok(false)
         }
         fn exactness(&self) -> Exactness {
             Exactness::Exact

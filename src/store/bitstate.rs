@@ -12,8 +12,7 @@
 //! number of omitted states (`expected_omitted_states`).
 
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, Via,
-    UNNUMBERED,
+    decode_blob, encode_blob, Exactness, Insert, StateStore, StatesBack, StoreMark, Via, UNNUMBERED,
 };
 use super::{RunShape, StoreSpec};
 use crate::error::StoreError;
@@ -208,10 +207,6 @@ impl StateStore for BitstateStore {
 
     fn states_back(&self) -> StatesBack {
         StatesBack::No
-    }
-
-    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        Ok(false)
     }
 
     fn exactness(&self) -> Exactness {

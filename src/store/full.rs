@@ -83,6 +83,8 @@ pub struct FullStore {
     /// A delayed batch's `(id, candidate)` matches and `(hash, candidate)` disk lookups.
     #[allow(clippy::type_complexity)]
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
+    /// The state [`StateStore::get`] read last from the segment vector.
+    got: Vec<u8>,
 }
 
 /// Where the state vectors live.
@@ -275,6 +277,7 @@ impl FullStore {
             batch_account: Account::detached("bfs.batch"),
             scratch: Default::default(),
             index_slots: None,
+            got: Vec::new(),
         }
     }
 
@@ -847,7 +850,7 @@ impl WindowHost for FullStore {
         self.set_index_account();
     }
 
-    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    fn pairs_in<F>(&mut self, from: u64, to: u64, f: F) -> Result<(), StoreError>
     where
         F: FnMut(u64, u64) -> Result<(), StoreError>,
     {
@@ -904,23 +907,22 @@ impl StateStore for FullStore {
         StatesBack::Kept
     }
 
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+    fn get(&mut self, id: StateId) -> Result<Option<&[u8]>, StoreError> {
         if id >= self.count {
-            return Ok(false);
+            return Ok(None);
         }
-        out.clear();
         match &self.arena {
-            Arena::Ram { bytes, ends } => {
-                out.extend_from_slice(slice(bytes, ends, self.width, id as usize))
-            }
+            Arena::Ram { bytes, ends } => Ok(Some(slice(bytes, ends, self.width, id as usize))),
             // Engines load states in id order (the BFS head): don't let that pass evict the
             // blocks that duplicate checks keep hitting.
             Arena::Seg { states, .. } => {
                 let w = self.width.unwrap_or(0);
-                states.with_sequential(id, |r| out.extend_from_slice(&r[..w]))?
+                let got = &mut self.got;
+                got.clear();
+                states.with_sequential(id, |r| got.extend_from_slice(&r[..w]))?;
+                Ok(Some(got))
             }
         }
-        Ok(true)
     }
 
     fn exactness(&self) -> Exactness {
@@ -1052,9 +1054,7 @@ mod tests {
                         expect_new += 1;
                     }
                     Insert::Seen(id) => {
-                        let mut out = Vec::new();
-                        assert!(s.get(id, &mut out).unwrap());
-                        assert_eq!(&out, st);
+                        assert_eq!(s.get(id).unwrap(), Some(&st[..]));
                     }
                 }
             }
@@ -1062,9 +1062,7 @@ mod tests {
                 let Insert::Seen(id) = s.insert(st, None).unwrap() else {
                     panic!("lost {st:?}")
                 };
-                let mut out = Vec::new();
-                s.get(id, &mut out).unwrap();
-                assert_eq!(&out, st);
+                assert_eq!(s.get(id).unwrap(), Some(&st[..]));
             }
             assert_eq!(s.len(), expect_new);
         }

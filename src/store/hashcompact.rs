@@ -542,7 +542,7 @@ impl WindowHost for HashCompactStore {
         self.charge(0);
     }
 
-    fn pairs_in<F>(&self, from: u64, to: u64, mut f: F) -> Result<(), StoreError>
+    fn pairs_in<F>(&mut self, from: u64, to: u64, mut f: F) -> Result<(), StoreError>
     where
         F: FnMut(u64, u64) -> Result<(), StoreError>,
     {
@@ -628,10 +628,6 @@ impl StateStore for HashCompactStore {
 
     fn states_back(&self) -> StatesBack {
         StatesBack::No
-    }
-
-    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        Ok(false)
     }
 
     fn exactness(&self) -> Exactness {

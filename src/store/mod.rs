@@ -193,10 +193,14 @@ pub trait StateStore {
     /// Whether and how the store gives state vectors back ([`StateStore::get`]): the BFS
     /// engine keeps its own queue of vectors only for [`StatesBack::No`].
     fn states_back(&self) -> StatesBack;
-    /// Copies state `id` into `out` if the store can give state vectors back (it keeps them,
-    /// or rebuilds them, as ComBack does: see [`StateStore::states_back`]); `Ok(false)` if
-    /// it cannot or `id` is not stored. Rebuilding can fail, hence the `Result`.
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError>;
+    /// State `id`, if the store gives state vectors back (it keeps them, or rebuilds them,
+    /// as ComBack does: see [`StateStore::states_back`]) and `id` is stored; `None`
+    /// otherwise (the default, for stores of [`StatesBack::No`]). `&mut self`: a store that
+    /// rebuilds states does it in its own buffers, which the answer borrows. Rebuilding can
+    /// fail, hence the `Result`.
+    fn get(&mut self, _id: StateId) -> Result<Option<&[u8]>, StoreError> {
+        Ok(None)
+    }
     /// Exact or probabilistic.
     fn exactness(&self) -> Exactness;
     /// Bytes held in RAM by the store's structures.

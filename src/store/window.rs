@@ -123,7 +123,7 @@ pub trait WindowHost {
     /// Tells the budget what the store holds now.
     fn publish(&mut self);
     /// Calls `f(id, hash)` for the states `[from, to)` in id order.
-    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    fn pairs_in<F>(&mut self, from: u64, to: u64, f: F) -> Result<(), StoreError>
     where
         F: FnMut(u64, u64) -> Result<(), StoreError>;
 }

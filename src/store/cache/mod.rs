@@ -570,10 +570,6 @@ impl StateStore for CacheStore {
         StatesBack::No
     }
 
-    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-
     fn exactness(&self) -> Exactness {
         Exactness::Revisiting {
             forgotten: self.evictions,

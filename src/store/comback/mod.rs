@@ -61,7 +61,6 @@ use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
 use serde_json::json;
 use sizing::Levels;
-use std::cell::RefCell;
 use table::{StateTable, MAX_STATES, SLOT_BYTES};
 
 /// Replays cache every ancestor whose depth is a multiple of this (and the target). Measured
@@ -212,7 +211,8 @@ struct Counters {
     table_rebuilds: u64,
 }
 
-/// Mutable working state; behind a `RefCell` because `StateStore::get` takes `&self`.
+/// Mutable working state of lookups and rebuilds (a field of its own, so that the
+/// associated functions that rebuild states borrow it next to the immutable parts).
 struct Inner {
     cache: Cache,
     /// Variant 4: the batch of waiting states rebuilt last, `first..first + ends.len()`.
@@ -223,6 +223,8 @@ struct Inner {
     path: Vec<(StateId, TransitionId, u32)>,
     a: Vec<u8>,
     b: Vec<u8>,
+    /// A cached state [`StateStore::get`] unpacked.
+    got: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -284,7 +286,7 @@ pub struct CombackStore<'m> {
     table: StateTable,
     back: BackedgeTable,
     initial: Vec<u8>,
-    inner: RefCell<Inner>,
+    inner: Inner,
     /// Scratch for `insert_batch`.
     descriptors: Vec<u64>,
     /// First state number `table` holds: 0 until the index spills, then the window's young
@@ -439,7 +441,7 @@ impl<'m> CombackStore<'m> {
         let mut back = back;
         back.fit_cache(table.capacity() as u64, opts.block_cache)?;
         let mut s = Self::assemble(model, opts, disk, back, table)?;
-        s.inner.get_mut().counters = c.counters;
+        s.inner.counters = c.counters;
         s.young_start = young_start;
         s.spill = spill;
         s.publish_ram();
@@ -494,7 +496,7 @@ impl<'m> CombackStore<'m> {
             scratch: Default::default(),
             levels: Levels::default(),
             grow_at,
-            inner: RefCell::new(Inner {
+            inner: Inner {
                 cache,
                 stack: SearchPath::default(),
                 waiting: WaitingBuffer::default(),
@@ -502,7 +504,8 @@ impl<'m> CombackStore<'m> {
                 path: Vec::new(),
                 a: Vec::new(),
                 b: Vec::new(),
-            }),
+                got: Vec::new(),
+            },
         };
         s.publish_ram();
         Ok(s)
@@ -515,7 +518,7 @@ impl<'m> CombackStore<'m> {
 
     /// Republishes the RAM figures when the state cache changed its packing.
     fn publish_if_resized(&mut self) {
-        if self.inner.get_mut().cache.take_resized() {
+        if self.inner.cache.take_resized() {
             self.publish_ram();
         }
     }
@@ -547,7 +550,7 @@ impl<'m> CombackStore<'m> {
         match budget.limit() {
             MemoryLimit::Bytes(limit) => {
                 if self.opts.cache == AUTO_CACHE
-                    && self.inner.get_mut().cache.entries() > sizing::FLOOR
+                    && self.inner.cache.entries() > sizing::FLOOR
                     && budget
                         .claim("", others + new, backedge::MIN_CACHE, "")
                         .is_err()
@@ -555,7 +558,7 @@ impl<'m> CombackStore<'m> {
                     // The table comes first: an automatic cache that leaves it no room
                     // shrinks back to its floor (the budget is never exceeded for the
                     // cache's sake).
-                    let inner = self.inner.get_mut();
+                    let inner = &mut self.inner;
                     let before = inner.cache.ram_bytes();
                     inner.cache.resize(sizing::FLOOR);
                     inner.cache.take_resized();
@@ -597,7 +600,7 @@ impl<'m> CombackStore<'m> {
         // Sized for the states the table holds before it grows again.
         self.back
             .fit_cache(self.table.capacity() as u64, self.opts.block_cache)?;
-        self.inner.get_mut().counters.table_rebuilds += 1;
+        self.inner.counters.table_rebuilds += 1;
         self.publish_ram();
         if self.opts.cache == AUTO_CACHE && self.grow_at != u64::MAX {
             // The cap follows the states stored.
@@ -861,7 +864,7 @@ impl<'m> CombackStore<'m> {
         }
         // Use the parent's stored depth: it may be smaller than the engine's, and keeping
         // depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
-        let parent_depth = match self.inner.get_mut().cache.get(via.parent) {
+        let parent_depth = match self.inner.cache.get(via.parent) {
             Some((_, d, _)) if d != UNKNOWN_DEPTH => d,
             _ => self.back.get(via.parent)?.depth,
         };
@@ -874,7 +877,7 @@ impl<'m> CombackStore<'m> {
         e.transition = via.transition;
         e.depth = new_depth;
         self.back.set(id, &e)?;
-        let inner = self.inner.get_mut();
+        let inner = &mut self.inner;
         inner.cache.set_depth(id, new_depth);
         inner.counters.path_repoints += 1;
         Ok(())
@@ -885,7 +888,9 @@ impl<'m> CombackStore<'m> {
     /// cache so that rebuilding the waiting set does not evict the newest states, which most
     /// lookups need (measured on SharedMemory-PT-000010, cache 2^18: 3.4 M → 1.9 M replays).
     fn reconstruct_range(
-        &self,
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
         inner: &mut Inner,
         first: StateId,
         end: StateId,
@@ -896,14 +901,14 @@ impl<'m> CombackStore<'m> {
         for n in first..end {
             let mut cur = n;
             while cur != 0 && !inner.cache.contains(cur) && !needed.contains_key(&cur) {
-                let e = self.back.get(cur)?;
+                let e = back.get(cur)?;
                 needed.insert(cur, e);
                 cur = e.parent;
             }
         }
         let mut order: Vec<(u32, StateId)> = needed.iter().map(|(&n, e)| (e.depth, n)).collect();
         order.sort_unstable();
-        let mut arena: Vec<u8> = Vec::with_capacity(order.len() * self.initial.len());
+        let mut arena: Vec<u8> = Vec::with_capacity(order.len() * initial.len());
         let mut at: hashbrown::HashMap<StateId, (usize, usize)> =
             hashbrown::HashMap::with_capacity(order.len());
         let mut src: Vec<u8> = Vec::new();
@@ -916,7 +921,7 @@ impl<'m> CombackStore<'m> {
             } else if let Some((v, _, _)) = inner.cache.get(e.parent) {
                 v.append_to(&mut src);
             } else if e.parent == 0 {
-                src.extend_from_slice(&self.initial);
+                src.extend_from_slice(initial);
             } else {
                 return Err(StoreError::Reconstruction {
                     store: "comback",
@@ -924,7 +929,7 @@ impl<'m> CombackStore<'m> {
                     message: format!("parent {} neither rebuilt nor cached", e.parent),
                 });
             }
-            Self::fire(self.model, &src, e.transition, &mut dst, n)?;
+            Self::fire(model, &src, e.transition, &mut dst, n)?;
             let s = arena.len();
             arena.extend_from_slice(&dst);
             at.insert(n, (s, arena.len()));
@@ -966,7 +971,7 @@ impl<'m> CombackStore<'m> {
         let opts = self.opts;
         let back = &self.back;
         let initial = &self.initial[..];
-        let inner = self.inner.get_mut();
+        let inner = &mut self.inner;
         // The table only offers candidates whose fingerprint matches; when the fingerprint
         // is the whole descriptor, their descriptors need not be read.
         let fp_exact = self.table.fingerprint_is_descriptor();
@@ -1081,7 +1086,7 @@ impl<'m> CombackStore<'m> {
         let ds = self.prepare(batch)?;
         let mut touch2 = 0u32;
         {
-            let inner = self.inner.get_mut();
+            let inner = &mut self.inner;
             for &d in &ds {
                 if let Some(id) = self.table.first_candidate(d) {
                     touch2 ^= inner.cache.touch(id);
@@ -1174,7 +1179,7 @@ impl<'m> CombackStore<'m> {
                 &self.back,
                 &self.initial,
                 &self.opts,
-                self.inner.get_mut(),
+                &mut self.inner,
                 id,
                 batch.get(i),
                 ds[i],
@@ -1220,7 +1225,7 @@ impl<'m> CombackStore<'m> {
         };
         let cap_bytes = sizing::cap_bytes(limit, crate::sys::ceiling(), total);
         let others = self.ram_without_backedges();
-        let inner = self.inner.get_mut();
+        let inner = &mut self.inner;
         let cur = inner.cache.entries();
         let entry = inner.cache.entry_bytes(width_hint).max(1) as u64;
         let cap_bytes = cap_bytes.min(sizing::states_bytes_cap(self.back.len(), entry));
@@ -1240,13 +1245,13 @@ impl<'m> CombackStore<'m> {
                 // The old and the new cache coexist while entries are copied.
                 self.ram_account.set(others + new_bytes, 0, 0);
                 self.back.trim_cache()?;
-                let inner = self.inner.get_mut();
+                let inner = &mut self.inner;
                 inner.cache.resize(want);
                 inner.cache.take_resized();
                 self.publish_ram();
             }
         }
-        let inner = self.inner.get_mut();
+        let inner = &mut self.inner;
         let covered = sizing::levels_held(inner.cache.entries());
         let widest = self.levels.widest();
         // Capped (or refused by the budget): try again when the levels are a quarter wider.
@@ -1259,7 +1264,7 @@ impl<'m> CombackStore<'m> {
     }
 
     fn ram_without_backedges(&self) -> u64 {
-        let inner = self.inner.borrow();
+        let inner = &self.inner;
         // Once spilling, the old window table's share is charged whether it is allocated or
         // not: the caches that size themselves from the budget must not grow into it
         // between rotations.
@@ -1334,7 +1339,7 @@ impl WindowHost for CombackStore<'_> {
         self.publish_ram();
     }
 
-    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    fn pairs_in<F>(&mut self, from: u64, to: u64, f: F) -> Result<(), StoreError>
     where
         F: FnMut(u64, u64) -> Result<(), StoreError>,
     {
@@ -1420,34 +1425,25 @@ impl StateStore for CombackStore<'_> {
         }
     }
 
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+    fn get(&mut self, id: StateId) -> Result<Option<&[u8]>, StoreError> {
         if id >= self.back.len() {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut guard = self.inner.borrow_mut();
-        let inner = &mut *guard;
+        let inner = &mut self.inner;
         if let Some((v, _, _)) = inner.cache.get(id) {
-            out.clear();
-            v.append_to(out);
-            return Ok(true);
+            inner.got.clear();
+            v.append_to(&mut inner.got);
+            return Ok(Some(&inner.got));
         }
         if id == 0 {
-            out.clear();
-            out.extend_from_slice(&self.initial);
-            return Ok(true);
+            return Ok(Some(&self.initial));
         }
-        if let Some(v) = inner.waiting.get(id) {
-            out.clear();
-            out.extend_from_slice(v);
-            return Ok(true);
+        if inner.waiting.get(id).is_none() {
+            let batch = (inner.cache.recent_len() as u64 / 16).clamp(64, WAITING_BATCH_MAX);
+            let end = (id + batch).min(self.back.len());
+            Self::reconstruct_range(self.model, &self.back, &self.initial, inner, id, end)?;
         }
-        let batch = (inner.cache.recent_len() as u64 / 16).clamp(64, WAITING_BATCH_MAX);
-        let end = (id + batch).min(self.back.len());
-        self.reconstruct_range(inner, id, end)?;
-        let v = inner.waiting.get(id).expect("just rebuilt");
-        out.clear();
-        out.extend_from_slice(v);
-        Ok(true)
+        Ok(Some(inner.waiting.get(id).expect("just rebuilt")))
     }
 
     fn exactness(&self) -> Exactness {
@@ -1502,7 +1498,7 @@ impl StateStore for CombackStore<'_> {
         let blob = encode_blob(&CombackCheckpoint {
             opts: self.opts,
             table_slots: self.table.capacity() as u64,
-            counters: self.inner.get_mut().counters,
+            counters: self.inner.counters,
             backedges,
             window,
         });
@@ -1511,7 +1507,7 @@ impl StateStore for CombackStore<'_> {
     }
 
     fn summary(&self) -> Option<String> {
-        let c = self.inner.borrow().counters;
+        let c = self.inner.counters;
         let back = self.back.ram_bytes() + self.back.disk_bytes();
         Some(format!(
             "{} reconstructions ({} firings), longest collision list {}, {}-bit hashes, backedges {:.1} MiB ({:.1} bytes/state)",
@@ -1525,7 +1521,7 @@ impl StateStore for CombackStore<'_> {
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
-        let c = self.inner.borrow().counters;
+        let c = self.inner.counters;
         let n = self.back.len().max(1) as f64;
         let o = &self.opts;
         let mut m = serde_json::Map::new();
@@ -1533,10 +1529,7 @@ impl StateStore for CombackStore<'_> {
             m.insert(k.to_string(), v);
         };
         put("hash_bits", json!(o.hash_bits));
-        put(
-            "comback_cache_entries",
-            json!(self.inner.borrow().cache.entries()),
-        );
+        put("comback_cache_entries", json!(self.inner.cache.entries()));
         put("comback_cache_auto", json!(o.cache == AUTO_CACHE));
         put("comback_widest_level", json!(self.levels.widest()));
         put("comback_block_cache_bytes", json!(o.block_cache));
@@ -1581,11 +1574,8 @@ impl StateStore for CombackStore<'_> {
             "state_table_bytes_per_state",
             json!(self.table.ram_bytes() as f64 / n),
         );
-        put("cache_bytes", json!(self.inner.borrow().cache.ram_bytes()));
-        put(
-            "cache_packing",
-            json!(self.inner.borrow().cache.packing().name()),
-        );
+        put("cache_bytes", json!(self.inner.cache.ram_bytes()));
+        put("cache_packing", json!(self.inner.cache.packing().name()));
         // The whole backedge table (RAM part + segment file): what `backedge_bytes` always
         // meant; the split follows.
         let back_total = self.back.ram_bytes() + self.back.disk_bytes();

@@ -229,7 +229,8 @@ pub struct ExplicitStates {
     next_epoch: u64,
     width: usize,
     buf: Vec<u8>,
-    cmp: std::cell::RefCell<Vec<u8>>,
+    /// Scratch of [`ExplicitStates::equals`]: the candidate, encoded.
+    cmp: Vec<u8>,
     widenings: u64,
     reencodings: u64,
 }
@@ -486,18 +487,19 @@ impl ExplicitStates {
     /// Whether explicit state `i` equals `state`, without decoding it: with collapsing the
     /// candidate is encoded in the record's layout (failing fast on a value never met) and
     /// the codes compared.
-    pub fn equals(&self, i: u64, state: &[u8]) -> Result<Equal, StoreError> {
+    pub fn equals(&mut self, i: u64, state: &[u8]) -> Result<Equal, StoreError> {
         if state.len() != self.width {
             return Ok(Equal::No);
         }
+        let mut enc = std::mem::take(&mut self.cmp);
         let same = self.with_record(i, |e, stored| match &self.dict {
             Some(d) => {
-                let mut enc = self.cmp.borrow_mut();
                 d.encode_with(&e.widths, state, &mut enc) == Encoded::Known && enc[..] == *stored
             }
             None => stored == state,
-        })?;
-        Ok(if same { Equal::Yes } else { Equal::No })
+        });
+        self.cmp = enc;
+        Ok(if same? { Equal::Yes } else { Equal::No })
     }
 
     /// RAM of the epochs' vectors (hot windows, caches, block indexes).

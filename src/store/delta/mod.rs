@@ -77,7 +77,6 @@ use bits::{bits_for, PackedArray, PackedMark};
 pub use explicit::Collapse;
 use explicit::{Equal, ExplicitMark, ExplicitStates};
 use index::{GrowError, Index, Placement, Step};
-use std::cell::RefCell;
 
 /// Whether Δ records are repointed to shorter paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -270,7 +269,7 @@ impl StateCache {
     }
 }
 
-/// Scratch space and counters, behind a `RefCell` so that `get(&self)` can reconstitute.
+/// Scratch space and counters of reconstitutions and candidate checks.
 struct Inner {
     path: Vec<(u64, TransitionId)>,
     /// States met while unfiring (backward checks), to cache them on success.
@@ -348,7 +347,7 @@ pub struct DeltaStore<'m> {
     count: u64,
     /// Backward firing is in use (asked for and supported by the model).
     backward: Firing,
-    inner: RefCell<Inner>,
+    inner: Inner,
     hashes: Vec<u64>,
     index_rebuilds: u64,
     /// (parent id, its exact distance) of the last parent whose distance was needed.
@@ -457,7 +456,7 @@ impl<'m> DeltaStore<'m> {
                 }));
             }
         }
-        st.inner.get_mut().c = c.counters;
+        st.inner.c = c.counters;
         st.publish_ram();
         Ok(st)
     }
@@ -466,7 +465,7 @@ impl<'m> DeltaStore<'m> {
     /// states `[from, to)` with ids relative to `from`, reconstituted in id order (about one
     /// firing per state: a state's predecessor is usually still in the cache).
     fn index_of(
-        &self,
+        &mut self,
         slots: u64,
         hash_bits: u32,
         from: u64,
@@ -484,17 +483,16 @@ impl<'m> DeltaStore<'m> {
 
     /// Calls `f(id, hash)` for the states `[from, to)`, reconstituted in id order.
     fn hashes_in(
-        &self,
+        &mut self,
         from: u64,
         to: u64,
         mut f: impl FnMut(u64, u64) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let mut s = Vec::new();
         for id in from..to {
-            if !self.get(id, &mut s)? {
+            let Some(s) = self.get(id)? else {
                 return Err(invalid(format!("state {id} does not reconstitute")));
-            }
-            f(id, state_hash(&s))?;
+            };
+            f(id, state_hash(s))?;
         }
         Ok(())
     }
@@ -598,14 +596,14 @@ impl<'m> DeltaStore<'m> {
             index: Index::with_tags(1024, hash_bits, Self::tag_bits(&opts)),
             count: 0,
             backward,
-            inner: RefCell::new(Inner {
+            inner: Inner {
                 path: Vec::new(),
                 trail: Vec::new(),
                 a: Vec::new(),
                 b: Vec::new(),
                 cache: StateCache::new(cache_states, width),
                 c: Counters::default(),
-            }),
+            },
             hashes: Vec::new(),
             index_rebuilds: 0,
             parent_memo: None,
@@ -662,7 +660,7 @@ impl<'m> DeltaStore<'m> {
             let n = self
                 .index
                 .remove_where(|id, tag| tag == victim && !on_path.contains(&id));
-            let c = &mut self.inner.get_mut().c;
+            let c = &mut self.inner.c;
             c.forgotten += n;
             c.replacement_passes += 1;
         }
@@ -682,9 +680,7 @@ impl<'m> DeltaStore<'m> {
     /// Tells the budget what the RAM structures hold (called when the index grows).
     fn publish_ram(&self) {
         self.ram_account.set(
-            self.index_ram_bytes()
-                + self.explicit.dict_bytes()
-                + self.inner.borrow().cache.ram_bytes(),
+            self.index_ram_bytes() + self.explicit.dict_bytes() + self.inner.cache.ram_bytes(),
             0,
             0,
         );
@@ -730,24 +726,24 @@ impl<'m> DeltaStore<'m> {
 
     /// Walks predecessors from `id` to an explicit record or (when `cache` allows) a cached
     /// state, collecting `(record id, transition)` pairs, nearest first, in `inner.path`.
-    fn walk(&self, inner: &mut Inner, id: u64, use_cache: bool) -> Result<Root, StoreError> {
-        inner.path.clear();
+    fn walk(&mut self, id: u64, use_cache: bool) -> Result<Root, StoreError> {
+        self.inner.path.clear();
         let mut cur = id;
         loop {
             if use_cache {
-                if let Some(slot) = inner.cache.find(cur) {
-                    inner.c.cache_hits += 1;
+                if let Some(slot) = self.inner.cache.find(cur) {
+                    self.inner.c.cache_hits += 1;
                     return Ok(Root::Cached {
                         slot,
-                        dist: inner.cache.dists[slot],
+                        dist: self.inner.cache.dists[slot],
                     });
                 }
             }
             match self.rec(cur)? {
                 Rec::Explicit(x) => return Ok(Root::Explicit(x)),
                 Rec::Delta { pred, t } => {
-                    inner.path.push((cur, t));
-                    if inner.path.len() >= self.opts.k as usize {
+                    self.inner.path.push((cur, t));
+                    if self.inner.path.len() >= self.opts.k as usize {
                         return Err(invalid(format!(
                             "record {id}: no explicit ancestor within kδ = {} steps (corrupt records)",
                             self.opts.k
@@ -792,23 +788,23 @@ impl<'m> DeltaStore<'m> {
     }
 
     /// Rebuilds state `id` into `inner.a` by forward firing; returns its distance bound.
-    fn reconstitute(&self, inner: &mut Inner, id: u64) -> Result<u32, StoreError> {
-        inner.c.reconstitutions += 1;
-        let root = self.walk(inner, id, true)?;
+    fn reconstitute(&mut self, id: u64) -> Result<u32, StoreError> {
+        self.inner.c.reconstitutions += 1;
+        let root = self.walk(id, true)?;
         let mut dist = match root {
             Root::Explicit(x) => {
-                self.explicit.get(x, &mut inner.a)?;
+                self.explicit.get(x, &mut self.inner.a)?;
                 0
             }
             Root::Cached { slot, dist } => {
-                inner.a.clear();
-                inner.a.extend_from_slice(inner.cache.state(slot));
+                self.inner.a.clear();
+                self.inner.a.extend_from_slice(self.inner.cache.state(slot));
                 dist
             }
         };
-        for k in (0..inner.path.len()).rev() {
-            let (rid, t) = inner.path[k];
-            let Inner { a, b, cache, c, .. } = inner;
+        for k in (0..self.inner.path.len()).rev() {
+            let (rid, t) = self.inner.path[k];
+            let Inner { a, b, cache, c, .. } = &mut self.inner;
             match self.model.fire(a, t, b) {
                 Ok(Fired::Enabled(_)) => {}
                 other => {
@@ -827,30 +823,26 @@ impl<'m> DeltaStore<'m> {
     }
 
     /// Compares candidate `c` with `s`; `Some(distance bound of c)` when equal.
-    fn same(&self, c: u64, s: &[u8]) -> Result<Option<u32>, StoreError> {
-        let mut guard = self.inner.borrow_mut();
-        let inner = &mut *guard;
+    fn same(&mut self, c: u64, s: &[u8]) -> Result<Option<u32>, StoreError> {
+        let inner = &mut self.inner;
         if let Some(slot) = inner.cache.find(c) {
             inner.c.cache_hits += 1;
             return Ok(eq_bytes(inner.cache.state(slot), s).then_some(inner.cache.dists[slot]));
         }
         match self.backward {
             Firing::Forward => {
-                let d = self.reconstitute(inner, c)?;
-                Ok(eq_bytes(&inner.a, s).then_some(d))
+                let d = self.reconstitute(c)?;
+                Ok(eq_bytes(&self.inner.a, s).then_some(d))
             }
-            Firing::Backward => self.same_backward(inner, c, s),
+            Firing::Backward => self.same_backward(c, s),
         }
     }
 
-    fn same_backward(
-        &self,
-        inner: &mut Inner,
-        c: u64,
-        s: &[u8],
-    ) -> Result<Option<u32>, StoreError> {
-        inner.c.backward_checks += 1;
-        let root = self.walk(inner, c, true)?;
+    fn same_backward(&mut self, c: u64, s: &[u8]) -> Result<Option<u32>, StoreError> {
+        self.inner.c.backward_checks += 1;
+        let root = self.walk(c, true)?;
+        let model = self.model;
+        let inner = &mut self.inner;
         inner.a.clear();
         inner.a.extend_from_slice(s);
         inner.trail.clear();
@@ -862,7 +854,7 @@ impl<'m> DeltaStore<'m> {
             }
             let Inner { a, b, c: cnt, .. } = inner;
             cnt.unfired += 1;
-            let fired = match self.model.unfire(a, t, b) {
+            let fired = match model.unfire(a, t, b) {
                 // A counter that would overflow has no valid predecessor with these
                 // counters: `s` is not this candidate, as for a negative count. (ComBack's
                 // rule too: a false candidate near a counter limit must not abort the run.)
@@ -923,7 +915,7 @@ impl<'m> DeltaStore<'m> {
         // (docs/DELTA.md). In BFS most repoints are skipped too, at no cost in time. A skipped
         // repoint only leaves a longer chain: exactly what `PredUpdate::Off` leaves.
         if !self.records.set_is_free(c) {
-            self.inner.get_mut().c.pred_updates_skipped += 1;
+            self.inner.c.pred_updates_skipped += 1;
             return Ok(());
         }
         if let Rec::Explicit(_) = self.rec(c)? {
@@ -936,7 +928,7 @@ impl<'m> DeltaStore<'m> {
                 t: via.transition,
             });
             self.records.set(c, v)?;
-            let inner = self.inner.get_mut();
+            let inner = &mut self.inner;
             inner.cache.set_dist(c, pd + 1);
             inner.c.pred_updates += 1;
             if self.parent_memo.map(|(p, _)| p) == Some(c) {
@@ -966,7 +958,7 @@ impl<'m> DeltaStore<'m> {
         }
         std::mem::replace(&mut self.records, wider).give_up();
         self.p_bits += 1;
-        self.inner.get_mut().c.record_widenings += 1;
+        self.inner.c.record_widenings += 1;
         Ok(())
     }
 
@@ -1018,7 +1010,7 @@ impl<'m> DeltaStore<'m> {
                 let slots = self.index.slots() + self.index.slots() / 4;
                 let over_share = new > limit / INDEX_SHARE
                     || self.opts.index_slots.is_some_and(|max| slots > max);
-                let others = self.explicit.dict_bytes() + self.inner.borrow().cache.ram_bytes();
+                let others = self.explicit.dict_bytes() + self.inner.cache.ram_bytes();
                 let claim = budget.claim(
                     "the Δ index",
                     others + bytes + new,
@@ -1080,7 +1072,7 @@ impl<'m> DeltaStore<'m> {
             let c = local + sp.old_start;
             match self.same(c, s)? {
                 Some(bound) => return Ok(Some((c, bound))),
-                None => self.inner.get_mut().c.false_candidates += 1,
+                None => self.inner.c.false_candidates += 1,
             }
         }
         if !runs || !sp.runs.may_contain(h) {
@@ -1124,7 +1116,6 @@ impl<'m> DeltaStore<'m> {
             ix.ensure_id(self.count - 1).map_err(grow_error)?;
         }
         let all = self.opts.replace.is_none();
-        let mut s = Vec::new();
         let n = if all {
             self.count
         } else {
@@ -1132,16 +1123,16 @@ impl<'m> DeltaStore<'m> {
         };
         for k in 0..n {
             let (id, tag) = if all { (k, 0) } else { entries[k as usize] };
-            if !self.get(id, &mut s)? {
+            let Some(s) = self.get(id)? else {
                 return Err(invalid(format!(
                     "rebuilding the index: state {id} does not reconstitute"
                 )));
-            }
+            };
+            let h = state_hash(s);
             if !ix.has_room(1) {
                 ix.grow().map_err(grow_error)?;
             }
-            ix.place_tagged(state_hash(&s), id, tag)
-                .map_err(grow_error)?;
+            ix.place_tagged(h, id, tag).map_err(grow_error)?;
         }
         self.index = ix;
         self.index_rebuilds += 1;
@@ -1170,7 +1161,7 @@ impl<'m> DeltaStore<'m> {
                     found = Some((c, bound));
                     break;
                 }
-                None => self.inner.get_mut().c.false_candidates += 1,
+                None => self.inner.c.false_candidates += 1,
             }
         }
         if found.is_none() && scope != Scope::Young {
@@ -1227,7 +1218,7 @@ impl<'m> DeltaStore<'m> {
             },
         }
         self.count += 1;
-        self.inner.get_mut().cache.put(id, s, dist);
+        self.inner.cache.put(id, s, dist);
         Ok(Some(Insert::New(id)))
     }
 
@@ -1440,7 +1431,7 @@ impl WindowHost for DeltaStore<'_> {
         self.publish_ram();
     }
 
-    fn pairs_in<F>(&self, from: u64, to: u64, f: F) -> Result<(), StoreError>
+    fn pairs_in<F>(&mut self, from: u64, to: u64, f: F) -> Result<(), StoreError>
     where
         F: FnMut(u64, u64) -> Result<(), StoreError>,
     {
@@ -1526,28 +1517,23 @@ impl StateStore for DeltaStore<'_> {
         StatesBack::Rebuilt
     }
 
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
+    fn get(&mut self, id: StateId) -> Result<Option<&[u8]>, StoreError> {
         if id >= self.count {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut inner = self.inner.borrow_mut();
-        inner.c.gets += 1;
-        if let Some(slot) = inner.cache.find(id) {
-            out.clear();
-            out.extend_from_slice(inner.cache.state(slot));
-            return Ok(true);
+        self.inner.c.gets += 1;
+        if let Some(slot) = self.inner.cache.find(id) {
+            return Ok(Some(self.inner.cache.state(slot)));
         }
-        self.reconstitute(&mut inner, id)?;
-        out.clear();
-        out.extend_from_slice(&inner.a);
-        Ok(true)
+        self.reconstitute(id)?;
+        Ok(Some(&self.inner.a))
     }
 
     fn exactness(&self) -> Exactness {
         match self.opts.replace {
             None => Exactness::Exact,
             Some(_) => Exactness::Revisiting {
-                forgotten: self.inner.borrow().c.forgotten,
+                forgotten: self.inner.c.forgotten,
             },
         }
     }
@@ -1558,7 +1544,7 @@ impl StateStore for DeltaStore<'_> {
             + self.spill.as_ref().map_or(0, |sp| sp.runs.ram_bytes())
             + self.explicit.record_bytes()
             + self.explicit.dict_bytes()
-            + self.inner.borrow().cache.ram_bytes()
+            + self.inner.cache.ram_bytes()
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -1613,7 +1599,7 @@ impl StateStore for DeltaStore<'_> {
             index_slots: self.index.slots(),
             index_hash_bits: self.index.hash_bits(),
             index_rebuilds: self.index_rebuilds,
-            counters: self.inner.get_mut().c.clone(),
+            counters: self.inner.c.clone(),
             window,
         });
         self.disk.checkpointed();
@@ -1621,7 +1607,7 @@ impl StateStore for DeltaStore<'_> {
     }
 
     fn summary(&self) -> Option<String> {
-        let c = &self.inner.borrow().c;
+        let c = &self.inner.c;
         Some(format!(
             "kδ {}: {} explicit states, {} reconstitutions, {} firings, {} unfirings",
             self.opts.k,
@@ -1634,7 +1620,7 @@ impl StateStore for DeltaStore<'_> {
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         use serde_json::Value;
-        let inner = self.inner.borrow();
+        let inner = &self.inner;
         let c = &inner.c;
         let n = self.count.max(1) as f64;
         let mut m = serde_json::Map::new();

@@ -585,10 +585,6 @@ impl StateStore for SnapshotStore {
         StatesBack::No
     }
 
-    fn get(&self, _id: StateId, _out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-
     fn exactness(&self) -> Exactness {
         Exactness::Revisiting {
             forgotten: self.forgotten(),

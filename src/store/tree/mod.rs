@@ -46,7 +46,6 @@ use crate::storage::budget::MemoryLimit;
 use crate::storage::segment::HashId;
 use crate::storage::{FileMark, Storage, VecMark};
 use serde_json::json;
-use std::cell::RefCell;
 use std::ops::Range;
 use table::{pack, Charge, NodeTable};
 
@@ -153,8 +152,9 @@ pub struct TreeStore {
     /// The tree being folded, and which of its values differ from the parent's.
     cur: Vec<u32>,
     changed: Vec<bool>,
-    /// The tree `get` unfolded last (a BFS parent).
-    got: RefCell<Tree>,
+    /// The tree `get` unfolded last (a BFS parent), and its state vector.
+    got: Tree,
+    state: Vec<u8>,
     /// The tree inserted last (a DFS parent).
     last: Tree,
     /// A batch's trees (`batch × vals`), their dirty nodes (plan indexes, each successor's
@@ -267,10 +267,11 @@ impl TreeStore {
             nodes,
             cur: vec![0; n],
             changed: vec![false; n],
-            got: RefCell::new(Tree {
+            got: Tree {
                 id: NONE,
                 vals: vec![0; n],
-            }),
+            },
+            state: Vec::with_capacity(width),
             last: Tree {
                 id: NONE,
                 vals: vec![0; n],
@@ -392,7 +393,7 @@ impl TreeStore {
         }
         self.roots.release();
         self.nodes.release();
-        self.got.get_mut().id = NONE;
+        self.got.id = NONE;
         self.last.id = NONE;
         full.index_adopted()?;
         self.handed = Some(Box::new(Handed {
@@ -519,11 +520,11 @@ impl TreeStore {
 
     /// Makes `got` hold the tree of state `p` (from `last` or unfolded).
     fn load_parent(&mut self, p: StateId) -> Result<(), StoreError> {
-        if self.got.get_mut().id == p {
+        if self.got.id == p {
             return Ok(());
         }
-        let mut vals = std::mem::take(&mut self.got.get_mut().vals);
-        self.got.get_mut().id = NONE;
+        let mut vals = std::mem::take(&mut self.got.vals);
+        self.got.id = NONE;
         let r = if self.last.id == p {
             vals.copy_from_slice(&self.last.vals);
             Ok(())
@@ -531,7 +532,7 @@ impl TreeStore {
             self.parent_unfolds += 1;
             self.unfold(p, &mut vals)
         };
-        let got = self.got.get_mut();
+        let got = &mut self.got;
         got.vals = vals;
         if r.is_ok() {
             got.id = p;
@@ -667,9 +668,9 @@ impl TreeStore {
         self.load_parent(p)?;
         // The vector is taken out of the cache while folding so that folding can borrow
         // `self`; the parent's tree stays there for its next successors.
-        let vals = std::mem::take(&mut self.got.get_mut().vals);
+        let vals = std::mem::take(&mut self.got.vals);
         let r = self.fold_against(&vals);
-        self.got.get_mut().vals = vals;
+        self.got.vals = vals;
         r
     }
 
@@ -725,10 +726,10 @@ impl StateStore for TreeStore {
         }
         self.load_parent(parent)?;
         self.incremental += m as u64;
-        let pv = std::mem::take(&mut self.got.get_mut().vals);
+        let pv = std::mem::take(&mut self.got.vals);
         let mut vals = std::mem::take(&mut self.batch_vals);
         let r = self.fold_batch(&pv, batch, &mut vals, out);
-        self.got.get_mut().vals = pv;
+        self.got.vals = pv;
         self.batch_vals = vals;
         r
     }
@@ -766,23 +767,31 @@ impl StateStore for TreeStore {
         super::StatesBack::Kept
     }
 
-    fn get(&self, id: StateId, out: &mut Vec<u8>) -> Result<bool, StoreError> {
-        if let Some(h) = &self.handed {
-            return h.full.get(id, out);
+    fn get(&mut self, id: StateId) -> Result<Option<&[u8]>, StoreError> {
+        // Tested apart from the borrow it returns, which the borrow checker would otherwise
+        // extend over the rest of the function.
+        if self.handed.is_some() {
+            let Some(h) = self.handed.as_deref_mut() else {
+                unreachable!("tested just above")
+            };
+            return h.full.get(id);
         }
         if id >= self.roots.len() {
-            return Ok(false);
+            return Ok(None);
         }
-        let mut got = self.got.borrow_mut();
-        let got = &mut *got;
-        if got.id != id {
-            got.vals.resize(self.cur.len(), 0);
-            got.id = NONE;
-            self.unfold(id, &mut got.vals)?;
-            got.id = id;
+        if self.got.id != id {
+            let mut vals = std::mem::take(&mut self.got.vals);
+            vals.resize(self.cur.len(), 0);
+            self.got.id = NONE;
+            let r = self.unfold(id, &mut vals);
+            self.got.vals = vals;
+            r?;
+            self.got.id = id;
         }
-        self.write_state(&got.vals, out);
-        Ok(true)
+        let mut state = std::mem::take(&mut self.state);
+        self.write_state(&self.got.vals, &mut state);
+        self.state = state;
+        Ok(Some(&self.state))
     }
 
     fn exactness(&self) -> Exactness {
@@ -985,12 +994,10 @@ mod tests {
                 };
             }
             assert_eq!(s.len(), ids.len() as u64);
-            let mut out = Vec::new();
             for (st, &id) in &ids {
-                assert!(s.get(id, &mut out).unwrap());
-                assert_eq!(&out, st, "width {width} id {id}");
+                assert_eq!(s.get(id).unwrap(), Some(&st[..]), "width {width} id {id}");
             }
-            assert!(!s.get(s.len(), &mut out).unwrap());
+            assert!(s.get(s.len()).unwrap().is_none());
         }
     }
 }
