@@ -14,8 +14,8 @@
 
 use super::slots::Slots;
 use super::window::{
-    delayed_batch_len, room_at_three_quarters, start_spilling, window_room, Spill, WindowHost,
-    WindowMark, INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
+    INDEX_SHARE, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -885,8 +885,13 @@ impl StateStore for FullStore {
     /// share of the budget.
     fn delayed_batch(&self) -> Option<usize> {
         let (_, budget) = self.index_account.as_ref()?;
-        let room = window_room(self.spill.as_deref(), self.slots.len());
-        delayed_batch_len(budget.limit(), self.width, room, &self.batch_account)
+        delayed_batch_len(
+            budget.limit(),
+            self.width,
+            self.spill.as_deref(),
+            self.slots.len(),
+            &self.batch_account,
+        )
     }
 
     fn insert_many(

@@ -19,8 +19,8 @@
 //! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
 
 use super::window::{
-    delayed_batch_len, room_at_three_quarters, start_spilling, window_room, Spill, WindowHost,
-    WindowMark, INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
+    INDEX_SHARE, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -567,8 +567,13 @@ impl StateStore for HashCompactStore {
     fn delayed_batch(&self) -> Option<usize> {
         let (_, budget) = self.budget.as_ref()?;
         self.log.as_ref()?;
-        let room = window_room(self.spill.as_deref(), self.table.slots());
-        delayed_batch_len(budget.limit(), self.width, room, &self.batch_account)
+        delayed_batch_len(
+            budget.limit(),
+            self.width,
+            self.spill.as_deref(),
+            self.table.slots(),
+            &self.batch_account,
+        )
     }
 
     fn insert_many(

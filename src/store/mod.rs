@@ -77,6 +77,52 @@ pub fn batch_vias(
     debug_assert_eq!(out.len(), batch.len());
 }
 
+/// A store that records each state's search-tree edge (ComBack's backedges, Δ's records):
+/// `insert_batch` and `insert_many` both come down to a batch with one [`Via`] per
+/// successor ([`insert_with_vias`]).
+pub(crate) trait RecordsEdges {
+    /// Finds or inserts the states of `batch` in order, successor `i` reached by `vias[i]`,
+    /// one at a time.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError>;
+    /// The same for a delayed batch ([`StateStore::insert_many`]) once the index has
+    /// spilled: resolved against the runs in sorted sweeps.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError>;
+    /// The store's reusable vector of a batch's edges, and whether its index has spilled.
+    fn edges(&mut self) -> (&mut Vec<Via>, bool);
+}
+
+/// [`StateStore::insert_many`] of a [`RecordsEdges`] store (`delayed`), and its
+/// `insert_batch` (one parent with every successor of the batch).
+pub(crate) fn insert_with_vias<S: RecordsEdges>(
+    s: &mut S,
+    parents: &[(StateId, u32)],
+    parent_depth: u64,
+    batch: &StateBatch,
+    delayed: bool,
+    out: &mut Vec<Insert>,
+) -> Result<(), StoreError> {
+    let (scratch, spilled) = s.edges();
+    let mut vias = std::mem::take(scratch);
+    batch_vias(parents, parent_depth, batch, &mut vias);
+    let r = if delayed && spilled {
+        s.insert_many_spilled(batch, &vias, out)
+    } else {
+        s.insert_all(batch, &vias, out)
+    };
+    *s.edges().0 = vias;
+    r
+}
+
 /// A mask of the top `bits` bits of a `u64` (`bits` in `1..=64`).
 #[inline(always)]
 pub fn top_mask(bits: u32) -> u64 {

@@ -242,7 +242,7 @@ pub fn room_at_three_quarters<H: WindowHost>(
 
 /// New states a window takes before its young table must rotate (or, before spilling, a
 /// share of the table), which bounds a delayed batch: the young table takes it whole.
-pub fn window_room<T>(spill: Option<&Spill<T>>, young_slots: usize) -> usize {
+fn window_room<T>(spill: Option<&Spill<T>>, young_slots: usize) -> usize {
     match spill {
         Some(sp) => sp.table_cap / 4,
         None => (young_slots / 8).max(MIN_TABLE / 4),
@@ -267,18 +267,21 @@ pub const INDEX_SHARE: u64 = 2;
 const BATCH_BYTES_PER_STATE: u64 = 128;
 
 /// The number of candidates of a delayed batch under `limit`, for states of `width` bytes
-/// and a window that takes `window_room` new states between two rotations; charged to
-/// `account` (the engine's batch and the store's per-candidate vectors), so that the caches
-/// that size themselves from the budget leave room for them. `None` without a budget.
-pub fn delayed_batch_len(
+/// and an index whose young table has `young_slots` slots (`spill`: its window, once it
+/// has spilled), so that the young table takes the batch whole; charged to `account` (the
+/// engine's batch and the store's per-candidate vectors), so that the caches that size
+/// themselves from the budget leave room for them. `None` without a budget.
+pub fn delayed_batch_len<T>(
     limit: MemoryLimit,
     width: Option<usize>,
-    window_room: usize,
+    spill: Option<&Spill<T>>,
+    young_slots: usize,
     account: &Account,
 ) -> Option<usize> {
     let MemoryLimit::Bytes(limit) = limit else {
         return None;
     };
+    let window_room = window_room(spill, young_slots);
     // Vectors grow by doubling: count a candidate's vector twice.
     let per = 2 * width.unwrap_or(1) as u64 + BATCH_BYTES_PER_STATE;
     let by_budget = (limit / 16 / per).max(256);

@@ -45,14 +45,14 @@ pub mod table;
 use super::full::eq_bytes;
 use super::records::Disk;
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, window_room, Scope, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
+    MIN_TABLE,
 };
-use super::{batch_vias, storage_needed, StoreSpec};
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
+use super::{insert_with_vias, storage_needed, RecordsEdges, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::runs::HashRuns;
@@ -1072,92 +1072,6 @@ impl<'m> CombackStore<'m> {
         Ok(ds)
     }
 
-    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`: pass 1
-    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
-    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
-    /// inserts one state at a time.
-    fn insert_all(
-        &mut self,
-        batch: &StateBatch,
-        via: impl Fn(usize) -> Via,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        out.clear();
-        let ds = self.prepare(batch)?;
-        let mut touch2 = 0u32;
-        {
-            let inner = &mut self.inner;
-            for &d in &ds {
-                if let Some(id) = self.table.first_candidate(d) {
-                    touch2 ^= inner.cache.touch(id);
-                }
-            }
-        }
-        std::hint::black_box(touch2);
-        let r = ds.iter().enumerate().try_for_each(|(i, &d)| {
-            let ins = self.insert_descriptor(batch.get(i), Some(via(i)), d, Scope::All)?;
-            out.push(ins.expect("scope All inserts"));
-            Ok(())
-        });
-        self.descriptors = ds;
-        self.publish_if_resized();
-        r
-    }
-
-    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
-    /// RAM window; (2) those some run's filter lets through are sorted by descriptor and
-    /// looked up in the runs in one sweep, and their matches rebuilt and compared in state
-    /// number order (neighbouring numbers share most of their paths and backedge blocks);
-    /// (3) the rest are new or repeat an earlier candidate of the batch: inserted in order,
-    /// which numbers them as a one-by-one insertion would.
-    fn insert_many_spilled(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        out.clear();
-        let n = batch.len();
-        let ds = self.prepare(batch)?;
-        // (1) The window.
-        for (i, &d) in ds.iter().enumerate() {
-            let r = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::Window)?;
-            out.push(r.unwrap_or(Insert::Seen(OPEN)));
-        }
-        // (2) The runs.
-        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
-        maybe.clear();
-        matches.clear();
-        let sp = self.spill.as_mut().expect("spilled");
-        for (i, &d) in ds.iter().enumerate() {
-            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(d) {
-                maybe.push((d, i as u32));
-            }
-        }
-        let mut r = Ok(());
-        if !maybe.is_empty() {
-            maybe.sort_unstable();
-            sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
-            matches.sort_unstable();
-            r = self.resolve_run_matches(batch, &ds, vias, &matches, out);
-        }
-        self.scratch = (Vec::new(), maybe, matches);
-        r?;
-        // (3) New states, or repeats of an earlier candidate of this batch.
-        let result = (0..n).try_for_each(|i| {
-            if out[i] == Insert::Seen(OPEN) {
-                let ins =
-                    self.insert_descriptor(batch.get(i), Some(vias[i]), ds[i], Scope::Young)?;
-                out[i] = ins.expect("scope Young inserts");
-            }
-            Ok(())
-        });
-        self.descriptors = ds;
-        self.publish_if_resized();
-        result
-    }
-
     /// Step (2) of [`CombackStore::insert_many_spilled`]: `matches` are (id, candidate)
     /// pairs sorted by id; a candidate still open that is its match's state is seen.
     fn resolve_run_matches(
@@ -1279,6 +1193,98 @@ impl<'m> CombackStore<'m> {
     }
 }
 
+impl RecordsEdges for CombackStore<'_> {
+    /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`: pass 1
+    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
+    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
+    /// inserts one state at a time.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let ds = self.prepare(batch)?;
+        let mut touch2 = 0u32;
+        {
+            let inner = &mut self.inner;
+            for &d in &ds {
+                if let Some(id) = self.table.first_candidate(d) {
+                    touch2 ^= inner.cache.touch(id);
+                }
+            }
+        }
+        std::hint::black_box(touch2);
+        let r = ds.iter().enumerate().try_for_each(|(i, &d)| {
+            let ins = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::All)?;
+            out.push(ins.expect("scope All inserts"));
+            Ok(())
+        });
+        self.descriptors = ds;
+        self.publish_if_resized();
+        r
+    }
+
+    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
+    /// RAM window; (2) those some run's filter lets through are sorted by descriptor and
+    /// looked up in the runs in one sweep, and their matches rebuilt and compared in state
+    /// number order (neighbouring numbers share most of their paths and backedge blocks);
+    /// (3) the rest are new or repeat an earlier candidate of the batch: inserted in order,
+    /// which numbers them as a one-by-one insertion would.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        out.clear();
+        let n = batch.len();
+        let ds = self.prepare(batch)?;
+        // (1) The window.
+        for (i, &d) in ds.iter().enumerate() {
+            let r = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::Window)?;
+            out.push(r.unwrap_or(Insert::Seen(OPEN)));
+        }
+        // (2) The runs.
+        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
+        maybe.clear();
+        matches.clear();
+        let sp = self.spill.as_mut().expect("spilled");
+        for (i, &d) in ds.iter().enumerate() {
+            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(d) {
+                maybe.push((d, i as u32));
+            }
+        }
+        let mut r = Ok(());
+        if !maybe.is_empty() {
+            maybe.sort_unstable();
+            sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
+            matches.sort_unstable();
+            r = self.resolve_run_matches(batch, &ds, vias, &matches, out);
+        }
+        self.scratch = (Vec::new(), maybe, matches);
+        r?;
+        // (3) New states, or repeats of an earlier candidate of this batch.
+        let result = (0..n).try_for_each(|i| {
+            if out[i] == Insert::Seen(OPEN) {
+                let ins =
+                    self.insert_descriptor(batch.get(i), Some(vias[i]), ds[i], Scope::Young)?;
+                out[i] = ins.expect("scope Young inserts");
+            }
+            Ok(())
+        });
+        self.descriptors = ds;
+        self.publish_if_resized();
+        result
+    }
+
+    fn edges(&mut self) -> (&mut Vec<Via>, bool) {
+        (&mut self.scratch.0, self.spill.is_some())
+    }
+}
+
 impl WindowHost for CombackStore<'_> {
     type Table = StateTable;
     type Shape = ();
@@ -1370,26 +1376,19 @@ impl StateStore for CombackStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        self.insert_all(
-            batch,
-            |i| Via {
-                parent,
-                transition: batch.transition(i),
-                depth: parent_depth + 1,
-            },
-            out,
-        )
+        let parents = [(parent, batch.len() as u32)];
+        insert_with_vias(self, &parents, parent_depth, batch, false, out)
     }
 
     /// Under a budget, so that once the index has spilled, lookups that reach the runs are
     /// batched (sorted by descriptor against the runs, then rebuilt in state number order).
     /// The batch is bounded so that the window's young table takes it whole.
     fn delayed_batch(&self) -> Option<usize> {
-        let room = window_room(self.spill.as_deref(), self.table.capacity());
         delayed_batch_len(
             self.disk.budget().limit(),
             self.width,
-            room,
+            self.spill.as_deref(),
+            self.table.capacity(),
             &self.batch_account,
         )
     }
@@ -1401,15 +1400,7 @@ impl StateStore for CombackStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        let mut vias = std::mem::take(&mut self.scratch.0);
-        batch_vias(parents, parent_depth, batch, &mut vias);
-        let r = if self.spill.is_some() {
-            self.insert_many_spilled(batch, &vias, out)
-        } else {
-            self.insert_all(batch, |i| vias[i], out)
-        };
-        self.scratch.0 = vias;
-        r
+        insert_with_vias(self, parents, parent_depth, batch, true, out)
     }
 
     fn len(&self) -> u64 {

@@ -60,14 +60,14 @@ pub mod index;
 use super::full::{eq_bytes, state_hash};
 use super::records::{Disk, Layout};
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, window_room, Scope, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
+    MIN_TABLE,
 };
-use super::{batch_vias, storage_needed, RunShape, StoreSpec};
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
+use super::{insert_with_vias, storage_needed, RecordsEdges, RunShape, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
@@ -1242,62 +1242,6 @@ impl<'m> DeltaStore<'m> {
         Ok(hashes)
     }
 
-    /// Inserts a batch in order, `via(i)` the search-tree edge of candidate `i`.
-    fn insert_all(
-        &mut self,
-        batch: &StateBatch,
-        via: impl Fn(usize) -> Via,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let hashes = self.prepare(batch)?;
-        let r = hashes.iter().enumerate().try_for_each(|(i, &h)| {
-            let ins = self.insert_hashed(batch.get(i), h, Some(via(i)), Scope::All)?;
-            out.push(ins.expect("scope All inserts"));
-            Ok(())
-        });
-        self.hashes = hashes;
-        r
-    }
-
-    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
-    /// RAM window; (2) those some run's filter lets through are sorted by hash and looked up
-    /// in the runs in one sweep, and their matches compared in id order (neighbouring ids
-    /// share record blocks and explicit ancestors); (3) the rest are new or repeat an earlier
-    /// candidate of the batch: inserted in order, which numbers them as a one-by-one
-    /// insertion would.
-    fn insert_many_spilled(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let hashes = self.prepare(batch)?;
-        let r = self.resolve_spilled(batch, &hashes, vias, out);
-        self.hashes = hashes;
-        r?;
-        // (3) New states, or repeats of an earlier candidate of this batch.
-        let hashes = std::mem::take(&mut self.hashes);
-        let r = (0..batch.len()).try_for_each(|i| {
-            if out[i] == Insert::Seen(OPEN) {
-                let ins =
-                    self.insert_hashed(batch.get(i), hashes[i], Some(vias[i]), Scope::Young)?;
-                out[i] = ins.expect("scope Young inserts");
-            }
-            Ok(())
-        });
-        self.hashes = hashes;
-        r
-    }
-
     /// Steps (1) and (2) of [`DeltaStore::insert_many_spilled`]: what is still unknown
     /// afterwards is `Seen(StateId::MAX)`.
     fn resolve_spilled(
@@ -1370,6 +1314,68 @@ fn grow_error(e: GrowError) -> StoreError {
                 (1u32 << index::DISP_BITS) - 1
             ),
         },
+    }
+}
+
+impl RecordsEdges for DeltaStore<'_> {
+    /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`.
+    fn insert_all(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let hashes = self.prepare(batch)?;
+        let r = hashes.iter().enumerate().try_for_each(|(i, &h)| {
+            let ins = self.insert_hashed(batch.get(i), h, Some(vias[i]), Scope::All)?;
+            out.push(ins.expect("scope All inserts"));
+            Ok(())
+        });
+        self.hashes = hashes;
+        r
+    }
+
+    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
+    /// RAM window; (2) those some run's filter lets through are sorted by hash and looked up
+    /// in the runs in one sweep, and their matches compared in id order (neighbouring ids
+    /// share record blocks and explicit ancestors); (3) the rest are new or repeat an earlier
+    /// candidate of the batch: inserted in order, which numbers them as a one-by-one
+    /// insertion would.
+    fn insert_many_spilled(
+        &mut self,
+        batch: &StateBatch,
+        vias: &[Via],
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        const OPEN: StateId = StateId::MAX;
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let hashes = self.prepare(batch)?;
+        let r = self.resolve_spilled(batch, &hashes, vias, out);
+        self.hashes = hashes;
+        r?;
+        // (3) New states, or repeats of an earlier candidate of this batch.
+        let hashes = std::mem::take(&mut self.hashes);
+        let r = (0..batch.len()).try_for_each(|i| {
+            if out[i] == Insert::Seen(OPEN) {
+                let ins =
+                    self.insert_hashed(batch.get(i), hashes[i], Some(vias[i]), Scope::Young)?;
+                out[i] = ins.expect("scope Young inserts");
+            }
+            Ok(())
+        });
+        self.hashes = hashes;
+        r
+    }
+
+    fn edges(&mut self) -> (&mut Vec<Via>, bool) {
+        (&mut self.scratch.0, self.spill.is_some())
     }
 }
 
@@ -1462,15 +1468,8 @@ impl StateStore for DeltaStore<'_> {
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         self.note_path(parent, parent_depth);
-        self.insert_all(
-            batch,
-            |i| Via {
-                parent,
-                transition: batch.transition(i),
-                depth: parent_depth + 1,
-            },
-            out,
-        )
+        let parents = [(parent, batch.len() as u32)];
+        insert_with_vias(self, &parents, parent_depth, batch, false, out)
     }
 
     /// Under a budget (without stratified caching), so that once the index has spilled,
@@ -1480,11 +1479,11 @@ impl StateStore for DeltaStore<'_> {
         if self.opts.replace.is_some() {
             return None;
         }
-        let room = window_room(self.spill.as_deref(), self.index.slots() as usize);
         delayed_batch_len(
             self.disk.budget().limit(),
             Some(self.width),
-            room,
+            self.spill.as_deref(),
+            self.index.slots() as usize,
             &self.batch_account,
         )
     }
@@ -1496,15 +1495,7 @@ impl StateStore for DeltaStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        let mut vias = std::mem::take(&mut self.scratch.0);
-        batch_vias(parents, parent_depth, batch, &mut vias);
-        let r = if self.spill.is_some() {
-            self.insert_many_spilled(batch, &vias, out)
-        } else {
-            self.insert_all(batch, |i| vias[i], out)
-        };
-        self.scratch.0 = vias;
-        r
+        insert_with_vias(self, parents, parent_depth, batch, true, out)
     }
 
     fn len(&self) -> u64 {
