@@ -80,6 +80,7 @@ pub fn explore(
             run.restore(&counters);
             depth = d;
             decode(&t, &mut top);
+            store.on_search_path(top.id, depth - 1, &top.state);
             Stack::Spilled(Box::new(st.open_stack(STACK, stack)?))
         }
         None => {
@@ -92,6 +93,7 @@ pub fn explore(
                 unreachable!("the first insert into an empty store is new")
             };
             top.id = id;
+            store.on_search_path(id, 0, &top.state);
             model.enabled(&top.state, &mut top.enabled)?;
             if top.enabled.is_empty() {
                 run.deadlocks += 1;
@@ -130,6 +132,8 @@ pub fn explore(
                     std::mem::swap(&mut top.state, &mut succ);
                     top.id = id;
                     top.cursor = 0;
+                    // `top` is at depth `depth` (the initial state at 0).
+                    store.on_search_path(id, depth, &top.state);
                     model.enabled(&top.state, &mut top.enabled)?;
                     if top.enabled.is_empty() {
                         run.deadlocks += 1;
@@ -142,6 +146,7 @@ pub fn explore(
         } else if frames.pop(&mut rec)? {
             decode(&rec, &mut top);
             depth -= 1;
+            store.on_search_path(top.id, depth - 1, &top.state);
         } else {
             break;
         }

@@ -1,4 +1,5 @@
-//! Memory-mapped windows of segment files. This is the only module of spillway with `unsafe`.
+//! Memory-mapped windows of segment files. The storage layer's only module with `unsafe`
+//! (the crate's other blocks are listed in docs/ARCHITECTURE.md, "mmap.rs").
 //!
 //! A [`Window`] maps a byte range of a file that spillway created, sized and owns (a segment's
 //! hot file in the work directory). The file is fully written (zero-filled) before it is mapped,

@@ -4,7 +4,7 @@
 //!   at a recorded length;
 //! * [`filter`]: reversible block transforms applied before zstd (bit-packed Δ records);
 //! * [`mmap`]: mapped windows of files, the storage layer's only `unsafe` (the stores have two
-//!   more: a prefetch hint and `MADV_HUGEPAGE` in `store::comback`);
+//!   more: a prefetch hint in `store::slots` and `MADV_HUGEPAGE` in `store::comback`);
 //! * [`vec`](mod@vec): [`SegVec`], fixed-width records with random access and in-place updates (state
 //!   vectors, backedge tables, Δ records);
 //! * [`queue`]: [`SegQueue`], a FIFO of variable-width records (BFS open sets);

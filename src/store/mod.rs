@@ -230,6 +230,12 @@ pub trait StateStore {
         }
         Ok(())
     }
+    /// DFS: the search path now ends with state `id` (vector `state`) at `depth` — the engine
+    /// calls it when it starts expanding a state and when it backtracks to one, so a store
+    /// never has to infer the path from its inserts. Stores that use the path follow it
+    /// (ComBack pins some of its states to rebuild from; Δ's stratified caching never
+    /// forgets them); the default ignores it.
+    fn on_search_path(&mut self, _id: StateId, _depth: u64, _state: &[u8]) {}
     /// The number of distinct states stored.
     fn len(&self) -> u64;
     /// Whether the store is empty.

@@ -307,19 +307,7 @@ pub struct CombackStore<'m> {
     grow_at: u64,
 }
 
-/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
-/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
-/// overlap.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(crate) use super::slots::prefetch;
 
 /// Asks the kernel to back the 2 MiB-aligned part of `[p, p + len)` (an allocation not yet
 /// touched) with transparent huge pages (`MADV_HUGEPAGE`; Linux only, a no-op elsewhere or
@@ -1043,7 +1031,6 @@ impl<'m> CombackStore<'m> {
                 )?;
                 self.table.insert_at(probe.pos, d, id);
                 inner.cache.put_recent(id, depth, state);
-                inner.stack.push(depth, id, state);
                 self.new_state_sized(depth)?;
                 Ok(Some(Insert::New(id)))
             }
@@ -1401,6 +1388,12 @@ impl StateStore for CombackStore<'_> {
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         insert_with_vias(self, parents, parent_depth, batch, true, out)
+    }
+
+    /// Pins every [`cache::PIN_EVERY`]-th state of the DFS search path, to rebuild from.
+    fn on_search_path(&mut self, id: StateId, depth: u64, state: &[u8]) {
+        let depth = depth.min(u32::MAX as u64) as u32;
+        self.inner.stack.push(depth, id, state);
     }
 
     fn len(&self) -> u64 {

@@ -352,9 +352,9 @@ pub struct DeltaStore<'m> {
     index_rebuilds: u64,
     /// (parent id, its exact distance) of the last parent whose distance was needed.
     parent_memo: Option<(u64, u32)>,
-    /// With stratified caching: the DFS search path (`path[d]` is the state at depth `d`
-    /// whose successors are being inserted, and its ancestors), known from the inserts'
-    /// `Via` (a state at depth `d + 1` is inserted from the path's state at depth `d`).
+    /// With stratified caching: the DFS search path (`dfs_path[d]` is the state at depth `d`
+    /// whose successors are being inserted, and its ancestors), as the engine reports it
+    /// ([`StateStore::on_search_path`]).
     dfs_path: Vec<u64>,
     /// The stratum the next replacement pass forgets first.
     next_victim: u32,
@@ -627,14 +627,6 @@ impl<'m> DeltaStore<'m> {
     /// The index tag of a state inserted at `depth`.
     fn stratum(&self, depth: u64) -> u64 {
         self.opts.replace.map_or(0, |r| depth % r.strata as u64)
-    }
-
-    /// Records the DFS path that an insert from `parent` at `parent_depth` reveals.
-    fn note_path(&mut self, parent: u64, parent_depth: u64) {
-        if self.opts.replace.is_some() {
-            self.dfs_path.truncate(parent_depth as usize);
-            self.dfs_path.push(parent);
-        }
     }
 
     /// Stratified caching: makes room for `extra` entries under the limit by forgetting
@@ -1452,9 +1444,6 @@ impl StateStore for DeltaStore<'_> {
 
     fn insert(&mut self, state: &[u8], via: Option<Via>) -> Result<Insert, StoreError> {
         self.check(state)?;
-        if let Some(v) = via {
-            self.note_path(v.parent, v.depth.saturating_sub(1));
-        }
         self.reserve(1)?;
         let r = self.insert_hashed(state, state_hash(state), via, Scope::All)?;
         Ok(r.expect("scope All inserts"))
@@ -1467,7 +1456,6 @@ impl StateStore for DeltaStore<'_> {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        self.note_path(parent, parent_depth);
         let parents = [(parent, batch.len() as u32)];
         insert_with_vias(self, &parents, parent_depth, batch, false, out)
     }
@@ -1496,6 +1484,14 @@ impl StateStore for DeltaStore<'_> {
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         insert_with_vias(self, parents, parent_depth, batch, true, out)
+    }
+
+    /// Stratified caching keeps the search path (`dfs_path[d]`: the state at depth `d`).
+    fn on_search_path(&mut self, id: StateId, depth: u64, _state: &[u8]) {
+        if self.opts.replace.is_some() {
+            self.dfs_path.truncate(depth as usize);
+            self.dfs_path.push(id);
+        }
     }
 
     fn len(&self) -> u64 {

@@ -14,6 +14,7 @@
 use crate::error::StoreError;
 use crate::storage::budget::{Account, Budget, MemoryLimit, UNTRACKED_RESERVE};
 use crate::storage::SegVec;
+use crate::store::slots::prefetch;
 use memmap2::MmapMut;
 use std::sync::Arc;
 
@@ -83,20 +84,6 @@ impl Index {
             None => &mut [],
         }
     }
-}
-
-/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
-/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
-/// overlap even with the folding work between them.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// `CHUNK` pairs in an anonymous mapping.
