@@ -140,14 +140,14 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// The id in `slots` (entries `hash_hi:32 | id+1:32`) whose stored hash bits match `h` and
-/// whose state `same` confirms.
-#[inline]
-fn probe(
+/// Walks the probe run of `h` in `slots` (entries `hash_hi:32 | id+1:32`), calling `f(id)`
+/// for every entry whose stored hash bits match, until it answers `Some`.
+#[inline(always)]
+fn scan<T, E>(
     slots: &Slots,
     h: u64,
-    same: impl Fn(u64) -> Result<bool, StorageError>,
-) -> Result<Option<StateId>, StoreError> {
+    mut f: impl FnMut(u64) -> Result<Option<T>, E>,
+) -> Result<Option<T>, E> {
     if slots.is_empty() {
         return Ok(None);
     }
@@ -159,32 +159,35 @@ fn probe(
         if s == 0 {
             return Ok(None);
         }
-        if s & 0xffff_ffff_0000_0000 == hi && same((s as u32 - 1) as u64)? {
-            return Ok(Some((s as u32 - 1) as StateId));
+        if s & 0xffff_ffff_0000_0000 == hi {
+            if let Some(x) = f((s as u32 - 1) as u64)? {
+                return Ok(Some(x));
+            }
         }
         i = (i + 1) & mask;
     }
 }
 
+/// The id in `slots` whose stored hash bits match `h` and whose state `same` confirms.
+#[inline]
+fn probe(
+    slots: &Slots,
+    h: u64,
+    same: impl Fn(u64) -> Result<bool, StorageError>,
+) -> Result<Option<StateId>, StoreError> {
+    Ok(scan(slots, h, |id| {
+        Ok::<_, StorageError>(same(id)?.then_some(id))
+    })?)
+}
+
 /// Calls `f(id)` for every entry of `slots` whose stored hash bits match `h`.
 #[inline]
 fn collect(slots: &Slots, h: u64, mut f: impl FnMut(u64)) {
-    if slots.is_empty() {
-        return;
-    }
-    let mask = slots.len() - 1;
-    let hi = h & 0xffff_ffff_0000_0000;
-    let mut i = h as usize & mask;
-    loop {
-        let s = slots[i];
-        if s == 0 {
-            return;
-        }
-        if s & 0xffff_ffff_0000_0000 == hi {
-            f((s as u32 - 1) as u64);
-        }
-        i = (i + 1) & mask;
-    }
+    let none = scan(slots, h, |id| {
+        f(id);
+        Ok::<Option<()>, std::convert::Infallible>(None)
+    });
+    debug_assert!(matches!(none, Ok(None)));
 }
 
 /// Looks `state` (hash `h`) up in the old window table, then in the runs.
