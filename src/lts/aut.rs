@@ -10,30 +10,20 @@
 //! line break, which the format cannot represent (see [`unwritable`]).
 
 use super::LabelId;
-use super::{LtsSink, LtsSummary, SinkMark};
+use super::{LtsSink, LtsSummary, SinkMark, TextHeader, TextReader};
 use crate::error::LtsError;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The `des` line of an `.aut` file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AutHeader {
-    pub initial: u64,
-    pub transitions: u64,
-    pub states: u64,
-}
+pub type AutHeader = TextHeader;
+
+/// What only `.aut` reading needs: nothing beyond what [`TextReader`] holds.
+pub struct Aut;
 
 /// Streams the transitions of an `.aut` file, interning labels in order of first appearance.
-pub struct AutReader {
-    path: PathBuf,
-    lines: super::TextLines,
-    header: AutHeader,
-    labels: Vec<String>,
-    label_ids: HashMap<String, u32>,
-    seen: u64,
-}
+pub type AutReader = TextReader<Aut>;
 
 impl AutReader {
     /// Opens a file and reads its header.
@@ -47,18 +37,7 @@ impl AutReader {
 
     /// Reads a header from any buffered reader; `path` names it in errors.
     pub fn new(reader: Box<dyn BufRead>, path: &Path) -> Result<Self, LtsError> {
-        let mut r = AutReader {
-            path: path.to_path_buf(),
-            lines: super::TextLines::new(reader),
-            header: AutHeader {
-                initial: 0,
-                transitions: 0,
-                states: 0,
-            },
-            labels: Vec::new(),
-            label_ids: HashMap::new(),
-            seen: 0,
-        };
+        let mut r = TextReader::start(path, reader, Aut);
         if !r.read_line()? {
             return Err(r.syntax(
                 1,
@@ -80,9 +59,9 @@ impl AutReader {
         for (i, n) in nums.iter().enumerate() {
             vals[i] = n
                 .parse()
-                .map_err(|_| r.syntax(1, &format!("'{n}' is not a non-negative integer")))?;
+                .map_err(|_| r.syntax(1, format!("'{n}' is not a non-negative integer")))?;
         }
-        r.header = AutHeader {
+        r.header = TextHeader {
             initial: vals[0],
             transitions: vals[1],
             states: vals[2],
@@ -90,7 +69,7 @@ impl AutReader {
         if r.header.states == 0 || r.header.initial >= r.header.states {
             return Err(r.syntax(
                 1,
-                &format!(
+                format!(
                     "initial state {} is not below the state count {}",
                     r.header.initial, r.header.states
                 ),
@@ -101,29 +80,6 @@ impl AutReader {
 
     fn read_line(&mut self) -> Result<bool, LtsError> {
         self.lines.next(&self.path)
-    }
-
-    fn syntax(&self, column: usize, message: &str) -> LtsError {
-        LtsError::Syntax {
-            path: self.path.clone(),
-            line: self.lines.line_no,
-            column,
-            message: message.to_string(),
-        }
-    }
-
-    pub fn header(&self) -> AutHeader {
-        self.header
-    }
-
-    /// The file name used in errors.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Labels seen so far, indexed by label id.
-    pub fn labels(&self) -> &[String] {
-        &self.labels
     }
 
     /// The next transition `(src, label, dst)`, or `None` at the end of the file (after checking
@@ -157,19 +113,19 @@ impl AutReader {
             let src_text = inner[..first].trim();
             let dst_text = inner[last + 1..].trim();
             let src: u64 = src_text.parse().map_err(|_| {
-                self.syntax(2, &format!("source '{src_text}' is not a state number"))
+                self.syntax(2, format!("source '{src_text}' is not a state number"))
             })?;
             let dst: u64 = dst_text.parse().map_err(|_| {
                 self.syntax(
                     last + 2,
-                    &format!("target '{dst_text}' is not a state number"),
+                    format!("target '{dst_text}' is not a state number"),
                 )
             })?;
             for (what, s, col) in [("source", src, 2), ("target", dst, last + 2)] {
                 if s >= self.header.states {
                     return Err(self.syntax(
                         col,
-                        &format!(
+                        format!(
                             "{what} state {s} is not below the header's state count {}",
                             self.header.states
                         ),
@@ -182,26 +138,18 @@ impl AutReader {
             } else {
                 raw
             };
-            let id = match self.label_ids.get(label) {
-                Some(&id) => id,
-                None => {
-                    let id = self.labels.len() as u32;
-                    self.labels.push(label.to_string());
-                    self.label_ids.insert(label.to_string(), id);
-                    id
-                }
-            };
+            let id = self.labels.intern(label);
             self.seen += 1;
             if self.seen > self.header.transitions {
                 return Err(self.syntax(
                     1,
-                    &format!(
+                    format!(
                         "more transitions than the {} the header announces",
                         self.header.transitions
                     ),
                 ));
             }
-            return Ok(Some((src, LabelId(id), dst)));
+            return Ok(Some((src, id, dst)));
         }
     }
 }

@@ -14,9 +14,8 @@
 //! sections, accepts and checks parameters and state lines (spillway keeps no state
 //! vectors), and refuses probabilistic transitions and initial distributions.
 
-use super::{LabelId, LtsSink, LtsSummary, TextLines};
+use super::{LabelId, LtsSink, LtsSummary, TextHeader, TextLines, TextReader};
 use crate::error::LtsError;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -112,14 +111,7 @@ impl LtsSink for FsmWriter {
 }
 
 /// What the first pass over an `.fsm` file found: the counts a header would give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FsmHeader {
-    /// States: the number of state lines, or the highest state number used.
-    pub states: u64,
-    pub transitions: u64,
-    /// The initial state, 0-based (the file's number minus one).
-    pub initial: u64,
-}
+pub type FsmHeader = TextHeader;
 
 /// One transition line, as parsed: 1-based states, the label's byte range in the line.
 struct Line {
@@ -128,20 +120,17 @@ struct Line {
     label: std::ops::Range<usize>,
 }
 
+/// What only `.fsm` reading needs: whether the transition section has ended.
+pub struct Fsm {
+    done: bool,
+}
+
 /// Streams the transitions of an `.fsm` file, interning labels in order of first appearance.
 ///
 /// Opening reads the file once to check every line and count states and transitions (the
 /// format has no header), remembering where the transitions start; the edges are then
 /// streamed from there. Memory: one line and the label table.
-pub struct FsmReader {
-    path: PathBuf,
-    lines: TextLines,
-    header: FsmHeader,
-    labels: Vec<String>,
-    label_ids: HashMap<String, u32>,
-    seen: u64,
-    done: bool,
-}
+pub type FsmReader = TextReader<Fsm>;
 
 /// 1-based column of byte `at` of `line` (in characters).
 fn column(line: &str, at: usize) -> usize {
@@ -165,34 +154,17 @@ impl FsmReader {
             source,
         };
         let file = File::open(path).map_err(io)?;
-        let mut r = FsmReader {
-            path: path.to_path_buf(),
-            lines: TextLines::new(Box::new(BufReader::with_capacity(1 << 16, file))),
-            header: FsmHeader {
-                states: 0,
-                transitions: 0,
-                initial: 0,
-            },
-            labels: Vec::new(),
-            label_ids: HashMap::new(),
-            seen: 0,
-            done: false,
-        };
+        let mut r = TextReader::start(
+            path,
+            Box::new(BufReader::with_capacity(1 << 16, file)),
+            Fsm { done: false },
+        );
         let (offset, line_no) = r.first_pass()?;
         let mut file = File::open(path).map_err(io)?;
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         r.lines = TextLines::new(Box::new(BufReader::with_capacity(1 << 16, file)));
         r.lines.line_no = line_no;
         Ok(r)
-    }
-
-    fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
-        LtsError::Syntax {
-            path: self.path.clone(),
-            line: self.lines.line_no,
-            column,
-            message: message.into(),
-        }
     }
 
     /// The current line without its line break (`\r\n` or `\n`).
@@ -477,28 +449,14 @@ impl FsmReader {
         initial.ok_or_else(|| self.syntax(1, "the initial-state section is empty"))
     }
 
-    pub fn header(&self) -> FsmHeader {
-        self.header
-    }
-
-    /// The file name used in errors.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Labels seen so far, indexed by label id.
-    pub fn labels(&self) -> &[String] {
-        &self.labels
-    }
-
     /// The next transition `(src, label, dst)` with 0-based states, or `None` after the last.
     pub fn next_edge(&mut self) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
         loop {
-            if self.done {
+            if self.format.done {
                 return Ok(None);
             }
             if !self.lines.next(&self.path)? || self.is_separator() {
-                self.done = true;
+                self.format.done = true;
                 if self.seen != self.header.transitions {
                     return Err(LtsError::Truncated {
                         path: self.path.clone(),
@@ -518,18 +476,9 @@ impl FsmReader {
             if self.seen == self.header.transitions || t.src > states || t.dst > states {
                 return Err(self.syntax(1, "the file changed while it was read"));
             }
-            let label = &self.lines.line[t.label];
-            let id = match self.label_ids.get(label) {
-                Some(&id) => id,
-                None => {
-                    let id = self.labels.len() as u32;
-                    self.labels.push(label.to_string());
-                    self.label_ids.insert(label.to_string(), id);
-                    id
-                }
-            };
+            let id = self.labels.intern(&self.lines.line[t.label]);
             self.seen += 1;
-            return Ok(Some((t.src - 1, LabelId(id), t.dst - 1)));
+            return Ok(Some((t.src - 1, id, t.dst - 1)));
         }
     }
 }

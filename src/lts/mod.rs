@@ -13,7 +13,8 @@ pub mod native;
 pub struct LabelId(pub u32);
 
 use crate::error::LtsError;
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 /// Final counts handed to a sink when the exploration is complete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -172,6 +173,96 @@ impl TextLines {
                     ),
                 })
             }
+        }
+    }
+}
+
+/// The counts of a text LTS file: the `des` line of an `.aut` file, or what the first pass
+/// over an `.fsm` file found (the format has no header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextHeader {
+    /// The initial state, 0-based.
+    pub initial: u64,
+    pub transitions: u64,
+    /// `.fsm`: the number of state lines, or the highest state number used.
+    pub states: u64,
+}
+
+/// Labels numbered in order of first appearance, as the text readers meet them.
+#[derive(Default)]
+struct LabelTable {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl LabelTable {
+    /// The id of `label`, numbering it if it is new.
+    fn intern(&mut self, label: &str) -> LabelId {
+        let id = match self.ids.get(label) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(label.to_string());
+                self.ids.insert(label.to_string(), id);
+                id
+            }
+        };
+        LabelId(id)
+    }
+}
+
+/// Streams the transitions of a text LTS file, interning labels in order of first appearance.
+/// What `.aut` and `.fsm` reading share lives here; `F` is the format's own state, and the
+/// format's module opens the file and parses its lines ([`aut::AutReader`],
+/// [`fsm::FsmReader`]).
+pub struct TextReader<F> {
+    path: PathBuf,
+    lines: TextLines,
+    header: TextHeader,
+    labels: LabelTable,
+    /// Transitions returned so far.
+    seen: u64,
+    format: F,
+}
+
+impl<F> TextReader<F> {
+    /// A reader at the start of `reader`, with zero counts until the format has read them.
+    fn start(path: &Path, reader: Box<dyn std::io::BufRead>, format: F) -> Self {
+        TextReader {
+            path: path.to_path_buf(),
+            lines: TextLines::new(reader),
+            header: TextHeader {
+                initial: 0,
+                transitions: 0,
+                states: 0,
+            },
+            labels: LabelTable::default(),
+            seen: 0,
+            format,
+        }
+    }
+
+    pub fn header(&self) -> TextHeader {
+        self.header
+    }
+
+    /// The file name used in errors.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Labels seen so far, indexed by label id.
+    pub fn labels(&self) -> &[String] {
+        &self.labels.names
+    }
+
+    /// A syntax error at `column` of the current line.
+    fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
+        LtsError::Syntax {
+            path: self.path.clone(),
+            line: self.lines.line_no,
+            column,
+            message: message.into(),
         }
     }
 }

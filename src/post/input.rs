@@ -5,7 +5,7 @@ use crate::error::LtsError;
 use crate::lts::aut::AutReader;
 use crate::lts::fsm::FsmReader;
 use crate::lts::native::NativeReader;
-use crate::lts::LtsFormat;
+use crate::lts::{LtsFormat, TextHeader};
 use std::path::{Path, PathBuf};
 
 /// What a file says about itself before its edges are read (header or footer).
@@ -74,35 +74,8 @@ impl Input {
                     states_may_repeat: f.flags & crate::lts::native::FLAG_STATES_MAY_REPEAT != 0,
                 }
             }
-            Input::Aut(r) => {
-                let h = r.header();
-                let file_len = file_len(r.path())?;
-                InputHeader {
-                    format: LtsFormat::Aut,
-                    version: None,
-                    states: h.states,
-                    transitions: h.transitions,
-                    initial: h.initial,
-                    labels: None,
-                    recorded_deadlocks: None,
-                    file_len,
-                    states_may_repeat: false,
-                }
-            }
-            Input::Fsm(r) => {
-                let h = r.header();
-                InputHeader {
-                    format: LtsFormat::Fsm,
-                    version: None,
-                    states: h.states,
-                    transitions: h.transitions,
-                    initial: h.initial,
-                    labels: None,
-                    recorded_deadlocks: None,
-                    file_len: file_len(r.path())?,
-                    states_may_repeat: false,
-                }
-            }
+            Input::Aut(r) => text_header(LtsFormat::Aut, r.header(), r.path())?,
+            Input::Fsm(r) => text_header(LtsFormat::Fsm, r.header(), r.path())?,
         })
     }
 
@@ -147,6 +120,22 @@ impl Input {
             }
         }
     }
+}
+
+/// What a text file (`.aut`, `.fsm`) says about itself: its counts, and none of what only
+/// the native footer records.
+fn text_header(format: LtsFormat, h: TextHeader, path: &Path) -> Result<InputHeader, LtsError> {
+    Ok(InputHeader {
+        format,
+        version: None,
+        states: h.states,
+        transitions: h.transitions,
+        initial: h.initial,
+        labels: None,
+        recorded_deadlocks: None,
+        file_len: file_len(path)?,
+        states_may_repeat: false,
+    })
 }
 
 fn file_len(path: &Path) -> Result<u64, LtsError> {
