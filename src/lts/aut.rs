@@ -87,16 +87,11 @@ impl AutReader {
     pub fn next_edge(&mut self) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
         loop {
             if !self.read_line()? {
-                if self.seen != self.header.transitions {
-                    return Err(LtsError::Truncated {
-                        path: self.path.clone(),
-                        message: format!(
-                            "the header announces {} transitions but the file holds {}",
-                            self.header.transitions, self.seen
-                        ),
-                    });
-                }
-                return Ok(None);
+                return self.end_of_edges(|announced, held| {
+                    format!(
+                        "the header announces {announced} transitions but the file holds {held}"
+                    )
+                });
             }
             let line = self.lines.line.trim();
             if line.is_empty() {

@@ -149,15 +149,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.dot");
         let mut w = DotWriter::create(&p, false).unwrap();
-        w.define_label(LabelId(0), "a \"b\" \\c").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 3,
-            transitions: 1,
-            initial: 0,
-            deadlocks: 2,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a \"b\" \\c", 3, 0).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(
             text.contains("0 -> 1 [label=\"a \\\"b\\\" \\\\c\"];"),

@@ -457,16 +457,9 @@ impl FsmReader {
             }
             if !self.lines.next(&self.path)? || self.is_separator() {
                 self.format.done = true;
-                if self.seen != self.header.transitions {
-                    return Err(LtsError::Truncated {
-                        path: self.path.clone(),
-                        message: format!(
-                            "{} transitions on the first reading, {} on the second: the file changed while it was read",
-                            self.header.transitions, self.seen
-                        ),
-                    });
-                }
-                return Ok(None);
+                return self.end_of_edges(|first, second| {
+                    format!("{first} transitions on the first reading, {second} on the second: the file changed while it was read")
+                });
             }
             if self.text().trim().is_empty() {
                 continue;
@@ -492,15 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.fsm");
         let mut w = FsmWriter::create(&p, None).unwrap();
-        w.define_label(LabelId(0), "a(1, 2)").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 2,
-            transitions: 1,
-            initial: 1,
-            deadlocks: 1,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a(1, 2)", 2, 1).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text, "---\n---\n1 2 \"a(1, 2)\"\n---\n2\n");
         let mut w = FsmWriter::create(&p, None).unwrap();
@@ -618,15 +603,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.fsm");
         let mut w = FsmWriter::create(&p, state_lines(5, 1)).unwrap();
-        w.define_label(LabelId(0), "a").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 5,
-            transitions: 1,
-            initial: 0,
-            deadlocks: 4,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a", 5, 0).unwrap();
         let r = FsmReader::open(&p).unwrap();
         assert_eq!(r.header().states, 5);
         // A header's claim of billions of states does not become gigabytes of empty lines.

@@ -256,6 +256,21 @@ impl<F> TextReader<F> {
         &self.labels.names
     }
 
+    /// The end of the transitions: `None` if as many were read as the header counts, else the
+    /// file is truncated; `message(counted, read)` says what the mismatch means in the format.
+    fn end_of_edges(
+        &self,
+        message: fn(u64, u64) -> String,
+    ) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
+        if self.seen != self.header.transitions {
+            return Err(LtsError::Truncated {
+                path: self.path.clone(),
+                message: message(self.header.transitions, self.seen),
+            });
+        }
+        Ok(None)
+    }
+
     /// A syntax error at `column` of the current line.
     fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
         LtsError::Syntax {
@@ -265,6 +280,25 @@ impl<F> TextReader<F> {
             message: message.into(),
         }
     }
+}
+
+/// Test helper: writes the one-transition LTS `0 -label-> 1` through `w` and finishes it as
+/// an LTS of `states` states (all but state 0 deadlocks) whose initial state is `initial`.
+#[cfg(test)]
+pub(crate) fn write_one_edge(
+    w: &mut impl LtsSink,
+    label: &str,
+    states: u64,
+    initial: u64,
+) -> Result<(), LtsError> {
+    w.define_label(LabelId(0), label)?;
+    w.edge(0, LabelId(0), 1)?;
+    w.finish(&LtsSummary {
+        states,
+        transitions: 1,
+        initial,
+        deadlocks: states - 1,
+    })
 }
 
 /// A sink that discards everything (exploration without output).

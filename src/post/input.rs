@@ -151,23 +151,13 @@ fn file_len(path: &Path) -> Result<u64, LtsError> {
 mod tests {
     use super::*;
     use crate::lts::native::NativeWriter;
-    use crate::lts::{LtsSink, LtsSummary};
-    use crate::model::LabelId;
 
     #[test]
     fn initial_state_outside_the_states_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.slts");
         let mut w = NativeWriter::create(&p).unwrap();
-        w.define_label(LabelId(0), "a").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 2,
-            transitions: 1,
-            initial: 7,
-            deadlocks: 1,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a", 2, 7).unwrap();
         let e = Input::open(&p).err().unwrap();
         assert!(matches!(e, LtsError::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");
