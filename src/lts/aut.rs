@@ -10,11 +10,11 @@
 //! line break, which the format cannot represent (see [`unwritable`]).
 
 use super::LabelId;
-use super::{LtsSink, LtsSummary, SinkMark, TextHeader, TextReader};
+use super::{LtsSink, LtsSummary, SinkMark, TextHeader, TextOut, TextReader};
 use crate::error::LtsError;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::Path;
 
 /// The `des` line of an `.aut` file.
 pub type AutHeader = TextHeader;
@@ -28,10 +28,7 @@ pub type AutReader = TextReader<Aut>;
 impl AutReader {
     /// Opens a file and reads its header.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
-        let file = File::open(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = File::open(path).map_err(super::io_error(path))?;
         Self::new(Box::new(BufReader::with_capacity(1 << 16, file)), path)
     }
 
@@ -156,29 +153,20 @@ const HEADER_WIDTH: usize = 64;
 /// fixed-width line is reserved and overwritten by `finish`; until then the file starts with
 /// `des (?` and no reader accepts it.
 pub struct AutWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    labels: Vec<String>,
+    file: TextOut,
     transitions: u64,
     line: Vec<u8>,
 }
 
 impl AutWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = File::create(path).map_err(io)?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut file = TextOut::create(path, 1 << 20)?;
         let mut placeholder = b"des (?".to_vec();
         placeholder.resize(HEADER_WIDTH - 1, b' ');
         placeholder.push(b'\n');
-        out.write_all(&placeholder).map_err(io)?;
+        file.write(&placeholder)?;
         Ok(AutWriter {
-            path: path.to_path_buf(),
-            out,
-            labels: Vec::new(),
+            file,
             transitions: 0,
             line: Vec::with_capacity(128),
         })
@@ -219,23 +207,17 @@ impl LtsSink for AutWriter {
         if let Some(what) = unwritable(name) {
             return Err(LtsError::Invalid(format!(
                 "{}: label {name:?} contains {what}, which the .aut format cannot represent (it has no escape; CADP and mCRL2 would read another label); write .slts instead",
-                self.path.display()
+                self.file.path.display()
             )));
         }
-        super::set_label(&mut self.labels, id, name.to_string());
+        super::set_label(&mut self.file.labels, id, name.to_string());
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
         self.line.clear();
-        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
-            LtsError::Invalid(format!("label {} used before it was defined", label.0))
-        })?;
-        format_edge(&mut self.line, src, name, dst);
-        self.out.write_all(&self.line).map_err(|e| LtsError::Io {
-            path: self.path.clone(),
-            source: e,
-        })?;
+        format_edge(&mut self.line, src, self.file.label(label)?, dst);
+        self.file.write(&self.line)?;
         self.transitions += 1;
         Ok(())
     }
@@ -246,13 +228,9 @@ impl LtsSink for AutWriter {
         debug_assert!(header.len() < HEADER_WIDTH);
         header.resize(HEADER_WIDTH - 1, b' ');
         header.push(b'\n');
-        let path = &self.path;
-        let io = |source| LtsError::Io {
-            path: path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        let file = self.out.get_mut();
+        let io = super::io_error(&self.file.path);
+        self.file.out.flush().map_err(io)?;
+        let file = self.file.out.get_mut();
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header).map_err(io)?;
         file.sync_all().map_err(io)?;
@@ -260,15 +238,11 @@ impl LtsSink for AutWriter {
     }
 
     fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
-        let path = &self.path;
-        let io = |source| LtsError::Io {
-            path: path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
-        let len = self.out.stream_position().map_err(io)?;
-        let pending = (self.transitions, self.labels.clone());
+        self.file.sync()?;
+        let len = (self.file.out)
+            .stream_position()
+            .map_err(super::io_error(&self.file.path))?;
+        let pending = (self.transitions, self.file.labels.clone());
         Ok(SinkMark {
             len,
             pending: crate::codec::encode(&pending),
@@ -282,9 +256,7 @@ impl AutWriter {
         let (transitions, labels): (u64, Vec<String>) = super::decode_pending(path, &mark.pending)?;
         let f = super::reopen_at(path, mark.len)?;
         Ok(AutWriter {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, f),
-            labels,
+            file: TextOut::on(path, f, 1 << 20, labels),
             transitions,
             line: Vec::with_capacity(128),
         })

@@ -14,17 +14,15 @@
 //! sections, accepts and checks parameters and state lines (spillway keeps no state
 //! vectors), and refuses probabilistic transitions and initial distributions.
 
-use super::{LabelId, LtsSink, LtsSummary, TextHeader, TextLines, TextReader};
+use super::{LabelId, LtsSink, LtsSummary, TextHeader, TextLines, TextOut, TextReader};
 use crate::error::LtsError;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::Path;
 
 /// Streams an `.fsm` file; transitions are written as they arrive.
 pub struct FsmWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    labels: Vec<String>,
+    file: TextOut,
     line: Vec<u8>,
 }
 
@@ -43,35 +41,22 @@ impl FsmWriter {
     /// Creates `path`, with `state_lines` empty lines as its state section (see
     /// [`state_lines`]) or an empty one.
     pub fn create(path: &Path, state_lines: Option<u64>) -> Result<Self, LtsError> {
-        let file = File::create(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         let mut w = FsmWriter {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, file),
-            labels: Vec::new(),
+            file: TextOut::create(path, 1 << 20)?,
             line: Vec::with_capacity(128),
         };
-        w.write(b"---\n")?;
+        w.file.write(b"---\n")?;
         if let Some(n) = state_lines {
             let chunk = [b'\n'; 4096];
             let mut left = n;
             while left > 0 {
                 let k = left.min(chunk.len() as u64) as usize;
-                w.write(&chunk[..k])?;
+                w.file.write(&chunk[..k])?;
                 left -= k as u64;
             }
         }
-        w.write(b"---\n")?;
+        w.file.write(b"---\n")?;
         Ok(w)
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
-        self.out.write_all(bytes).map_err(|source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        })
     }
 }
 
@@ -80,33 +65,28 @@ impl LtsSink for FsmWriter {
         if name.contains('"') || name.contains('\n') {
             return Err(LtsError::Invalid(format!(
                 "{}: label {name:?} contains a double quote or a newline, which the .fsm format cannot represent",
-                self.path.display()
+                self.file.path.display()
             )));
         }
-        super::set_label(&mut self.labels, id, name.to_string());
+        super::set_label(&mut self.file.labels, id, name.to_string());
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
-        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
-            LtsError::Invalid(format!("label {} used before it was defined", label.0))
-        })?;
+        let name = self.file.label(label)?;
         self.line.clear();
         // mCRL2 numbers states from 1.
         self.line
             .extend_from_slice(format!("{} {} \"{}\"\n", src + 1, dst + 1, name).as_bytes());
-        let line = std::mem::take(&mut self.line);
-        let r = self.write(&line);
-        self.line = line;
-        r
+        self.file.write(&self.line)
     }
 
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
         if summary.initial != 0 {
             let tail = format!("---\n{}\n", summary.initial + 1);
-            self.write(tail.as_bytes())?;
+            self.file.write(tail.as_bytes())?;
         }
-        super::sync(&mut self.out, &self.path)
+        self.file.sync()
     }
 }
 
@@ -149,10 +129,7 @@ fn number(text: &str) -> Option<(u64, usize)> {
 impl FsmReader {
     /// Opens `path`, checks it whole and reads its counts.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = super::io_error(path);
         let file = File::open(path).map_err(io)?;
         let mut r = TextReader::start(
             path,

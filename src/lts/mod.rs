@@ -72,10 +72,7 @@ pub(crate) fn decode_pending<T: serde::de::DeserializeOwned>(
 /// it is at least that long; the writer position is at `len`.
 pub(crate) fn reopen_at(path: &Path, len: u64) -> Result<std::fs::File, LtsError> {
     use std::io::{Seek, SeekFrom};
-    let io = |source| LtsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = io_error(path);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -103,18 +100,61 @@ pub(crate) fn set_label(labels: &mut Vec<String>, id: LabelId, name: String) {
     labels[i] = name;
 }
 
-/// Flushes a finished text writer and forces it to disk.
-pub(crate) fn sync(
-    out: &mut std::io::BufWriter<std::fs::File>,
-    path: &Path,
-) -> Result<(), LtsError> {
-    use std::io::Write;
-    let io = |source| LtsError::Io {
+/// What the text writers (`.aut`, `.fsm`, `.dot`) share: the buffered file, named in its
+/// I/O errors, and the label table, each name as the format writes it.
+pub(crate) struct TextOut {
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    labels: Vec<String>,
+}
+
+impl TextOut {
+    /// Creates `path`, written through a buffer of `buffer` bytes.
+    fn create(path: &Path, buffer: usize) -> Result<Self, LtsError> {
+        let file = std::fs::File::create(path).map_err(io_error(path))?;
+        Ok(Self::on(path, file, buffer, Vec::new()))
+    }
+
+    /// Writes on to `file`, open at `path`, with the labels already defined.
+    fn on(path: &Path, file: std::fs::File, buffer: usize, labels: Vec<String>) -> Self {
+        TextOut {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::with_capacity(buffer, file),
+            labels,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
+        use std::io::Write;
+        self.out.write_all(bytes).map_err(io_error(&self.path))
+    }
+
+    /// The name of label `id`, which must have been defined.
+    fn label(&self, id: LabelId) -> Result<&str, LtsError> {
+        match self.labels.get(id.0 as usize) {
+            Some(name) => Ok(name),
+            None => Err(LtsError::Invalid(format!(
+                "label {} used before it was defined",
+                id.0
+            ))),
+        }
+    }
+
+    /// Flushes the buffer and forces the file to disk.
+    fn sync(&mut self) -> Result<(), LtsError> {
+        use std::io::Write;
+        let io = io_error(&self.path);
+        self.out.flush().map_err(io)?;
+        self.out.get_ref().sync_all().map_err(io)
+    }
+}
+
+/// Makes an I/O failure on `path` an [`LtsError`] (for `map_err`).
+pub(crate) fn io_error(path: &Path) -> impl Fn(std::io::Error) -> LtsError + Copy + '_ {
+    move |source| LtsError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    out.flush().map_err(io)?;
-    out.get_ref().sync_all().map_err(io)
+    }
 }
 
 /// Lines of a text LTS file (`.aut`, `.fsm`), read as UTF-8: bytes that are not UTF-8 make
@@ -146,10 +186,7 @@ impl TextLines {
         let n = self
             .reader
             .read_until(b'\n', &mut self.raw)
-            .map_err(|source| LtsError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(io_error(path))?;
         self.line_no += 1;
         match String::from_utf8(std::mem::take(&mut self.raw)) {
             Ok(text) => {

@@ -64,11 +64,7 @@ impl BlockFile {
         body_crc: crc32fast::Hasher,
         offset: u64,
     ) -> Result<BlockFile, LtsError> {
-        let compressor =
-            zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(|source| LtsError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(super::io_error(path))?;
         Ok(BlockFile {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(1 << 20, out),
@@ -136,10 +132,7 @@ pub const FLAG_STATES_MAY_REPEAT: u16 = 1;
 
 impl NativeWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
-        let file = File::create(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = File::create(path).map_err(super::io_error(path))?;
         let mut file = BlockFile::new(path, file, crc32fast::Hasher::new(), 0)?;
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
         header.extend_from_slice(MAGIC);

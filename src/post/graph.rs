@@ -319,10 +319,7 @@ pub fn write_file(
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);
-        std::fs::rename(&partial, path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        std::fs::rename(&partial, path).map_err(crate::lts::io_error(path))?;
         Ok(summary)
     })();
     if result.is_err() {

@@ -140,10 +140,7 @@ fn text_header(format: LtsFormat, h: TextHeader, path: &Path) -> Result<InputHea
 
 fn file_len(path: &Path) -> Result<u64, LtsError> {
     Ok(std::fs::metadata(path)
-        .map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
+        .map_err(crate::lts::io_error(path))?
         .len())
 }
 
