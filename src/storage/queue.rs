@@ -213,9 +213,8 @@ impl SegQueue {
 
     /// Appends a record.
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
-        let n = u32::try_from(rec.len())
-            .map_err(|_| StorageError::Invalid(format!("queue record of {} bytes", rec.len())))?;
-        self.tail.extend_from_slice(&n.to_le_bytes());
+        let n = super::record_len(rec, "queue")?;
+        self.tail.extend_from_slice(&n);
         self.tail.extend_from_slice(rec);
         self.records += 1;
         while self.tail.len() - self.tail_pos >= self.hot_bytes + self.block_bytes {

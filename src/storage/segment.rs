@@ -251,12 +251,7 @@ impl Header {
     }
 
     fn decode(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<Header, StorageError> {
-        let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected,
-            found,
-        };
+        let corrupt = corrupt_at(path);
         if &h[0..8] != MAGIC {
             return Err(corrupt(
                 0,
@@ -400,6 +395,17 @@ pub(crate) fn io_err(
 ) -> impl FnOnce(std::io::Error) -> StorageError {
     let path = path.to_path_buf();
     move |source| StorageError::Io { path, what, source }
+}
+
+/// Makes a mismatch at byte `offset` of `path` a [`StorageError::Corrupt`]:
+/// `corrupt(offset, expected, found)`.
+fn corrupt_at(path: &Path) -> impl Fn(u64, String, String) -> StorageError + '_ {
+    move |offset, expected, found| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        expected,
+        found,
+    }
 }
 
 /// An open segment file: appends compressed blocks, reads them back by [`BlockMeta`].
@@ -629,12 +635,7 @@ fn decode_block_header(
     pos: u64,
     bh: &[u8; BLOCK_HEADER_LEN as usize],
 ) -> Result<(u64, BlockMeta), StorageError> {
-    let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        expected,
-        found,
-    };
+    let corrupt = corrupt_at(path);
     if &bh[0..4] != BLOCK_MAGIC {
         return Err(corrupt(
             pos,

@@ -144,10 +144,9 @@ impl SegStack {
 
     /// Pushes a record.
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
-        let n = u32::try_from(rec.len())
-            .map_err(|_| StorageError::Invalid(format!("stack record of {} bytes", rec.len())))?;
+        let n = super::record_len(rec, "stack")?;
         self.buf.extend_from_slice(rec);
-        self.buf.extend_from_slice(&n.to_le_bytes());
+        self.buf.extend_from_slice(&n);
         self.records += 1;
         if self.buf.len() >= self.hot_bytes + self.block_bytes {
             let mut sealed = 0;
