@@ -335,14 +335,7 @@ impl<C: Counter> PetriModel<C> {
     }
 
     fn check_len(&self, s: &[u8]) -> Result<(), ModelError> {
-        if s.len() != self.places * C::BYTES {
-            return Err(ModelError::Other(format!(
-                "state vector of {} bytes given to a net whose states have {} bytes",
-                s.len(),
-                self.places * C::BYTES
-            )));
-        }
-        Ok(())
+        crate::model::check_state_len(s, self.places * C::BYTES, "a net")
     }
 }
 
