@@ -328,6 +328,13 @@ pub fn write_file(
     result
 }
 
+/// Test helper: the LTS of `n` states, initial state 0, with `labels` and the
+/// `(src, label, dst)` edges.
+#[cfg(test)]
+pub(crate) fn test_lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
+    Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
