@@ -787,16 +787,11 @@ fn label_text(
                     ),
                 ));
             }
-            let m: u64 = match value.parse() {
-                Ok(m) => m,
-                // A number, just too large for u64: a limit, not a syntax error.
-                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
-                Err(_) => {
-                    return Err(p.syntax(
-                        offset,
-                        format!("initial marking '{value}' is not a non-negative integer"),
-                    ))
-                }
+            let Some(m) = count(value) else {
+                return Err(p.syntax(
+                    offset,
+                    format!("initial marking '{value}' is not a non-negative integer"),
+                ));
             };
             if m > MAX_TOKENS {
                 return Err(p.limit(
@@ -819,15 +814,11 @@ fn label_text(
                     ),
                 ));
             }
-            let w: u64 = match value.parse() {
-                Ok(w) => w,
-                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
-                Err(_) => {
-                    return Err(p.syntax(
-                        offset,
-                        format!("arc inscription '{value}' is not a positive integer"),
-                    ))
-                }
+            let Some(w) = count(value) else {
+                return Err(p.syntax(
+                    offset,
+                    format!("arc inscription '{value}' is not a positive integer"),
+                ));
             };
             if w == 0 {
                 return Err(p.syntax(offset, "arc inscription 0 (weights must be positive)"));
@@ -846,6 +837,17 @@ fn label_text(
         _ => {}
     }
     Ok(())
+}
+
+/// The number in an initial marking or an arc inscription, `None` if it is not one. A number
+/// just too large for `u64` reads as `u64::MAX`, so that it is refused as a limit (above
+/// [`MAX_TOKENS`]), not as a syntax error.
+fn count(value: &str) -> Option<u64> {
+    match value.parse() {
+        Ok(v) => Some(v),
+        Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => Some(u64::MAX),
+        Err(_) => None,
+    }
 }
 
 /// Sorts arcs by place and sums the weights of parallel arcs.
