@@ -59,6 +59,17 @@ pub enum ModelError {
     Other(String),
 }
 
+/// A damaged binary file (a native LTS, a segment file): a checksum, magic number or
+/// structural field at byte `offset` does not match what the format says.
+#[derive(Debug, Error)]
+#[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
+pub struct Corruption {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub expected: String,
+    pub found: String,
+}
+
 /// Errors from LTS files (native and textual formats).
 #[derive(Debug, Error)]
 pub enum LtsError {
@@ -68,14 +79,9 @@ pub enum LtsError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is damaged: a checksum, magic number or structural field does not match.
-    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        expected: String,
-        found: String,
-    },
+    /// The file is damaged.
+    #[error(transparent)]
+    Corrupt(Corruption),
     /// The file ends early: typically written by a run that was killed.
     #[error("{path}: truncated: {message}")]
     Truncated { path: PathBuf, message: String },
@@ -134,14 +140,9 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
-    /// A segment file is damaged: a checksum, magic number or structural field does not match.
-    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        expected: String,
-        found: String,
-    },
+    /// A segment file is damaged.
+    #[error(transparent)]
+    Corrupt(Corruption),
     #[error(
         "{path}: unsupported segment format version {found} (this build reads version {supported})"
     )]

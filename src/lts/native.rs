@@ -9,7 +9,7 @@
 
 use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark};
-use crate::error::LtsError;
+use crate::error::{Corruption, LtsError};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -418,11 +418,13 @@ impl NativeReader {
         };
         let mut file = File::open(path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
-        let corrupt = |offset: u64, expected: &str, found: String| LtsError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected: expected.to_string(),
-            found,
+        let corrupt = |offset: u64, expected: &str, found: String| {
+            LtsError::Corrupt(Corruption {
+                path: path.to_path_buf(),
+                offset,
+                expected: expected.to_string(),
+                found,
+            })
         };
         if file_len < HEADER_LEN {
             return Err(LtsError::Truncated {
@@ -563,12 +565,12 @@ impl NativeReader {
     }
 
     fn corrupt(&self, offset: u64, expected: &str, found: String) -> LtsError {
-        LtsError::Corrupt {
+        LtsError::Corrupt(Corruption {
             path: self.path.clone(),
             offset,
             expected: expected.to_string(),
             found,
-        }
+        })
     }
 
     fn label_err(&self) -> LtsError {

@@ -18,7 +18,7 @@ use super::segment::{
     detach, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
 };
 use super::vec::SegOptions;
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -131,7 +131,7 @@ impl SegQueue {
             q.head_pos = mark.read_offset as usize;
             if q.head_pos > q.head.len() {
                 let path = file_path(dir, name, q.head_block.map_or(0, |h| h.0));
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path,
                     offset: 0,
                     expected: format!(
@@ -139,7 +139,7 @@ impl SegQueue {
                         mark.read_block, mark.read_offset
                     ),
                     found: format!("{} bytes", q.head.len()),
-                });
+                }));
             }
         }
         q.update_account();
