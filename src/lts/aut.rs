@@ -266,6 +266,7 @@ impl AutWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TextError;
 
     fn reader(text: &str) -> Result<AutReader, LtsError> {
         AutReader::new(
@@ -369,11 +370,11 @@ mod tests {
         assert!(
             matches!(
                 e,
-                LtsError::Syntax {
+                LtsError::Syntax(TextError {
                     line: 3,
                     column: 8,
                     ..
-                }
+                })
             ),
             "{e}"
         );

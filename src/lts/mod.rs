@@ -12,7 +12,7 @@ pub mod native;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LabelId(pub u32);
 
-use crate::error::LtsError;
+use crate::error::{LtsError, TextError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -200,7 +200,7 @@ impl TextLines {
                 let at = e.utf8_error().valid_up_to();
                 let bytes = e.into_bytes();
                 let column = String::from_utf8_lossy(&bytes[..at]).chars().count() + 1;
-                Err(LtsError::Syntax {
+                Err(LtsError::Syntax(TextError {
                     path: path.to_path_buf(),
                     line: self.line_no,
                     column,
@@ -208,7 +208,7 @@ impl TextLines {
                         "byte 0x{:02x} is not valid UTF-8 (the file must be text)",
                         bytes[at]
                     ),
-                })
+                }))
             }
         }
     }
@@ -310,12 +310,12 @@ impl<F> TextReader<F> {
 
     /// A syntax error at `column` of the current line.
     fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
-        LtsError::Syntax {
+        LtsError::Syntax(TextError {
             path: self.path.clone(),
             line: self.lines.line_no,
             column,
             message: message.into(),
-        }
+        })
     }
 }
 

@@ -26,7 +26,7 @@ pub mod parser;
 pub mod vm;
 
 use super::{Fired, LabelId, Model, TransitionId};
-use crate::error::{line_col, ModelError};
+use crate::error::{line_col, ModelError, TextError};
 use ast::SystemKind;
 use compile::{LtKind, Program};
 use std::cell::RefCell;
@@ -48,12 +48,12 @@ impl<'a> Diag<'a> {
     /// A syntax or semantic error at byte offset `at`.
     pub fn syntax(&self, at: usize, message: &str) -> ModelError {
         let (line, column) = line_col(self.text, at);
-        ModelError::Syntax {
+        ModelError::Syntax(TextError {
             path: self.path.to_path_buf(),
             line,
             column,
             message: message.to_string(),
-        }
+        })
     }
 
     /// A construct this front end does not implement, at byte offset `at`.
