@@ -6,6 +6,17 @@
 use std::path::PathBuf;
 use thiserror::Error;
 
+/// A problem at a line and column of a text file (a model, an `.aut` or `.fsm` LTS): a syntax
+/// error, or a limit the text passes.
+#[derive(Debug, Error)]
+#[error("{path}:{line}:{column}: {message}")]
+pub struct TextError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
 /// Errors from model front ends (parsing, unsupported constructs, runtime limits of a model).
 #[derive(Debug, Error)]
 pub enum ModelError {
@@ -15,13 +26,8 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}:{line}:{column}: {message}")]
-    Syntax {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Syntax(TextError),
     #[error("{path}:{line}:{column}: unsupported: {construct}")]
     Unsupported {
         path: PathBuf,
@@ -33,13 +39,8 @@ pub enum ModelError {
     Invalid { path: PathBuf, message: String },
     /// A well-formed model beyond what spillway can represent (e.g. a number of tokens above
     /// the widest place counter): a resource limit (exit code 6), with its position.
-    #[error("{path}:{line}:{column}: {message}")]
-    Limit {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Limit(TextError),
     #[error("{path}: unknown model format '.{ext}' (expected .pnml, .aut or .dve)")]
     UnknownFormat { path: PathBuf, ext: String },
     /// A token count exceeded the counter width; the caller may retry with wider counters.
@@ -59,6 +60,17 @@ pub enum ModelError {
     Other(String),
 }
 
+/// A damaged binary file (a native LTS, a segment file): a checksum, magic number or
+/// structural field at byte `offset` does not match what the format says.
+#[derive(Debug, Error)]
+#[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
+pub struct Corruption {
+    pub path: PathBuf,
+    pub offset: u64,
+    pub expected: String,
+    pub found: String,
+}
+
 /// Errors from LTS files (native and textual formats).
 #[derive(Debug, Error)]
 pub enum LtsError {
@@ -68,14 +80,9 @@ pub enum LtsError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is damaged: a checksum, magic number or structural field does not match.
-    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        expected: String,
-        found: String,
-    },
+    /// The file is damaged.
+    #[error(transparent)]
+    Corrupt(Corruption),
     /// The file ends early: typically written by a run that was killed.
     #[error("{path}: truncated: {message}")]
     Truncated { path: PathBuf, message: String },
@@ -85,13 +92,8 @@ pub enum LtsError {
         found: u16,
         supported: u16,
     },
-    #[error("{path}:{line}:{column}: {message}")]
-    Syntax {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    #[error(transparent)]
+    Syntax(TextError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -134,14 +136,9 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
-    /// A segment file is damaged: a checksum, magic number or structural field does not match.
-    #[error("{path}: corrupted at byte offset {offset}: expected {expected}, found {found}")]
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        expected: String,
-        found: String,
-    },
+    /// A segment file is damaged.
+    #[error(transparent)]
+    Corrupt(Corruption),
     #[error(
         "{path}: unsupported segment format version {found} (this build reads version {supported})"
     )]

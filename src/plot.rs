@@ -7,6 +7,8 @@
 //! renders the text, so no font files or fontconfig are needed to draw.
 
 use crate::error::PlotError;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -101,6 +103,50 @@ fn span(max: f64) -> std::ops::Range<f64> {
     0.0..if max > 0.0 { max * 1.05 } else { 1.0 }
 }
 
+/// A chart on `area` over `x` by `y`, with the caption size, margin and axis room every panel
+/// of the report shares.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+    ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| e.to_string())
+}
+
+/// A panel of a count over wall time (states, DFS stack depth), counts written short on the
+/// y axis; `y` is the axis description and the count.
+fn count_over_time(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    y: (&str, fn(&Point) -> u64),
+    points: &[Point],
+    t_max: f64,
+    color: &RGBColor,
+) -> Result<(), String> {
+    let (y_desc, value) = y;
+    let y_max = points.iter().map(value).max().unwrap_or(0) as f64;
+    let mut c = panel(area, caption, span(t_max), span(y_max))?;
+    c.configure_mesh()
+        .x_desc("wall seconds")
+        .y_desc(y_desc)
+        .y_label_formatter(&|v| count(*v))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    c.draw_series(LineSeries::new(
+        points.iter().map(|p| (p.wall_seconds, value(p) as f64)),
+        color,
+    ))
+    .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 fn render(points: &[Point]) -> Result<String, String> {
     let mut svg = String::new();
     {
@@ -111,27 +157,14 @@ fn render(points: &[Point]) -> Result<String, String> {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
 
         // States over time.
-        let s_max = points.iter().map(|p| p.states).max().unwrap_or(0) as f64;
-        let mut c = ChartBuilder::on(&panels[0])
-            .caption("states over time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(80)
-            .build_cartesian_2d(span(t_max), span(s_max))
-            .map_err(|e| e.to_string())?;
-        c.configure_mesh()
-            .x_desc("wall seconds")
-            .y_desc("states")
-            .y_label_formatter(&|v| count(*v))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        c.draw_series(LineSeries::new(
-            points.iter().map(|p| (p.wall_seconds, p.states as f64)),
+        count_over_time(
+            &panels[0],
+            "states over time",
+            ("states", |p| p.states),
+            points,
+            t_max,
             &BLUE,
-        ))
-        .map_err(|e| e.to_string())?
-        .label("states")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
+        )?;
 
         // RSS over time, under the budget when there is one.
         let limit = points.iter().filter_map(|p| p.memory_limit_bytes).max();
@@ -139,13 +172,12 @@ fn render(points: &[Point]) -> Result<String, String> {
             .iter()
             .map(|p| mib(p.rss_bytes))
             .fold(limit.map_or(0.0, mib), f64::max);
-        let mut c = ChartBuilder::on(&panels[1])
-            .caption("resident memory over time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(80)
-            .build_cartesian_2d(span(t_max), span(r_max))
-            .map_err(|e| e.to_string())?;
+        let mut c = panel(
+            &panels[1],
+            "resident memory over time",
+            span(t_max),
+            span(r_max),
+        )?;
         c.configure_mesh()
             .x_desc("wall seconds")
             .y_desc("RSS (MiB)")
@@ -191,13 +223,12 @@ fn render(points: &[Point]) -> Result<String, String> {
         if !bfs.is_empty() {
             let l_max = bfs.iter().map(|&(l, _)| l).max().unwrap_or(0) as f64;
             let n_max = bfs.iter().map(|&(_, n)| n).max().unwrap_or(0) as f64;
-            let mut c = ChartBuilder::on(&panels[2])
-                .caption("states per BFS level (levels sampled)", ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(80)
-                .build_cartesian_2d(span(l_max), span(n_max))
-                .map_err(|e| e.to_string())?;
+            let mut c = panel(
+                &panels[2],
+                "states per BFS level (levels sampled)",
+                span(l_max),
+                span(n_max),
+            )?;
             c.configure_mesh()
                 .x_desc("BFS level")
                 .y_desc("states in the level")
@@ -211,25 +242,14 @@ fn render(points: &[Point]) -> Result<String, String> {
             ))
             .map_err(|e| e.to_string())?;
         } else {
-            let d_max = points.iter().map(|p| p.level).max().unwrap_or(0) as f64;
-            let mut c = ChartBuilder::on(&panels[2])
-                .caption("DFS stack depth over time", ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(80)
-                .build_cartesian_2d(span(t_max), span(d_max))
-                .map_err(|e| e.to_string())?;
-            c.configure_mesh()
-                .x_desc("wall seconds")
-                .y_desc("depth")
-                .y_label_formatter(&|v| count(*v))
-                .draw()
-                .map_err(|e| e.to_string())?;
-            c.draw_series(LineSeries::new(
-                points.iter().map(|p| (p.wall_seconds, p.level as f64)),
+            count_over_time(
+                &panels[2],
+                "DFS stack depth over time",
+                ("depth", |p| p.level),
+                points,
+                t_max,
                 &LEVELS,
-            ))
-            .map_err(|e| e.to_string())?;
+            )?;
         }
         root.present().map_err(|e| e.to_string())?;
     }

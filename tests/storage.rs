@@ -4,7 +4,7 @@
 //! detection with the file, offset and expected vs found checksum in the message.
 
 use proptest::prelude::*;
-use spillway::error::StorageError;
+use spillway::error::{Corruption, StorageError};
 use spillway::storage::queue::{QueueMark, SegQueue};
 use spillway::storage::stack::{SegStack, StackMark};
 use spillway::storage::vec::{SegOptions, SegVec, VecMark};
@@ -289,12 +289,12 @@ fn corrupted_block_names_file_offset_and_checksums() {
     // Block 2 holds records 32..48 (16 records of 16 bytes per 256-byte block).
     let err = v.get(40, &mut out).unwrap_err();
     match &err {
-        StorageError::Corrupt {
+        StorageError::Corrupt(Corruption {
             path: p,
             offset,
             expected,
             found,
-        } => {
+        }) => {
             assert_eq!(p, &path);
             assert_eq!(*offset, payload as u64);
             assert!(expected.contains("checksum"), "{expected}");
@@ -324,7 +324,10 @@ fn damaged_header_and_truncated_file_are_reported() {
     let e = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None)
         .err()
         .unwrap();
-    assert!(matches!(e, StorageError::Corrupt { offset: 60, .. }), "{e}");
+    assert!(
+        matches!(e, StorageError::Corrupt(Corruption { offset: 60, .. })),
+        "{e}"
+    );
     std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
     let e = SegVec::open(dir.path(), "v", &opts, None, Account::detached("v"), None)
         .err()

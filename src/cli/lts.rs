@@ -41,6 +41,24 @@ fn relation_name(r: Bisimulation) -> &'static str {
     }
 }
 
+/// The relation `--branching` asks for (strong bisimulation without it).
+fn relation(branching: bool) -> Bisimulation {
+    if branching {
+        Bisimulation::Branching
+    } else {
+        Bisimulation::Strong
+    }
+}
+
+/// Says (unless `quiet`) how much memory the job `what` needs, then refuses it if that is
+/// more than the machine has ([`memory::check_fits`], which names `tool`).
+fn check_needs(tool: &str, what: &str, bytes: u128, quiet: bool) -> Result<(), PostError> {
+    if !quiet {
+        eprintln!("spillway: {what} needs about {}", fmt_mib(bytes));
+    }
+    memory::check_fits(tool, bytes)
+}
+
 fn estimate(r: Bisimulation, n: u64, m: u64) -> u128 {
     match r {
         Bisimulation::Strong => memory::reduce_bytes(n, m),
@@ -111,19 +129,12 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     // Refused before the (possibly long) reduction, not when the result is written.
     crate::post::graph::check_output(&a.input, &a.output)?;
     let (n, m) = counts(&a.input)?;
-    let relation = if a.branching {
-        Bisimulation::Branching
-    } else {
-        Bisimulation::Strong
-    };
-    if !a.quiet {
-        eprintln!(
-            "spillway: reduce ({}) of {n} states, {m} transitions needs about {}",
-            relation_name(relation),
-            fmt_mib(estimate(relation, n, m))
-        );
-    }
-    memory::check_fits("reduce", estimate(relation, n, m))?;
+    let relation = relation(a.branching);
+    let what = format!(
+        "reduce ({}) of {n} states, {m} transitions",
+        relation_name(relation)
+    );
+    check_needs("reduce", &what, estimate(relation, n, m), a.quiet)?;
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
     let initial = lts.initial;
@@ -168,24 +179,15 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
     let (n1, m1) = counts(&a.first)?;
     let (n2, m2) = counts(&a.second)?;
-    let relation = if a.branching {
-        Bisimulation::Branching
-    } else {
-        Bisimulation::Strong
-    };
-    if !a.quiet {
-        eprintln!(
-            "spillway: compare ({}) of {} states, {} transitions in all needs about {}",
-            relation_name(relation),
-            n1 as u128 + n2 as u128,
-            m1 as u128 + m2 as u128,
-            fmt_mib(estimate(relation, n1, m1) + estimate(relation, n2, m2))
-        );
-    }
-    memory::check_fits(
-        "compare",
-        estimate(relation, n1, m1) + estimate(relation, n2, m2),
-    )?;
+    let relation = relation(a.branching);
+    let what = format!(
+        "compare ({}) of {} states, {} transitions in all",
+        relation_name(relation),
+        n1 as u128 + n2 as u128,
+        m1 as u128 + m2 as u128,
+    );
+    let need = estimate(relation, n1, m1) + estimate(relation, n2, m2);
+    check_needs("compare", &what, need, a.quiet)?;
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
     let c = compare_with(first, second, relation)?;
@@ -254,13 +256,8 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
 
 fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
     let (n, m) = counts(&a.file)?;
-    if !a.quiet {
-        eprintln!(
-            "spillway: deadlocks of {n} states, {m} transitions needs about {}",
-            fmt_mib(memory::deadlock_bytes(n, m))
-        );
-    }
-    memory::check_fits("deadlocks", memory::deadlock_bytes(n, m))?;
+    let what = format!("deadlocks of {n} states, {m} transitions");
+    check_needs("deadlocks", &what, memory::deadlock_bytes(n, m), a.quiet)?;
     let lts = Lts::load(&a.file)?;
     let r = deadlocks::deadlocks(&lts, a.limit)?;
     emit(a.json, &r, |out| deadlocks::print_text(&r, out))

@@ -10,55 +10,31 @@
 //! line break, which the format cannot represent (see [`unwritable`]).
 
 use super::LabelId;
-use super::{LtsSink, LtsSummary, SinkMark};
+use super::{LtsSink, LtsSummary, SinkMark, TextHeader, TextOut, TextReader};
 use crate::error::LtsError;
-use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::Path;
 
 /// The `des` line of an `.aut` file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AutHeader {
-    pub initial: u64,
-    pub transitions: u64,
-    pub states: u64,
-}
+pub type AutHeader = TextHeader;
+
+/// What only `.aut` reading needs: nothing beyond what [`TextReader`] holds.
+pub struct Aut;
 
 /// Streams the transitions of an `.aut` file, interning labels in order of first appearance.
-pub struct AutReader {
-    path: PathBuf,
-    lines: super::TextLines,
-    header: AutHeader,
-    labels: Vec<String>,
-    label_ids: HashMap<String, u32>,
-    seen: u64,
-}
+pub type AutReader = TextReader<Aut>;
 
 impl AutReader {
     /// Opens a file and reads its header.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
-        let file = File::open(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = File::open(path).map_err(super::io_error(path))?;
         Self::new(Box::new(BufReader::with_capacity(1 << 16, file)), path)
     }
 
     /// Reads a header from any buffered reader; `path` names it in errors.
     pub fn new(reader: Box<dyn BufRead>, path: &Path) -> Result<Self, LtsError> {
-        let mut r = AutReader {
-            path: path.to_path_buf(),
-            lines: super::TextLines::new(reader),
-            header: AutHeader {
-                initial: 0,
-                transitions: 0,
-                states: 0,
-            },
-            labels: Vec::new(),
-            label_ids: HashMap::new(),
-            seen: 0,
-        };
+        let mut r = TextReader::start(path, reader, Aut);
         if !r.read_line()? {
             return Err(r.syntax(
                 1,
@@ -80,9 +56,9 @@ impl AutReader {
         for (i, n) in nums.iter().enumerate() {
             vals[i] = n
                 .parse()
-                .map_err(|_| r.syntax(1, &format!("'{n}' is not a non-negative integer")))?;
+                .map_err(|_| r.syntax(1, format!("'{n}' is not a non-negative integer")))?;
         }
-        r.header = AutHeader {
+        r.header = TextHeader {
             initial: vals[0],
             transitions: vals[1],
             states: vals[2],
@@ -90,7 +66,7 @@ impl AutReader {
         if r.header.states == 0 || r.header.initial >= r.header.states {
             return Err(r.syntax(
                 1,
-                &format!(
+                format!(
                     "initial state {} is not below the state count {}",
                     r.header.initial, r.header.states
                 ),
@@ -103,44 +79,16 @@ impl AutReader {
         self.lines.next(&self.path)
     }
 
-    fn syntax(&self, column: usize, message: &str) -> LtsError {
-        LtsError::Syntax {
-            path: self.path.clone(),
-            line: self.lines.line_no,
-            column,
-            message: message.to_string(),
-        }
-    }
-
-    pub fn header(&self) -> AutHeader {
-        self.header
-    }
-
-    /// The file name used in errors.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Labels seen so far, indexed by label id.
-    pub fn labels(&self) -> &[String] {
-        &self.labels
-    }
-
     /// The next transition `(src, label, dst)`, or `None` at the end of the file (after checking
     /// that the count matches the header).
     pub fn next_edge(&mut self) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
         loop {
             if !self.read_line()? {
-                if self.seen != self.header.transitions {
-                    return Err(LtsError::Truncated {
-                        path: self.path.clone(),
-                        message: format!(
-                            "the header announces {} transitions but the file holds {}",
-                            self.header.transitions, self.seen
-                        ),
-                    });
-                }
-                return Ok(None);
+                return self.end_of_edges(|announced, held| {
+                    format!(
+                        "the header announces {announced} transitions but the file holds {held}"
+                    )
+                });
             }
             let line = self.lines.line.trim();
             if line.is_empty() {
@@ -157,19 +105,19 @@ impl AutReader {
             let src_text = inner[..first].trim();
             let dst_text = inner[last + 1..].trim();
             let src: u64 = src_text.parse().map_err(|_| {
-                self.syntax(2, &format!("source '{src_text}' is not a state number"))
+                self.syntax(2, format!("source '{src_text}' is not a state number"))
             })?;
             let dst: u64 = dst_text.parse().map_err(|_| {
                 self.syntax(
                     last + 2,
-                    &format!("target '{dst_text}' is not a state number"),
+                    format!("target '{dst_text}' is not a state number"),
                 )
             })?;
             for (what, s, col) in [("source", src, 2), ("target", dst, last + 2)] {
                 if s >= self.header.states {
                     return Err(self.syntax(
                         col,
-                        &format!(
+                        format!(
                             "{what} state {s} is not below the header's state count {}",
                             self.header.states
                         ),
@@ -182,26 +130,18 @@ impl AutReader {
             } else {
                 raw
             };
-            let id = match self.label_ids.get(label) {
-                Some(&id) => id,
-                None => {
-                    let id = self.labels.len() as u32;
-                    self.labels.push(label.to_string());
-                    self.label_ids.insert(label.to_string(), id);
-                    id
-                }
-            };
+            let id = self.labels.intern(label);
             self.seen += 1;
             if self.seen > self.header.transitions {
                 return Err(self.syntax(
                     1,
-                    &format!(
+                    format!(
                         "more transitions than the {} the header announces",
                         self.header.transitions
                     ),
                 ));
             }
-            return Ok(Some((src, LabelId(id), dst)));
+            return Ok(Some((src, id, dst)));
         }
     }
 }
@@ -213,29 +153,20 @@ const HEADER_WIDTH: usize = 64;
 /// fixed-width line is reserved and overwritten by `finish`; until then the file starts with
 /// `des (?` and no reader accepts it.
 pub struct AutWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    labels: Vec<String>,
+    file: TextOut,
     transitions: u64,
     line: Vec<u8>,
 }
 
 impl AutWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = File::create(path).map_err(io)?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut file = TextOut::create(path, 1 << 20)?;
         let mut placeholder = b"des (?".to_vec();
         placeholder.resize(HEADER_WIDTH - 1, b' ');
         placeholder.push(b'\n');
-        out.write_all(&placeholder).map_err(io)?;
+        file.write(&placeholder)?;
         Ok(AutWriter {
-            path: path.to_path_buf(),
-            out,
-            labels: Vec::new(),
+            file,
             transitions: 0,
             line: Vec::with_capacity(128),
         })
@@ -276,23 +207,17 @@ impl LtsSink for AutWriter {
         if let Some(what) = unwritable(name) {
             return Err(LtsError::Invalid(format!(
                 "{}: label {name:?} contains {what}, which the .aut format cannot represent (it has no escape; CADP and mCRL2 would read another label); write .slts instead",
-                self.path.display()
+                self.file.path.display()
             )));
         }
-        super::set_label(&mut self.labels, id, name.to_string());
+        super::set_label(&mut self.file.labels, id, name.to_string());
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
         self.line.clear();
-        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
-            LtsError::Invalid(format!("label {} used before it was defined", label.0))
-        })?;
-        format_edge(&mut self.line, src, name, dst);
-        self.out.write_all(&self.line).map_err(|e| LtsError::Io {
-            path: self.path.clone(),
-            source: e,
-        })?;
+        format_edge(&mut self.line, src, self.file.label(label)?, dst);
+        self.file.write(&self.line)?;
         self.transitions += 1;
         Ok(())
     }
@@ -303,13 +228,9 @@ impl LtsSink for AutWriter {
         debug_assert!(header.len() < HEADER_WIDTH);
         header.resize(HEADER_WIDTH - 1, b' ');
         header.push(b'\n');
-        let path = &self.path;
-        let io = |source| LtsError::Io {
-            path: path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        let file = self.out.get_mut();
+        let io = super::io_error(&self.file.path);
+        self.file.out.flush().map_err(io)?;
+        let file = self.file.out.get_mut();
         file.seek(SeekFrom::Start(0)).map_err(io)?;
         file.write_all(&header).map_err(io)?;
         file.sync_all().map_err(io)?;
@@ -317,15 +238,11 @@ impl LtsSink for AutWriter {
     }
 
     fn checkpoint(&mut self) -> Result<SinkMark, LtsError> {
-        let path = &self.path;
-        let io = |source| LtsError::Io {
-            path: path.clone(),
-            source,
-        };
-        self.out.flush().map_err(io)?;
-        self.out.get_ref().sync_all().map_err(io)?;
-        let len = self.out.stream_position().map_err(io)?;
-        let pending = (self.transitions, self.labels.clone());
+        self.file.sync()?;
+        let len = (self.file.out)
+            .stream_position()
+            .map_err(super::io_error(&self.file.path))?;
+        let pending = (self.transitions, self.file.labels.clone());
         Ok(SinkMark {
             len,
             pending: crate::codec::encode(&pending),
@@ -339,9 +256,7 @@ impl AutWriter {
         let (transitions, labels): (u64, Vec<String>) = super::decode_pending(path, &mark.pending)?;
         let f = super::reopen_at(path, mark.len)?;
         Ok(AutWriter {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, f),
-            labels,
+            file: TextOut::on(path, f, 1 << 20, labels),
             transitions,
             line: Vec::with_capacity(128),
         })
@@ -351,6 +266,7 @@ impl AutWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::TextError;
 
     fn reader(text: &str) -> Result<AutReader, LtsError> {
         AutReader::new(
@@ -454,11 +370,11 @@ mod tests {
         assert!(
             matches!(
                 e,
-                LtsError::Syntax {
+                LtsError::Syntax(TextError {
                     line: 3,
                     column: 8,
                     ..
-                }
+                })
             ),
             "{e}"
         );

@@ -10,11 +10,9 @@
 //! soon as an edge passes the limit, so nothing large is written first.
 
 use super::LabelId;
-use super::{LtsSink, LtsSummary};
+use super::{LtsSink, LtsSummary, TextOut};
 use crate::error::LtsError;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Largest LTS written as `.dot` without `force`.
 pub const DOT_MAX_STATES: u64 = 2_000;
@@ -23,9 +21,8 @@ pub const DOT_MAX_TRANSITIONS: u64 = 10_000;
 
 /// Streams a `.dot` file.
 pub struct DotWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    labels: Vec<String>,
+    /// The file, and the labels as quoted DOT strings.
+    file: TextOut,
     /// Write whatever the size.
     force: bool,
     transitions: u64,
@@ -61,63 +58,50 @@ impl DotWriter {
     /// Creates `path`; without `force`, an LTS above the size limit is refused as soon as it
     /// passes it (see the module documentation).
     pub fn create(path: &Path, force: bool) -> Result<Self, LtsError> {
-        let file = File::create(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         let mut w = DotWriter {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 16, file),
-            labels: Vec::new(),
+            file: TextOut::create(path, 1 << 16)?,
             force,
             transitions: 0,
             states_seen: 0,
         };
-        w.write(b"digraph lts {\n  node [shape=circle];\n")?;
+        w.file.write(b"digraph lts {\n  node [shape=circle];\n")?;
         Ok(w)
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
-        self.out.write_all(bytes).map_err(|source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        })
     }
 }
 
 impl LtsSink for DotWriter {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
-        super::set_label(&mut self.labels, id, quote(name));
+        super::set_label(&mut self.file.labels, id, quote(name));
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
-        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
-            LtsError::Invalid(format!("label {} used before it was defined", label.0))
-        })?;
-        let line = format!("  {src} -> {dst} [label={name}];\n");
+        let line = format!("  {src} -> {dst} [label={}];\n", self.file.label(label)?);
         self.transitions += 1;
         self.states_seen = self.states_seen.max(src.max(dst).saturating_add(1));
         if !self.force {
             if self.transitions > DOT_MAX_TRANSITIONS {
                 return Err(too_large(
-                    &self.path,
+                    &self.file.path,
                     &format!("more than {DOT_MAX_TRANSITIONS} transitions"),
                 ));
             }
             if self.states_seen > DOT_MAX_STATES {
                 return Err(too_large(
-                    &self.path,
+                    &self.file.path,
                     &format!("{} states or more", self.states_seen),
                 ));
             }
         }
-        self.write(line.as_bytes())
+        self.file.write(line.as_bytes())
     }
 
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
         if !self.force && summary.states > DOT_MAX_STATES {
-            return Err(too_large(&self.path, &format!("{} states", summary.states)));
+            return Err(too_large(
+                &self.file.path,
+                &format!("{} states", summary.states),
+            ));
         }
         let mut tail = String::new();
         for s in 0..summary.states {
@@ -128,15 +112,15 @@ impl LtsSink for DotWriter {
             }
             if tail.len() > 1 << 16 {
                 let chunk = std::mem::take(&mut tail);
-                self.write(chunk.as_bytes())?;
+                self.file.write(chunk.as_bytes())?;
             }
         }
         tail.push_str(&format!(
             "  __init [shape=point, label=\"\"];\n  __init -> {};\n}}\n",
             summary.initial
         ));
-        self.write(tail.as_bytes())?;
-        super::sync(&mut self.out, &self.path)
+        self.file.write(tail.as_bytes())?;
+        self.file.sync()
     }
 }
 
@@ -149,15 +133,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.dot");
         let mut w = DotWriter::create(&p, false).unwrap();
-        w.define_label(LabelId(0), "a \"b\" \\c").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 3,
-            transitions: 1,
-            initial: 0,
-            deadlocks: 2,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a \"b\" \\c", 3, 0).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(
             text.contains("0 -> 1 [label=\"a \\\"b\\\" \\\\c\"];"),

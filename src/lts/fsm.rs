@@ -14,18 +14,15 @@
 //! sections, accepts and checks parameters and state lines (spillway keeps no state
 //! vectors), and refuses probabilistic transitions and initial distributions.
 
-use super::{LabelId, LtsSink, LtsSummary, TextLines};
+use super::{LabelId, LtsSink, LtsSummary, TextHeader, TextLines, TextOut, TextReader};
 use crate::error::LtsError;
-use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::Path;
 
 /// Streams an `.fsm` file; transitions are written as they arrive.
 pub struct FsmWriter {
-    path: PathBuf,
-    out: BufWriter<File>,
-    labels: Vec<String>,
+    file: TextOut,
     line: Vec<u8>,
 }
 
@@ -44,35 +41,22 @@ impl FsmWriter {
     /// Creates `path`, with `state_lines` empty lines as its state section (see
     /// [`state_lines`]) or an empty one.
     pub fn create(path: &Path, state_lines: Option<u64>) -> Result<Self, LtsError> {
-        let file = File::create(path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         let mut w = FsmWriter {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, file),
-            labels: Vec::new(),
+            file: TextOut::create(path, 1 << 20)?,
             line: Vec::with_capacity(128),
         };
-        w.write(b"---\n")?;
+        w.file.write(b"---\n")?;
         if let Some(n) = state_lines {
             let chunk = [b'\n'; 4096];
             let mut left = n;
             while left > 0 {
                 let k = left.min(chunk.len() as u64) as usize;
-                w.write(&chunk[..k])?;
+                w.file.write(&chunk[..k])?;
                 left -= k as u64;
             }
         }
-        w.write(b"---\n")?;
+        w.file.write(b"---\n")?;
         Ok(w)
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
-        self.out.write_all(bytes).map_err(|source| LtsError::Io {
-            path: self.path.clone(),
-            source,
-        })
     }
 }
 
@@ -81,45 +65,33 @@ impl LtsSink for FsmWriter {
         if name.contains('"') || name.contains('\n') {
             return Err(LtsError::Invalid(format!(
                 "{}: label {name:?} contains a double quote or a newline, which the .fsm format cannot represent",
-                self.path.display()
+                self.file.path.display()
             )));
         }
-        super::set_label(&mut self.labels, id, name.to_string());
+        super::set_label(&mut self.file.labels, id, name.to_string());
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
-        let name = self.labels.get(label.0 as usize).ok_or_else(|| {
-            LtsError::Invalid(format!("label {} used before it was defined", label.0))
-        })?;
+        let name = self.file.label(label)?;
         self.line.clear();
         // mCRL2 numbers states from 1.
         self.line
             .extend_from_slice(format!("{} {} \"{}\"\n", src + 1, dst + 1, name).as_bytes());
-        let line = std::mem::take(&mut self.line);
-        let r = self.write(&line);
-        self.line = line;
-        r
+        self.file.write(&self.line)
     }
 
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError> {
         if summary.initial != 0 {
             let tail = format!("---\n{}\n", summary.initial + 1);
-            self.write(tail.as_bytes())?;
+            self.file.write(tail.as_bytes())?;
         }
-        super::sync(&mut self.out, &self.path)
+        self.file.sync()
     }
 }
 
 /// What the first pass over an `.fsm` file found: the counts a header would give.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FsmHeader {
-    /// States: the number of state lines, or the highest state number used.
-    pub states: u64,
-    pub transitions: u64,
-    /// The initial state, 0-based (the file's number minus one).
-    pub initial: u64,
-}
+pub type FsmHeader = TextHeader;
 
 /// One transition line, as parsed: 1-based states, the label's byte range in the line.
 struct Line {
@@ -128,20 +100,17 @@ struct Line {
     label: std::ops::Range<usize>,
 }
 
+/// What only `.fsm` reading needs: whether the transition section has ended.
+pub struct Fsm {
+    done: bool,
+}
+
 /// Streams the transitions of an `.fsm` file, interning labels in order of first appearance.
 ///
 /// Opening reads the file once to check every line and count states and transitions (the
 /// format has no header), remembering where the transitions start; the edges are then
 /// streamed from there. Memory: one line and the label table.
-pub struct FsmReader {
-    path: PathBuf,
-    lines: TextLines,
-    header: FsmHeader,
-    labels: Vec<String>,
-    label_ids: HashMap<String, u32>,
-    seen: u64,
-    done: bool,
-}
+pub type FsmReader = TextReader<Fsm>;
 
 /// 1-based column of byte `at` of `line` (in characters).
 fn column(line: &str, at: usize) -> usize {
@@ -160,39 +129,19 @@ fn number(text: &str) -> Option<(u64, usize)> {
 impl FsmReader {
     /// Opens `path`, checks it whole and reads its counts.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = super::io_error(path);
         let file = File::open(path).map_err(io)?;
-        let mut r = FsmReader {
-            path: path.to_path_buf(),
-            lines: TextLines::new(Box::new(BufReader::with_capacity(1 << 16, file))),
-            header: FsmHeader {
-                states: 0,
-                transitions: 0,
-                initial: 0,
-            },
-            labels: Vec::new(),
-            label_ids: HashMap::new(),
-            seen: 0,
-            done: false,
-        };
+        let mut r = TextReader::start(
+            path,
+            Box::new(BufReader::with_capacity(1 << 16, file)),
+            Fsm { done: false },
+        );
         let (offset, line_no) = r.first_pass()?;
         let mut file = File::open(path).map_err(io)?;
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         r.lines = TextLines::new(Box::new(BufReader::with_capacity(1 << 16, file)));
         r.lines.line_no = line_no;
         Ok(r)
-    }
-
-    fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
-        LtsError::Syntax {
-            path: self.path.clone(),
-            line: self.lines.line_no,
-            column,
-            message: message.into(),
-        }
     }
 
     /// The current line without its line break (`\r\n` or `\n`).
@@ -477,38 +426,17 @@ impl FsmReader {
         initial.ok_or_else(|| self.syntax(1, "the initial-state section is empty"))
     }
 
-    pub fn header(&self) -> FsmHeader {
-        self.header
-    }
-
-    /// The file name used in errors.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Labels seen so far, indexed by label id.
-    pub fn labels(&self) -> &[String] {
-        &self.labels
-    }
-
     /// The next transition `(src, label, dst)` with 0-based states, or `None` after the last.
     pub fn next_edge(&mut self) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
         loop {
-            if self.done {
+            if self.format.done {
                 return Ok(None);
             }
             if !self.lines.next(&self.path)? || self.is_separator() {
-                self.done = true;
-                if self.seen != self.header.transitions {
-                    return Err(LtsError::Truncated {
-                        path: self.path.clone(),
-                        message: format!(
-                            "{} transitions on the first reading, {} on the second: the file changed while it was read",
-                            self.header.transitions, self.seen
-                        ),
-                    });
-                }
-                return Ok(None);
+                self.format.done = true;
+                return self.end_of_edges(|first, second| {
+                    format!("{first} transitions on the first reading, {second} on the second: the file changed while it was read")
+                });
             }
             if self.text().trim().is_empty() {
                 continue;
@@ -518,18 +446,9 @@ impl FsmReader {
             if self.seen == self.header.transitions || t.src > states || t.dst > states {
                 return Err(self.syntax(1, "the file changed while it was read"));
             }
-            let label = &self.lines.line[t.label];
-            let id = match self.label_ids.get(label) {
-                Some(&id) => id,
-                None => {
-                    let id = self.labels.len() as u32;
-                    self.labels.push(label.to_string());
-                    self.label_ids.insert(label.to_string(), id);
-                    id
-                }
-            };
+            let id = self.labels.intern(&self.lines.line[t.label]);
             self.seen += 1;
-            return Ok(Some((t.src - 1, LabelId(id), t.dst - 1)));
+            return Ok(Some((t.src - 1, id, t.dst - 1)));
         }
     }
 }
@@ -543,15 +462,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.fsm");
         let mut w = FsmWriter::create(&p, None).unwrap();
-        w.define_label(LabelId(0), "a(1, 2)").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 2,
-            transitions: 1,
-            initial: 1,
-            deadlocks: 1,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a(1, 2)", 2, 1).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text, "---\n---\n1 2 \"a(1, 2)\"\n---\n2\n");
         let mut w = FsmWriter::create(&p, None).unwrap();
@@ -669,15 +580,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.fsm");
         let mut w = FsmWriter::create(&p, state_lines(5, 1)).unwrap();
-        w.define_label(LabelId(0), "a").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 5,
-            transitions: 1,
-            initial: 0,
-            deadlocks: 4,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a", 5, 0).unwrap();
         let r = FsmReader::open(&p).unwrap();
         assert_eq!(r.header().states, 5);
         // A header's claim of billions of states does not become gigabytes of empty lines.

@@ -12,8 +12,9 @@ pub mod native;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LabelId(pub u32);
 
-use crate::error::LtsError;
-use std::path::Path;
+use crate::error::{LtsError, TextError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 /// Final counts handed to a sink when the exploration is complete.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,10 +72,7 @@ pub(crate) fn decode_pending<T: serde::de::DeserializeOwned>(
 /// it is at least that long; the writer position is at `len`.
 pub(crate) fn reopen_at(path: &Path, len: u64) -> Result<std::fs::File, LtsError> {
     use std::io::{Seek, SeekFrom};
-    let io = |source| LtsError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = io_error(path);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -102,18 +100,61 @@ pub(crate) fn set_label(labels: &mut Vec<String>, id: LabelId, name: String) {
     labels[i] = name;
 }
 
-/// Flushes a finished text writer and forces it to disk.
-pub(crate) fn sync(
-    out: &mut std::io::BufWriter<std::fs::File>,
-    path: &Path,
-) -> Result<(), LtsError> {
-    use std::io::Write;
-    let io = |source| LtsError::Io {
+/// What the text writers (`.aut`, `.fsm`, `.dot`) share: the buffered file, named in its
+/// I/O errors, and the label table, each name as the format writes it.
+pub(crate) struct TextOut {
+    path: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    labels: Vec<String>,
+}
+
+impl TextOut {
+    /// Creates `path`, written through a buffer of `buffer` bytes.
+    fn create(path: &Path, buffer: usize) -> Result<Self, LtsError> {
+        let file = std::fs::File::create(path).map_err(io_error(path))?;
+        Ok(Self::on(path, file, buffer, Vec::new()))
+    }
+
+    /// Writes on to `file`, open at `path`, with the labels already defined.
+    fn on(path: &Path, file: std::fs::File, buffer: usize, labels: Vec<String>) -> Self {
+        TextOut {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::with_capacity(buffer, file),
+            labels,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), LtsError> {
+        use std::io::Write;
+        self.out.write_all(bytes).map_err(io_error(&self.path))
+    }
+
+    /// The name of label `id`, which must have been defined.
+    fn label(&self, id: LabelId) -> Result<&str, LtsError> {
+        match self.labels.get(id.0 as usize) {
+            Some(name) => Ok(name),
+            None => Err(LtsError::Invalid(format!(
+                "label {} used before it was defined",
+                id.0
+            ))),
+        }
+    }
+
+    /// Flushes the buffer and forces the file to disk.
+    fn sync(&mut self) -> Result<(), LtsError> {
+        use std::io::Write;
+        let io = io_error(&self.path);
+        self.out.flush().map_err(io)?;
+        self.out.get_ref().sync_all().map_err(io)
+    }
+}
+
+/// Makes an I/O failure on `path` an [`LtsError`] (for `map_err`).
+pub(crate) fn io_error(path: &Path) -> impl Fn(std::io::Error) -> LtsError + Copy + '_ {
+    move |source| LtsError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    out.flush().map_err(io)?;
-    out.get_ref().sync_all().map_err(io)
+    }
 }
 
 /// Lines of a text LTS file (`.aut`, `.fsm`), read as UTF-8: bytes that are not UTF-8 make
@@ -145,10 +186,7 @@ impl TextLines {
         let n = self
             .reader
             .read_until(b'\n', &mut self.raw)
-            .map_err(|source| LtsError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(io_error(path))?;
         self.line_no += 1;
         match String::from_utf8(std::mem::take(&mut self.raw)) {
             Ok(text) => {
@@ -162,7 +200,7 @@ impl TextLines {
                 let at = e.utf8_error().valid_up_to();
                 let bytes = e.into_bytes();
                 let column = String::from_utf8_lossy(&bytes[..at]).chars().count() + 1;
-                Err(LtsError::Syntax {
+                Err(LtsError::Syntax(TextError {
                     path: path.to_path_buf(),
                     line: self.line_no,
                     column,
@@ -170,10 +208,134 @@ impl TextLines {
                         "byte 0x{:02x} is not valid UTF-8 (the file must be text)",
                         bytes[at]
                     ),
-                })
+                }))
             }
         }
     }
+}
+
+/// The counts of a text LTS file: the `des` line of an `.aut` file, or what the first pass
+/// over an `.fsm` file found (the format has no header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TextHeader {
+    /// The initial state, 0-based.
+    pub initial: u64,
+    pub transitions: u64,
+    /// `.fsm`: the number of state lines, or the highest state number used.
+    pub states: u64,
+}
+
+/// Labels numbered in order of first appearance, as the text readers meet them.
+#[derive(Default)]
+struct LabelTable {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl LabelTable {
+    /// The id of `label`, numbering it if it is new.
+    fn intern(&mut self, label: &str) -> LabelId {
+        let id = match self.ids.get(label) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(label.to_string());
+                self.ids.insert(label.to_string(), id);
+                id
+            }
+        };
+        LabelId(id)
+    }
+}
+
+/// Streams the transitions of a text LTS file, interning labels in order of first appearance.
+/// What `.aut` and `.fsm` reading share lives here; `F` is the format's own state, and the
+/// format's module opens the file and parses its lines ([`aut::AutReader`],
+/// [`fsm::FsmReader`]).
+pub struct TextReader<F> {
+    path: PathBuf,
+    lines: TextLines,
+    header: TextHeader,
+    labels: LabelTable,
+    /// Transitions returned so far.
+    seen: u64,
+    format: F,
+}
+
+impl<F> TextReader<F> {
+    /// A reader at the start of `reader`, with zero counts until the format has read them.
+    fn start(path: &Path, reader: Box<dyn std::io::BufRead>, format: F) -> Self {
+        TextReader {
+            path: path.to_path_buf(),
+            lines: TextLines::new(reader),
+            header: TextHeader {
+                initial: 0,
+                transitions: 0,
+                states: 0,
+            },
+            labels: LabelTable::default(),
+            seen: 0,
+            format,
+        }
+    }
+
+    pub fn header(&self) -> TextHeader {
+        self.header
+    }
+
+    /// The file name used in errors.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Labels seen so far, indexed by label id.
+    pub fn labels(&self) -> &[String] {
+        &self.labels.names
+    }
+
+    /// The end of the transitions: `None` if as many were read as the header counts, else the
+    /// file is truncated; `message(counted, read)` says what the mismatch means in the format.
+    fn end_of_edges(
+        &self,
+        message: fn(u64, u64) -> String,
+    ) -> Result<Option<(u64, LabelId, u64)>, LtsError> {
+        if self.seen != self.header.transitions {
+            return Err(LtsError::Truncated {
+                path: self.path.clone(),
+                message: message(self.header.transitions, self.seen),
+            });
+        }
+        Ok(None)
+    }
+
+    /// A syntax error at `column` of the current line.
+    fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
+        LtsError::Syntax(TextError {
+            path: self.path.clone(),
+            line: self.lines.line_no,
+            column,
+            message: message.into(),
+        })
+    }
+}
+
+/// Test helper: writes the one-transition LTS `0 -label-> 1` through `w` and finishes it as
+/// an LTS of `states` states (all but state 0 deadlocks) whose initial state is `initial`.
+#[cfg(test)]
+pub(crate) fn write_one_edge(
+    w: &mut impl LtsSink,
+    label: &str,
+    states: u64,
+    initial: u64,
+) -> Result<(), LtsError> {
+    w.define_label(LabelId(0), label)?;
+    w.edge(0, LabelId(0), 1)?;
+    w.finish(&LtsSummary {
+        states,
+        transitions: 1,
+        initial,
+        deadlocks: states - 1,
+    })
 }
 
 /// A sink that discards everything (exploration without output).

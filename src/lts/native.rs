@@ -9,7 +9,7 @@
 
 use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark};
-use crate::error::LtsError;
+use crate::error::{Corruption, LtsError};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -56,6 +56,24 @@ struct BlockFile {
 }
 
 impl BlockFile {
+    /// The file side of a writer whose file `out` (at `path`) holds `offset` bytes, whose
+    /// checksum `body_crc` has covered.
+    fn new(
+        path: &Path,
+        out: File,
+        body_crc: crc32fast::Hasher,
+        offset: u64,
+    ) -> Result<BlockFile, LtsError> {
+        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(super::io_error(path))?;
+        Ok(BlockFile {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, out),
+            body_crc,
+            offset,
+            compressor,
+        })
+    }
+
     fn io(&self, source: std::io::Error) -> LtsError {
         LtsError::Io {
             path: self.path.clone(),
@@ -100,12 +118,8 @@ pub struct NativeWriter {
     path: PathBuf,
     tx: Option<std::sync::mpsc::SyncSender<(u32, Vec<u8>)>>,
     worker: Option<std::thread::JoinHandle<Result<BlockFile, LtsError>>>,
-    raw: Vec<u8>,
-    records: u32,
-    prev_src: u64,
-    blocks: u32,
-    transitions: u64,
-    labels: Vec<String>,
+    /// Everything a checkpoint keeps: the partial block and the counters.
+    state: Pending,
     /// Footer flags ([`FLAG_STATES_MAY_REPEAT`]).
     flags: u16,
 }
@@ -118,19 +132,8 @@ pub const FLAG_STATES_MAY_REPEAT: u16 = 1;
 
 impl NativeWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = File::create(path).map_err(io)?;
-        let compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?;
-        let mut file = BlockFile {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, file),
-            body_crc: crc32fast::Hasher::new(),
-            offset: 0,
-            compressor,
-        };
+        let file = File::create(path).map_err(super::io_error(path))?;
+        let mut file = BlockFile::new(path, file, crc32fast::Hasher::new(), 0)?;
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&VERSION.to_le_bytes());
@@ -141,54 +144,40 @@ impl NativeWriter {
         let crc = crc32fast::hash(&header);
         header.extend_from_slice(&crc.to_le_bytes());
         file.write(&header)?;
-        let mut w = NativeWriter {
-            path: path.to_path_buf(),
-            tx: None,
-            worker: None,
+        let state = Pending {
             raw: Vec::with_capacity(1 << 20),
             records: 0,
             prev_src: 0,
             blocks: 0,
             transitions: 0,
             labels: Vec::new(),
-            flags: 0,
         };
-        w.start(file)?;
-        Ok(w)
+        Self::launch(path, file, state)
     }
 
     /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]); `crc` is the
     /// CRC-32 of its first `mark.len` bytes, from which the whole-file checksum continues.
     pub fn resume(path: &Path, mark: &SinkMark, crc: u32) -> Result<Self, LtsError> {
-        let io = |source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
         let raw = zstd::bulk::decompress(&mark.pending, MAX_PENDING).map_err(|_| {
             LtsError::Invalid(format!(
                 "{}: the checkpoint's writer state does not decompress",
                 path.display()
             ))
         })?;
-        let pending: Pending = super::decode_pending(path, &raw)?;
+        let state: Pending = super::decode_pending(path, &raw)?;
         let f = super::reopen_at(path, mark.len)?;
-        let file = BlockFile {
-            path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 20, f),
-            body_crc: crc32fast::Hasher::new_with_initial_len(crc, mark.len),
-            offset: mark.len,
-            compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io)?,
-        };
+        let body_crc = crc32fast::Hasher::new_with_initial_len(crc, mark.len);
+        let file = BlockFile::new(path, f, body_crc, mark.len)?;
+        Self::launch(path, file, state)
+    }
+
+    /// A writer at `state` whose background thread writes on to `file`.
+    fn launch(path: &Path, file: BlockFile, state: Pending) -> Result<Self, LtsError> {
         let mut w = NativeWriter {
             path: path.to_path_buf(),
             tx: None,
             worker: None,
-            raw: pending.raw,
-            records: pending.records,
-            prev_src: pending.prev_src,
-            blocks: pending.blocks,
-            transitions: pending.transitions,
-            labels: pending.labels,
+            state,
             flags: 0,
         };
         w.start(file)?;
@@ -233,12 +222,12 @@ impl NativeWriter {
     }
 
     fn flush_edges(&mut self) -> Result<(), LtsError> {
-        if self.records == 0 {
+        if self.state.records == 0 {
             return Ok(());
         }
-        let raw = std::mem::replace(&mut self.raw, Vec::with_capacity(1 << 20));
+        let raw = std::mem::replace(&mut self.state.raw, Vec::with_capacity(1 << 20));
         let sent = match &self.tx {
-            Some(tx) => tx.send((self.records, raw)).is_ok(),
+            Some(tx) => tx.send((self.state.records, raw)).is_ok(),
             None => false,
         };
         if !sent {
@@ -249,30 +238,30 @@ impl NativeWriter {
                 self.path.display()
             )));
         }
-        self.blocks += 1;
-        self.records = 0;
-        self.prev_src = 0;
+        self.state.blocks += 1;
+        self.state.records = 0;
+        self.state.prev_src = 0;
         Ok(())
     }
 }
 
 impl LtsSink for NativeWriter {
     fn define_label(&mut self, id: LabelId, name: &str) -> Result<(), LtsError> {
-        super::set_label(&mut self.labels, id, name.to_string());
+        super::set_label(&mut self.state.labels, id, name.to_string());
         Ok(())
     }
 
     fn edge(&mut self, src: u64, label: LabelId, dst: u64) -> Result<(), LtsError> {
         put_varint(
-            &mut self.raw,
-            zigzag(src.wrapping_sub(self.prev_src) as i64),
+            &mut self.state.raw,
+            zigzag(src.wrapping_sub(self.state.prev_src) as i64),
         );
-        put_varint(&mut self.raw, label.0 as u64);
-        put_varint(&mut self.raw, zigzag(dst.wrapping_sub(src) as i64));
-        self.prev_src = src;
-        self.records += 1;
-        self.transitions += 1;
-        if self.records == EDGES_PER_BLOCK {
+        put_varint(&mut self.state.raw, label.0 as u64);
+        put_varint(&mut self.state.raw, zigzag(dst.wrapping_sub(src) as i64));
+        self.state.prev_src = src;
+        self.state.records += 1;
+        self.state.transitions += 1;
+        if self.state.records == EDGES_PER_BLOCK {
             self.flush_edges()?;
         }
         Ok(())
@@ -287,7 +276,7 @@ impl LtsSink for NativeWriter {
         let mut file = self.join()?;
         let label_offset = file.offset;
         let mut raw = Vec::new();
-        let labels = std::mem::take(&mut self.labels);
+        let labels = std::mem::take(&mut self.state.labels);
         for l in &labels {
             put_varint(&mut raw, l.len() as u64);
             raw.extend_from_slice(l.as_bytes());
@@ -299,11 +288,11 @@ impl LtsSink for NativeWriter {
         f.extend_from_slice(&VERSION.to_le_bytes());
         f.extend_from_slice(&self.flags.to_le_bytes());
         f.extend_from_slice(&summary.states.to_le_bytes());
-        f.extend_from_slice(&self.transitions.to_le_bytes());
+        f.extend_from_slice(&self.state.transitions.to_le_bytes());
         f.extend_from_slice(&summary.initial.to_le_bytes());
         f.extend_from_slice(&summary.deadlocks.to_le_bytes());
         f.extend_from_slice(&(labels.len() as u32).to_le_bytes());
-        f.extend_from_slice(&self.blocks.to_le_bytes());
+        f.extend_from_slice(&self.state.blocks.to_le_bytes());
         f.extend_from_slice(&label_offset.to_le_bytes());
         f.extend_from_slice(&body_crc.to_le_bytes());
         let crc = crc32fast::hash(&f);
@@ -325,16 +314,8 @@ impl LtsSink for NativeWriter {
         file.out.get_ref().sync_all().map_err(|e| file.io(e))?;
         let len = file.offset;
         self.start(file)?;
-        let pending = Pending {
-            raw: self.raw.clone(),
-            records: self.records,
-            prev_src: self.prev_src,
-            blocks: self.blocks,
-            transitions: self.transitions,
-            labels: self.labels.clone(),
-        };
         // Compressed: the partial block is up to 65,536 edges and goes into the manifest.
-        let raw = crate::codec::encode(&pending);
+        let raw = crate::codec::encode(&self.state);
         let pending = zstd::bulk::compress(&raw, ZSTD_LEVEL).map_err(|e| LtsError::Io {
             path: self.path.clone(),
             source: e,
@@ -437,11 +418,13 @@ impl NativeReader {
         };
         let mut file = File::open(path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
-        let corrupt = |offset: u64, expected: &str, found: String| LtsError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected: expected.to_string(),
-            found,
+        let corrupt = |offset: u64, expected: &str, found: String| {
+            LtsError::Corrupt(Corruption {
+                path: path.to_path_buf(),
+                offset,
+                expected: expected.to_string(),
+                found,
+            })
         };
         if file_len < HEADER_LEN {
             return Err(LtsError::Truncated {
@@ -582,12 +565,12 @@ impl NativeReader {
     }
 
     fn corrupt(&self, offset: u64, expected: &str, found: String) -> LtsError {
-        LtsError::Corrupt {
+        LtsError::Corrupt(Corruption {
             path: self.path.clone(),
             offset,
             expected: expected.to_string(),
             found,
-        }
+        })
     }
 
     fn label_err(&self) -> LtsError {

@@ -38,17 +38,7 @@ impl AutModel {
     pub fn load(path: &Path) -> Result<Self, ModelError> {
         let to_model = |e: LtsError| match e {
             LtsError::Io { path, source } => ModelError::Io { path, source },
-            LtsError::Syntax {
-                path,
-                line,
-                column,
-                message,
-            } => ModelError::Syntax {
-                path,
-                line,
-                column,
-                message,
-            },
+            LtsError::Syntax(e) => ModelError::Syntax(e),
             other => ModelError::Invalid {
                 path: path.to_path_buf(),
                 message: other.to_string(),

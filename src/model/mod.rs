@@ -28,6 +28,18 @@ pub struct TransitionId(pub u32);
 /// reader) and the same type here.
 pub use crate::lts::LabelId;
 
+/// Checks that a state vector handed to a model has the length `len` of the model's states;
+/// `model` names the kind of model in the error.
+pub(crate) fn check_state_len(s: &[u8], len: usize, model: &str) -> Result<(), ModelError> {
+    if s.len() != len {
+        return Err(ModelError::Other(format!(
+            "state vector of {} bytes given to {model} whose states have {len} bytes",
+            s.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The outcome of firing (or unfiring) one transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fired {

@@ -335,14 +335,7 @@ impl<C: Counter> PetriModel<C> {
     }
 
     fn check_len(&self, s: &[u8]) -> Result<(), ModelError> {
-        if s.len() != self.places * C::BYTES {
-            return Err(ModelError::Other(format!(
-                "state vector of {} bytes given to a net whose states have {} bytes",
-                s.len(),
-                self.places * C::BYTES
-            )));
-        }
-        Ok(())
+        crate::model::check_state_len(s, self.places * C::BYTES, "a net")
     }
 }
 
@@ -530,11 +523,17 @@ mod tests {
       <arc id="3" source="gen" target="b"><inscription><text>100</text></inscription></arc>
     </page></net></pnml>"#;
 
-    #[test]
-    fn overflow_is_reported_not_wrapped() {
-        let m = build(net(PRODUCER), 8).unwrap();
+    /// The [`PRODUCER`] net with `bits`-bit place counters, and its initial state.
+    fn producer(bits: u8) -> (Box<dyn Model>, Vec<u8>) {
+        let m = build(net(PRODUCER), bits).unwrap();
         let mut s = Vec::new();
         m.initial_state(&mut s).unwrap();
+        (m, s)
+    }
+
+    #[test]
+    fn overflow_is_reported_not_wrapped() {
+        let (m, mut s) = producer(8);
         let mut next = Vec::new();
         assert!(matches!(
             m.fire(&s, TransitionId(0), &mut next),
@@ -550,9 +549,7 @@ mod tests {
 
     #[test]
     fn unfire_inverts_fire_and_stops_at_negative() {
-        let m = build(net(PRODUCER), 16).unwrap();
-        let mut s = Vec::new();
-        m.initial_state(&mut s).unwrap();
+        let (m, s) = producer(16);
         let mut next = Vec::new();
         m.fire(&s, TransitionId(0), &mut next).unwrap();
         let mut back = Vec::new();

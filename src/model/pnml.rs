@@ -9,7 +9,7 @@
 //! ids, repeated or empty labels, characters outside XML; see [`parse`] and docs/ARCHITECTURE.md).
 //! Malformed XML is reported with line and column.
 
-use crate::error::{line_col, ModelError};
+use crate::error::{line_col, ModelError, TextError};
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 use std::collections::HashMap;
@@ -111,9 +111,10 @@ impl Parser<'_> {
         line_col(self.text, offset)
     }
 
-    fn syntax(&self, offset: usize, message: impl Into<String>) -> ModelError {
+    /// `message` at `offset` of the file.
+    fn at(&self, offset: usize, message: impl Into<String>) -> TextError {
         let (line, column) = self.pos(offset);
-        ModelError::Syntax {
+        TextError {
             path: self.path.clone(),
             line,
             column,
@@ -121,14 +122,12 @@ impl Parser<'_> {
         }
     }
 
+    fn syntax(&self, offset: usize, message: impl Into<String>) -> ModelError {
+        ModelError::Syntax(self.at(offset, message))
+    }
+
     fn limit(&self, offset: usize, message: impl Into<String>) -> ModelError {
-        let (line, column) = self.pos(offset);
-        ModelError::Limit {
-            path: self.path.clone(),
-            line,
-            column,
-            message: message.into(),
-        }
+        ModelError::Limit(self.at(offset, message))
     }
 
     fn unsupported(&self, offset: usize, construct: impl Into<String>) -> ModelError {
@@ -787,16 +786,11 @@ fn label_text(
                     ),
                 ));
             }
-            let m: u64 = match value.parse() {
-                Ok(m) => m,
-                // A number, just too large for u64: a limit, not a syntax error.
-                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
-                Err(_) => {
-                    return Err(p.syntax(
-                        offset,
-                        format!("initial marking '{value}' is not a non-negative integer"),
-                    ))
-                }
+            let Some(m) = count(value) else {
+                return Err(p.syntax(
+                    offset,
+                    format!("initial marking '{value}' is not a non-negative integer"),
+                ));
             };
             if m > MAX_TOKENS {
                 return Err(p.limit(
@@ -819,15 +813,11 @@ fn label_text(
                     ),
                 ));
             }
-            let w: u64 = match value.parse() {
-                Ok(w) => w,
-                Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => u64::MAX,
-                Err(_) => {
-                    return Err(p.syntax(
-                        offset,
-                        format!("arc inscription '{value}' is not a positive integer"),
-                    ))
-                }
+            let Some(w) = count(value) else {
+                return Err(p.syntax(
+                    offset,
+                    format!("arc inscription '{value}' is not a positive integer"),
+                ));
             };
             if w == 0 {
                 return Err(p.syntax(offset, "arc inscription 0 (weights must be positive)"));
@@ -846,6 +836,17 @@ fn label_text(
         _ => {}
     }
     Ok(())
+}
+
+/// The number in an initial marking or an arc inscription, `None` if it is not one. A number
+/// just too large for `u64` reads as `u64::MAX`, so that it is refused as a limit (above
+/// [`MAX_TOKENS`]), not as a syntax error.
+fn count(value: &str) -> Option<u64> {
+    match value.parse() {
+        Ok(v) => Some(v),
+        Err(_) if value.bytes().all(|b| b.is_ascii_digit()) => Some(u64::MAX),
+        Err(_) => None,
+    }
 }
 
 /// Sorts arcs by place and sums the weights of parallel arcs.
@@ -1051,10 +1052,7 @@ mod tests {
             ),
         ] {
             let e = parse_str(&SMALL.replacen(from, to, 1)).unwrap_err();
-            assert!(
-                matches!(e, ModelError::Limit { line: l, .. } if l == line),
-                "{e}"
-            );
+            assert!(matches!(&e, ModelError::Limit(t) if t.line == line), "{e}");
             assert!(
                 e.to_string().starts_with("test.pnml:") && e.to_string().contains("32 bits"),
                 "{e}"
@@ -1067,7 +1065,7 @@ mod tests {
         );
         let e = parse_str(&parallel).unwrap_err();
         assert!(
-            matches!(e, ModelError::Limit { line: 7, .. }) && e.to_string().contains("arc 'a3'"),
+            matches!(&e, ModelError::Limit(t) if t.line == 7) && e.to_string().contains("arc 'a3'"),
             "{e}"
         );
         assert!(parse_str(&SMALL.replacen(

@@ -53,15 +53,21 @@ fn tau_sccs(lts: &Lts, is_tau: &[bool]) -> Result<(Vec<u32>, u32), PostError> {
         if index[root as usize] != NONE {
             continue;
         }
-        index[root as usize] = next;
-        low[root as usize] = next;
-        next += 1;
-        stack.push(root);
-        on_stack[root as usize] = true;
-        call.push((root, lts.start[root as usize]));
-        while let Some(&(v, mut pos)) = call.last() {
+        // The state to visit next: the root, then each unvisited child met along a tau edge.
+        let mut child = Some(root);
+        loop {
+            if let Some(w) = child.take() {
+                index[w as usize] = next;
+                low[w as usize] = next;
+                next += 1;
+                stack.push(w);
+                on_stack[w as usize] = true;
+                call.push((w, lts.start[w as usize]));
+            }
+            let Some(&(v, mut pos)) = call.last() else {
+                break;
+            };
             let end = lts.start[v as usize + 1];
-            let mut child = None;
             while pos < end {
                 let i = pos as usize;
                 pos += 1;
@@ -79,13 +85,7 @@ fn tau_sccs(lts: &Lts, is_tau: &[bool]) -> Result<(Vec<u32>, u32), PostError> {
             if let Some(top) = call.last_mut() {
                 top.1 = pos;
             }
-            if let Some(w) = child {
-                index[w as usize] = next;
-                low[w as usize] = next;
-                next += 1;
-                stack.push(w);
-                on_stack[w as usize] = true;
-                call.push((w, lts.start[w as usize]));
+            if child.is_some() {
                 continue;
             }
             call.pop();
@@ -369,9 +369,7 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
 mod tests {
     use super::*;
 
-    fn lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
-        Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
-    }
+    use crate::post::graph::test_lts as lts;
 
     #[test]
     fn inert_tau_disappears() {

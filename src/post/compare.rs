@@ -506,9 +506,7 @@ pub fn explain(q: &Lts, r0: u32, r1: u32) -> Explanation {
 mod tests {
     use super::*;
 
-    fn lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
-        Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
-    }
+    use crate::post::graph::test_lts as lts;
 
     #[test]
     fn equal_up_to_bisimulation() {

@@ -114,10 +114,9 @@ mod tests {
     #[test]
     fn shortest_traces_nearest_first() {
         // 0 -a-> 1 -b-> 2 (deadlock); 0 -c-> 3 -c-> 4 -c-> 2; 0 -d-> 5 (deadlock); 6 unreachable.
-        let lts = Lts::from_edges(
+        let lts = crate::post::graph::test_lts(
             7,
-            0,
-            ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect(),
+            &["a", "b", "c", "d"],
             &[
                 (0, 0, 1),
                 (1, 1, 2),
@@ -126,8 +125,7 @@ mod tests {
                 (4, 2, 2),
                 (0, 3, 5),
             ],
-        )
-        .unwrap();
+        );
         let r = deadlocks(&lts, 10).unwrap();
         assert_eq!((r.deadlocks, r.reachable_deadlocks), (3, 2));
         assert_eq!(r.traces[0].trace, vec!["d"]);

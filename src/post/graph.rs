@@ -319,16 +319,20 @@ pub fn write_file(
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);
-        std::fs::rename(&partial, path).map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        std::fs::rename(&partial, path).map_err(crate::lts::io_error(path))?;
         Ok(summary)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
     }
     result
+}
+
+/// Test helper: the LTS of `n` states, initial state 0, with `labels` and the
+/// `(src, label, dst)` edges.
+#[cfg(test)]
+pub(crate) fn test_lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
+    Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use crate::error::LtsError;
 use crate::lts::aut::AutReader;
 use crate::lts::fsm::FsmReader;
 use crate::lts::native::NativeReader;
-use crate::lts::LtsFormat;
+use crate::lts::{LtsFormat, TextHeader};
 use std::path::{Path, PathBuf};
 
 /// What a file says about itself before its edges are read (header or footer).
@@ -74,35 +74,8 @@ impl Input {
                     states_may_repeat: f.flags & crate::lts::native::FLAG_STATES_MAY_REPEAT != 0,
                 }
             }
-            Input::Aut(r) => {
-                let h = r.header();
-                let file_len = file_len(r.path())?;
-                InputHeader {
-                    format: LtsFormat::Aut,
-                    version: None,
-                    states: h.states,
-                    transitions: h.transitions,
-                    initial: h.initial,
-                    labels: None,
-                    recorded_deadlocks: None,
-                    file_len,
-                    states_may_repeat: false,
-                }
-            }
-            Input::Fsm(r) => {
-                let h = r.header();
-                InputHeader {
-                    format: LtsFormat::Fsm,
-                    version: None,
-                    states: h.states,
-                    transitions: h.transitions,
-                    initial: h.initial,
-                    labels: None,
-                    recorded_deadlocks: None,
-                    file_len: file_len(r.path())?,
-                    states_may_repeat: false,
-                }
-            }
+            Input::Aut(r) => text_header(LtsFormat::Aut, r.header(), r.path())?,
+            Input::Fsm(r) => text_header(LtsFormat::Fsm, r.header(), r.path())?,
         })
     }
 
@@ -149,12 +122,25 @@ impl Input {
     }
 }
 
+/// What a text file (`.aut`, `.fsm`) says about itself: its counts, and none of what only
+/// the native footer records.
+fn text_header(format: LtsFormat, h: TextHeader, path: &Path) -> Result<InputHeader, LtsError> {
+    Ok(InputHeader {
+        format,
+        version: None,
+        states: h.states,
+        transitions: h.transitions,
+        initial: h.initial,
+        labels: None,
+        recorded_deadlocks: None,
+        file_len: file_len(path)?,
+        states_may_repeat: false,
+    })
+}
+
 fn file_len(path: &Path) -> Result<u64, LtsError> {
     Ok(std::fs::metadata(path)
-        .map_err(|source| LtsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
+        .map_err(crate::lts::io_error(path))?
         .len())
 }
 
@@ -162,23 +148,13 @@ fn file_len(path: &Path) -> Result<u64, LtsError> {
 mod tests {
     use super::*;
     use crate::lts::native::NativeWriter;
-    use crate::lts::{LtsSink, LtsSummary};
-    use crate::model::LabelId;
 
     #[test]
     fn initial_state_outside_the_states_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.slts");
         let mut w = NativeWriter::create(&p).unwrap();
-        w.define_label(LabelId(0), "a").unwrap();
-        w.edge(0, LabelId(0), 1).unwrap();
-        w.finish(&LtsSummary {
-            states: 2,
-            transitions: 1,
-            initial: 7,
-            deadlocks: 1,
-        })
-        .unwrap();
+        crate::lts::write_one_edge(&mut w, "a", 2, 7).unwrap();
         let e = Input::open(&p).err().unwrap();
         assert!(matches!(e, LtsError::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("initial state"), "{e}");

@@ -615,9 +615,7 @@ pub(crate) fn build_quotient(
 mod tests {
     use super::*;
 
-    fn lts(n: u32, labels: &[&str], edges: &[(u32, u32, u32)]) -> Lts {
-        Lts::from_edges(n, 0, labels.iter().map(|s| s.to_string()).collect(), edges).unwrap()
-    }
+    use crate::post::graph::test_lts as lts;
 
     #[test]
     fn merges_bisimilar_branches() {

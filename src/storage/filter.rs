@@ -21,7 +21,7 @@
 //!   rest     for each value: low(v_i) as ceil(low_bits / 8) little-endian bytes
 //! ```
 
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::path::Path;
 
 /// The transform a segment file applies to its blocks (header byte 15, parameter at byte 32).
@@ -129,11 +129,13 @@ impl Filter {
         path: &Path,
         offset: u64,
     ) -> Result<(), StorageError> {
-        let corrupt = |expected: String, found: String| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected,
-            found,
+        let corrupt = |expected: String, found: String| {
+            StorageError::Corrupt(Corruption {
+                path: path.to_path_buf(),
+                offset,
+                expected,
+                found,
+            })
         };
         match self {
             Filter::None => {

@@ -9,11 +9,40 @@
 
 use memmap2::{MmapMut, MmapOptions, UncheckedAdvice};
 use std::fs::File;
+use std::marker::PhantomData;
+
+/// A writable mapping; `K` says of what ([`FileBacked`] or [`Anonymous`]), and so what may
+/// be done with it beyond reading and writing its bytes.
+pub struct Mapping<K> {
+    map: MmapMut,
+    kind: PhantomData<K>,
+}
+
+impl<K> Mapping<K> {
+    fn wrap(map: MmapMut) -> Self {
+        Mapping {
+            map,
+            kind: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    #[inline(always)]
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+}
+
+/// A shared mapping of a file: the only kind that may release its pages ([`Window::release`])
+/// without losing their contents.
+pub struct FileBacked;
 
 /// A writable shared mapping of `len` bytes of a file, starting at byte 0.
-pub struct Window {
-    map: MmapMut,
-}
+pub type Window = Mapping<FileBacked>;
 
 impl Window {
     /// Maps the first `len` bytes of `file`, which must be at least `len` bytes long, allocated
@@ -25,17 +54,7 @@ impl Window {
         // SIGBUS), and it is never truncated while the mapping lives: the owning segment keeps
         // both the `File` and the `Window` and drops the window first.
         let map = unsafe { MmapOptions::new().len(len).map_mut(file)? };
-        Ok(Window { map })
-    }
-
-    #[inline(always)]
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    #[inline(always)]
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.map
+        Ok(Mapping::wrap(map))
     }
 
     pub fn len(&self) -> usize {
@@ -73,24 +92,13 @@ impl Window {
 /// allocation, its pages go back to the kernel the moment it is dropped, so a cache that shrinks
 /// to make room for another structure really lowers the resident set (the C allocator keeps
 /// freed medium-sized chunks in its heap, where they still count towards VmRSS).
-pub struct AnonBlock {
-    map: MmapMut,
-}
+pub type AnonBlock = Mapping<Anonymous>;
+
+/// A private anonymous mapping: releasing its pages would lose them, so it cannot.
+pub struct Anonymous;
 
 impl AnonBlock {
     pub fn new(len: usize) -> std::io::Result<AnonBlock> {
-        Ok(AnonBlock {
-            map: MmapMut::map_anon(len.max(1))?,
-        })
-    }
-
-    #[inline(always)]
-    pub fn bytes(&self) -> &[u8] {
-        &self.map
-    }
-
-    #[inline(always)]
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.map
+        Ok(Mapping::wrap(MmapMut::map_anon(len.max(1))?))
     }
 }

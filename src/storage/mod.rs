@@ -33,6 +33,14 @@ use crate::error::StorageError;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The length field the queue and the stack store beside each record (`u32` LE), or the error
+/// for a record too long for it; `what` names the container in the error.
+fn record_len(rec: &[u8], what: &str) -> Result<[u8; 4], StorageError> {
+    let n = u32::try_from(rec.len())
+        .map_err(|_| StorageError::Invalid(format!("{what} record of {} bytes", rec.len())))?;
+    Ok(n.to_le_bytes())
+}
+
 /// When structures keep their data in segment files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SpillPolicy {

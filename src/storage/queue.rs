@@ -18,7 +18,7 @@ use super::segment::{
     detach, BlockMeta, BlockReader, FileLifetime, HashId, Header, Kind, Layout, SegmentFile,
 };
 use super::vec::SegOptions;
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
@@ -131,7 +131,7 @@ impl SegQueue {
             q.head_pos = mark.read_offset as usize;
             if q.head_pos > q.head.len() {
                 let path = file_path(dir, name, q.head_block.map_or(0, |h| h.0));
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path,
                     offset: 0,
                     expected: format!(
@@ -139,7 +139,7 @@ impl SegQueue {
                         mark.read_block, mark.read_offset
                     ),
                     found: format!("{} bytes", q.head.len()),
-                });
+                }));
             }
         }
         q.update_account();
@@ -213,9 +213,8 @@ impl SegQueue {
 
     /// Appends a record.
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
-        let n = u32::try_from(rec.len())
-            .map_err(|_| StorageError::Invalid(format!("queue record of {} bytes", rec.len())))?;
-        self.tail.extend_from_slice(&n.to_le_bytes());
+        let n = super::record_len(rec, "queue")?;
+        self.tail.extend_from_slice(&n);
         self.tail.extend_from_slice(rec);
         self.records += 1;
         while self.tail.len() - self.tail_pos >= self.hot_bytes + self.block_bytes {

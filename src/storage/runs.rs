@@ -22,7 +22,7 @@
 
 use super::budget::{Account, Budget, MemoryLimit};
 use super::segment::io_err;
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -257,11 +257,13 @@ impl RunWriter {
 /// Checks a block read from `path` at block `b` and returns its pair count.
 fn check_block(path: &Path, b: u64, block: &[u8]) -> Result<usize, StorageError> {
     let count = u32::from_le_bytes(block[0..4].try_into().unwrap()) as usize;
-    let corrupt = |expected: String, found: String| StorageError::Corrupt {
-        path: path.to_path_buf(),
-        offset: b * BLOCK as u64,
-        expected,
-        found,
+    let corrupt = |expected: String, found: String| {
+        StorageError::Corrupt(Corruption {
+            path: path.to_path_buf(),
+            offset: b * BLOCK as u64,
+            expected,
+            found,
+        })
     };
     if count == 0 || count > PER_BLOCK {
         return Err(corrupt(
@@ -491,12 +493,12 @@ impl HashRuns {
                 }
             }
             if n != rm.pairs {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path: run.path.clone(),
                     offset: 0,
                     expected: format!("{} index pairs", rm.pairs),
                     found: format!("{n}"),
-                });
+                }));
             }
             run.firsts = firsts;
             run.filter = filter;
@@ -925,9 +927,9 @@ mod tests {
         bytes[BLOCK + 100] ^= 0x10;
         std::fs::write(&path, bytes).unwrap();
         match HashRuns::open(dir.path(), "t", budget, &mark) {
-            Err(StorageError::Corrupt {
+            Err(StorageError::Corrupt(Corruption {
                 path: p, offset, ..
-            }) => {
+            })) => {
                 assert_eq!(p, path);
                 assert_eq!(offset, BLOCK as u64);
             }

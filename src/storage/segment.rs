@@ -36,7 +36,7 @@
 //! record `(path, length)` and reopen the file there instead of copying it.
 
 use super::filter::Filter;
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -251,12 +251,7 @@ impl Header {
     }
 
     fn decode(path: &Path, h: &[u8; HEADER_LEN as usize]) -> Result<Header, StorageError> {
-        let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected,
-            found,
-        };
+        let corrupt = corrupt_at(path);
         if &h[0..8] != MAGIC {
             return Err(corrupt(
                 0,
@@ -402,6 +397,19 @@ pub(crate) fn io_err(
     move |source| StorageError::Io { path, what, source }
 }
 
+/// Makes a mismatch at byte `offset` of `path` a [`StorageError::Corrupt`]:
+/// `corrupt(offset, expected, found)`.
+fn corrupt_at(path: &Path) -> impl Fn(u64, String, String) -> StorageError + '_ {
+    move |offset, expected, found| {
+        StorageError::Corrupt(Corruption {
+            path: path.to_path_buf(),
+            offset,
+            expected,
+            found,
+        })
+    }
+}
+
 /// An open segment file: appends compressed blocks, reads them back by [`BlockMeta`].
 pub struct SegmentFile {
     path: PathBuf,
@@ -457,11 +465,13 @@ impl SegmentFile {
             .map_err(io_err(path, "stat segment file"))?
             .len();
         let end = len.unwrap_or(file_len);
-        let truncated = |offset: u64, what: String| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset,
-            expected: what,
-            found: format!("end of file at {file_len}"),
+        let truncated = |offset: u64, what: String| {
+            StorageError::Corrupt(Corruption {
+                path: path.to_path_buf(),
+                offset,
+                expected: what,
+                found: format!("end of file at {file_len}"),
+            })
         };
         if end > file_len || end < HEADER_LEN {
             return Err(truncated(
@@ -474,12 +484,12 @@ impl SegmentFile {
             .map_err(io_err(path, "read segment header"))?;
         let header = Header::decode(path, &h)?;
         if header.kind != kind {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path: path.to_path_buf(),
                 offset: 13,
                 expected: format!("a {kind:?} segment"),
                 found: format!("a {:?} segment", header.kind),
-            });
+            }));
         }
         let mut blocks = Vec::new();
         let mut pos = HEADER_LEN;
@@ -629,12 +639,7 @@ fn decode_block_header(
     pos: u64,
     bh: &[u8; BLOCK_HEADER_LEN as usize],
 ) -> Result<(u64, BlockMeta), StorageError> {
-    let corrupt = |offset: u64, expected: String, found: String| StorageError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        expected,
-        found,
-    };
+    let corrupt = corrupt_at(path);
     if &bh[0..4] != BLOCK_MAGIC {
         return Err(corrupt(
             pos,
@@ -726,12 +731,12 @@ impl BlockReader {
         out: &mut [u8],
     ) -> Result<(), StorageError> {
         if out.len() < meta.raw_len as usize {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path: path.to_path_buf(),
                 offset: meta.offset + 16,
                 expected: format!("a raw length of at most {} bytes", out.len()),
                 found: meta.raw_len.to_string(),
-            });
+            }));
         }
         let out = &mut out[..meta.raw_len as usize];
         self.comp.resize(meta.comp_len as usize, 0);
@@ -740,29 +745,31 @@ impl BlockReader {
         BYTES_READ.fetch_add(meta.comp_len as u64, Ordering::Relaxed);
         let found = crc32fast::hash(&self.comp);
         if found != meta.crc {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path: path.to_path_buf(),
                 offset: meta.offset + BLOCK_HEADER_LEN,
                 expected: format!("block checksum {:#010x}", meta.crc),
                 found: format!("{found:#010x}"),
-            });
+            }));
         }
         if self.codec == Codec::Columns {
             if !columns_decode(&self.comp, self.width, out) {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path: path.to_path_buf(),
                     offset: meta.offset + BLOCK_HEADER_LEN,
                     expected: format!("u32 columns of {}-byte records", self.width),
                     found: "undecodable data".into(),
-                });
+                }));
             }
             return Ok(());
         }
-        let undecodable = |e: std::io::Error| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset: meta.offset + BLOCK_HEADER_LEN,
-            expected: "a zstd frame".into(),
-            found: format!("undecodable data ({e})"),
+        let undecodable = |e: std::io::Error| {
+            StorageError::Corrupt(Corruption {
+                path: path.to_path_buf(),
+                offset: meta.offset + BLOCK_HEADER_LEN,
+                expected: "a zstd frame".into(),
+                found: format!("undecodable data ({e})"),
+            })
         };
         if !self.filter.is_none() {
             self.filtered
@@ -784,12 +791,12 @@ impl BlockReader {
             .decompress_to_buffer(&self.comp, out)
             .map_err(undecodable)?;
         if n != meta.raw_len as usize {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path: path.to_path_buf(),
                 offset: meta.offset + 16,
                 expected: format!("{} decompressed bytes", meta.raw_len),
                 found: n.to_string(),
-            });
+            }));
         }
         Ok(())
     }

@@ -14,7 +14,7 @@
 use super::budget::Account;
 use super::segment::{detach, BlockMeta, BlockReader, HashId, Header, Kind, Layout, SegmentFile};
 use super::vec::SegOptions;
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::path::Path;
 
 /// Where a flushed stack stands; a checkpoint records it to reopen the stack.
@@ -97,23 +97,23 @@ impl SegStack {
         let mut blocks: Vec<BlockMeta> = Vec::new();
         for (no, meta) in found {
             if no > blocks.len() as u64 {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path,
                     offset: meta.offset + 8,
                     expected: format!("block number <= {}", blocks.len()),
                     found: no.to_string(),
-                });
+                }));
             }
             blocks.truncate(no as usize);
             blocks.push(meta);
         }
         if (blocks.len() as u64) < mark.blocks {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path,
                 offset: mark.segment_len,
                 expected: format!("{} stack blocks (the recorded mark)", mark.blocks),
                 found: format!("{} blocks", blocks.len()),
-            });
+            }));
         }
         blocks.truncate(mark.blocks as usize);
         let block_bytes = seg.header().block_bytes as usize;
@@ -144,10 +144,9 @@ impl SegStack {
 
     /// Pushes a record.
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
-        let n = u32::try_from(rec.len())
-            .map_err(|_| StorageError::Invalid(format!("stack record of {} bytes", rec.len())))?;
+        let n = super::record_len(rec, "stack")?;
         self.buf.extend_from_slice(rec);
-        self.buf.extend_from_slice(&n.to_le_bytes());
+        self.buf.extend_from_slice(&n);
         self.records += 1;
         if self.buf.len() >= self.hot_bytes + self.block_bytes {
             let mut sealed = 0;
@@ -187,12 +186,12 @@ impl SegStack {
     fn ensure(&mut self, k: usize) -> Result<(), StorageError> {
         while self.buf.len() < k {
             let Some(meta) = self.blocks.pop() else {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path: self.seg.path().to_path_buf(),
                     offset: self.seg.len(),
                     expected: format!("{k} more bytes of stack records"),
                     found: format!("{} bytes", self.buf.len()),
-                });
+                }));
             };
             self.reader
                 .read(self.seg.path(), self.seg.file(), &meta, &mut self.scratch)?;

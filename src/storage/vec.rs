@@ -19,7 +19,7 @@ use super::segment::{
     detach, io_err, BlockMeta, BlockReader, Codec, FileLifetime, HashId, Header, Kind, Layout,
     SegmentFile,
 };
-use crate::error::StorageError;
+use crate::error::{Corruption, StorageError};
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -362,23 +362,23 @@ impl SegVec {
         seg.set_level(opts.zstd_level)?;
         let header = *seg.header();
         let Layout::Fixed { width } = header.layout else {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path,
                 offset: 10,
                 expected: "layout 1 (fixed-width records)".into(),
                 found: "layout 2 (stream)".into(),
-            });
+            }));
         };
         let width = width as usize;
         let block_bytes = header.block_bytes as usize;
         let shift = records_shift(width, block_bytes);
         if width << shift != block_bytes {
-            return Err(StorageError::Corrupt {
+            return Err(StorageError::Corrupt(Corruption {
                 path,
                 offset: 20,
                 expected: format!("a block size of a power of two {width}-byte records"),
                 found: block_bytes.to_string(),
-            });
+            }));
         }
         let mut index: Vec<BlockMeta> = Vec::new();
         let mut garbage = 0;
@@ -390,12 +390,12 @@ impl SegVec {
             } else if no == index.len() {
                 index.push(meta);
             } else {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path,
                     offset: meta.offset + 8,
                     expected: format!("block number <= {}", index.len()),
                     found: no.to_string(),
-                });
+                }));
             }
         }
         for (b, meta) in index.iter().enumerate() {
@@ -404,7 +404,7 @@ impl SegVec {
                 || (!last && meta.raw_len as usize != block_bytes)
                 || meta.raw_len as usize > block_bytes
             {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path,
                     offset: meta.offset + 16,
                     expected: format!(
@@ -416,7 +416,7 @@ impl SegVec {
                         }
                     ),
                     found: meta.raw_len.to_string(),
-                });
+                }));
             }
         }
         let nblocks = index.len() as u64;
@@ -430,12 +430,12 @@ impl SegVec {
         };
         if let Some(m) = mark {
             if m.records != v.len {
-                return Err(StorageError::Corrupt {
+                return Err(StorageError::Corrupt(Corruption {
                     path: v.path(),
                     offset: m.segment_len,
                     expected: format!("{} records (the recorded mark)", m.records),
                     found: format!("{} records", v.len),
-                });
+                }));
             }
         }
         if nblocks > 0 && last_raw < block_bytes {

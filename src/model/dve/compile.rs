@@ -468,6 +468,19 @@ impl<'a> Cx<'a> {
         v
     }
 
+    /// The constant `e`, an array size or a channel capacity (`what`), which must lie in
+    /// `least..=MAX_ARRAY`.
+    fn size(&mut self, e: &Expr, scope: Scope, least: i64, what: &str) -> R<u32> {
+        let n = self.constant(e, scope)?;
+        if !(least..=MAX_ARRAY).contains(&n) {
+            return Err(self.diag.syntax(
+                e.at,
+                &format!("{what} {n} out of range ({least}..{MAX_ARRAY})"),
+            ));
+        }
+        Ok(n as u32)
+    }
+
     fn declare_var(&mut self, d: &VarDecl, scope: Scope) -> R<()> {
         let taken = match scope.proc {
             Some(p) => self.locals[p].contains_key(&d.name.text),
@@ -480,16 +493,7 @@ impl<'a> Cx<'a> {
             ));
         }
         let len = match &d.array {
-            Some(e) => {
-                let n = self.constant(e, scope)?;
-                if !(1..=MAX_ARRAY).contains(&n) {
-                    return Err(self.diag.syntax(
-                        e.at,
-                        &format!("array size {n} out of range (1..{MAX_ARRAY})"),
-                    ));
-                }
-                Some(n as u32)
-            }
+            Some(e) => Some(self.size(e, scope, 1, "array size")?),
             None => None,
         };
         let count = len.unwrap_or(1) as usize;
@@ -594,16 +598,7 @@ impl<'a> Cx<'a> {
             consts_only: true,
         };
         let cap = match &c.size {
-            Some(e) => {
-                let n = self.constant(e, scope)?;
-                if !(0..=MAX_ARRAY).contains(&n) {
-                    return Err(self.diag.syntax(
-                        e.at,
-                        &format!("channel capacity {n} out of range (0..{MAX_ARRAY})"),
-                    ));
-                }
-                n as u32
-            }
+            Some(e) => self.size(e, scope, 0, "channel capacity")?,
             None => 0,
         };
         if cap > 0 && c.types.is_none() {

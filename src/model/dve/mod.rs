@@ -26,7 +26,7 @@ pub mod parser;
 pub mod vm;
 
 use super::{Fired, LabelId, Model, TransitionId};
-use crate::error::{line_col, ModelError};
+use crate::error::{line_col, ModelError, TextError};
 use ast::SystemKind;
 use compile::{LtKind, Program};
 use std::cell::RefCell;
@@ -48,12 +48,12 @@ impl<'a> Diag<'a> {
     /// A syntax or semantic error at byte offset `at`.
     pub fn syntax(&self, at: usize, message: &str) -> ModelError {
         let (line, column) = line_col(self.text, at);
-        ModelError::Syntax {
+        ModelError::Syntax(TextError {
             path: self.path.to_path_buf(),
             line,
             column,
             message: message.to_string(),
-        }
+        })
     }
 
     /// A construct this front end does not implement, at byte offset `at`.
@@ -371,14 +371,7 @@ impl DveModel {
     }
 
     fn check_len(&self, s: &[u8]) -> Result<(), ModelError> {
-        if s.len() != self.prog.state_len {
-            return Err(ModelError::Other(format!(
-                "state vector of {} bytes given to a DVE model whose states have {} bytes",
-                s.len(),
-                self.prog.state_len
-            )));
-        }
-        Ok(())
+        crate::model::check_state_len(s, self.prog.state_len, "a DVE model")
     }
 
     fn internal(&self, what: &str) -> ModelError {
@@ -861,37 +854,28 @@ impl Model for DveModel {
         if self.classify(src)? {
             return Ok(());
         }
-        // A sink that calls back into the model (it never does today) gets a fresh scratch
-        // instead of a panic.
-        let mut fresh;
-        let mut guard = self.scratch.try_borrow_mut();
-        let s: &mut Scratch = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => {
-                fresh = self.fresh_scratch();
-                &mut fresh
+        self.with_scratch(&self.scratch, |s| {
+            if self.prog.system == SystemKind::Sync {
+                return self.sync_successors(src, s, sink);
             }
-        };
-        if self.prog.system == SystemKind::Sync {
-            return self.sync_successors(src, s, sink);
-        }
-        let mut dst = std::mem::take(&mut s.dst);
-        let mut vals = std::mem::take(&mut s.vals);
-        let r = self.for_each_enabled(src, s, &mut |id, fault, s| {
-            let info = self.ids[id as usize];
-            self.apply(
-                src,
-                (info.lt, info.recv, fault),
-                &mut dst,
-                &mut s.stack,
-                &mut vals,
-            )?;
-            sink(TransitionId(id), LabelId(self.label_of[id as usize]), &dst);
-            Ok(())
-        });
-        s.dst = dst;
-        s.vals = vals;
-        r
+            let mut dst = std::mem::take(&mut s.dst);
+            let mut vals = std::mem::take(&mut s.vals);
+            let r = self.for_each_enabled(src, s, &mut |id, fault, s| {
+                let info = self.ids[id as usize];
+                self.apply(
+                    src,
+                    (info.lt, info.recv, fault),
+                    &mut dst,
+                    &mut s.stack,
+                    &mut vals,
+                )?;
+                sink(TransitionId(id), LabelId(self.label_of[id as usize]), &dst);
+                Ok(())
+            });
+            s.dst = dst;
+            s.vals = vals;
+            r
+        })
     }
 
     fn enabled(&self, src: &[u8], out: &mut Vec<TransitionId>) -> Result<(), ModelError> {
@@ -903,18 +887,11 @@ impl Model for DveModel {
         if self.prog.system == SystemKind::Sync {
             return self.successors(src, &mut |t, _, _| out.push(t));
         }
-        let mut fresh;
-        let mut guard = self.scratch.try_borrow_mut();
-        let s: &mut Scratch = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => {
-                fresh = self.fresh_scratch();
-                &mut fresh
-            }
-        };
-        self.for_each_enabled(src, s, &mut |id, _, _| {
-            out.push(TransitionId(id));
-            Ok(())
+        self.with_scratch(&self.scratch, |s| {
+            self.for_each_enabled(src, s, &mut |id, _, _| {
+                out.push(TransitionId(id));
+                Ok(())
+            })
         })
     }
 
@@ -923,42 +900,35 @@ impl Model for DveModel {
         if t.0 as usize >= self.transitions || self.classify(src)? {
             return Ok(Fired::Disabled);
         }
-        let mut fresh;
-        let mut guard = self.fire_scratch.try_borrow_mut();
-        let s: &mut Scratch = match guard.as_deref_mut() {
-            Ok(s) => s,
-            Err(_) => {
-                fresh = self.fresh_scratch();
-                &mut fresh
+        self.with_scratch(&self.fire_scratch, |s| {
+            if self.prog.system == SystemKind::Sync {
+                return self.sync_fire(src, t.0 as u64, s, dst);
             }
-        };
-        if self.prog.system == SystemKind::Sync {
-            return self.sync_fire(src, t.0 as u64, s, dst);
-        }
-        let info = self.ids[t.0 as usize];
-        let committed = self.any_committed(src);
-        let lt = &self.prog.lts[info.lt as usize];
-        if committed && !self.prog.procs[lt.proc as usize].committed[lt.from as usize] {
-            return Ok(Fired::Disabled);
-        }
-        let mut fault = match self.local_pass(info.lt, src, &mut s.stack)? {
-            Pass::No => return Ok(Fired::Disabled),
-            p => p == Pass::Fault,
-        };
-        if info.recv != NONE {
-            let r = &self.prog.lts[info.recv as usize];
-            let rp = &self.prog.procs[r.proc as usize];
-            if rp.state_of(src) != r.from || (committed && !rp.committed[r.from as usize]) {
+            let info = self.ids[t.0 as usize];
+            let committed = self.any_committed(src);
+            let lt = &self.prog.lts[info.lt as usize];
+            if committed && !self.prog.procs[lt.proc as usize].committed[lt.from as usize] {
                 return Ok(Fired::Disabled);
             }
-            match self.guard(r.guard, src, &mut s.stack)? {
+            let mut fault = match self.local_pass(info.lt, src, &mut s.stack)? {
                 Pass::No => return Ok(Fired::Disabled),
-                p => fault |= p == Pass::Fault || info.static_err,
+                p => p == Pass::Fault,
+            };
+            if info.recv != NONE {
+                let r = &self.prog.lts[info.recv as usize];
+                let rp = &self.prog.procs[r.proc as usize];
+                if rp.state_of(src) != r.from || (committed && !rp.committed[r.from as usize]) {
+                    return Ok(Fired::Disabled);
+                }
+                match self.guard(r.guard, src, &mut s.stack)? {
+                    Pass::No => return Ok(Fired::Disabled),
+                    p => fault |= p == Pass::Fault || info.static_err,
+                }
             }
-        }
-        let Scratch { stack, vals, .. } = s;
-        self.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
-        Ok(Fired::Enabled(LabelId(self.label_of[t.0 as usize])))
+            let Scratch { stack, vals, .. } = s;
+            self.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
+            Ok(Fired::Enabled(LabelId(self.label_of[t.0 as usize])))
+        })
     }
 
     /// A rendez-vous (both halves) is a synchronisation, anything else a local step: the
@@ -1049,6 +1019,15 @@ impl Model for DveModel {
 }
 
 impl DveModel {
+    /// Runs `f` on the scratch space in `cell`, or on a fresh one if it is in use: a sink that
+    /// calls back into the model (none does today) gets a fresh scratch instead of a panic.
+    fn with_scratch<R>(&self, cell: &RefCell<Scratch>, f: impl FnOnce(&mut Scratch) -> R) -> R {
+        match cell.try_borrow_mut() {
+            Ok(mut s) => f(&mut s),
+            Err(_) => f(&mut self.fresh_scratch()),
+        }
+    }
+
     fn fresh_scratch(&self) -> Scratch {
         Scratch {
             stack: vec![0; self.prog.max_stack],

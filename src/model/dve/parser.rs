@@ -188,28 +188,40 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The optional `[e]` after a declared name (an array size, a channel capacity); `close`
+    /// names the missing `]` in the error.
+    fn bracketed(&mut self, close: &str) -> R<Option<Expr>> {
+        if !self.eat(&Tok::LBracket) {
+            return Ok(None);
+        }
+        let e = self.expr()?;
+        self.expect(&Tok::RBracket, close)?;
+        Ok(Some(e))
+    }
+
+    /// `item, item, … }` after a `{`: one item at least; `close` names the missing `}`.
+    fn braced_list<T>(&mut self, item: fn(&mut Self) -> R<T>, close: &str) -> R<Vec<T>> {
+        let mut items = vec![item(self)?];
+        while self.eat(&Tok::Comma) {
+            items.push(item(self)?);
+        }
+        self.expect(&Tok::RBrace, close)?;
+        Ok(items)
+    }
+
     /// `[const] byte|int x [N] [= init], …;`
     fn var_decls(&mut self, out: &mut Vec<VarDecl>) -> R<()> {
         let is_const = self.eat(&Tok::Const);
         let ty = self.ty()?;
         loop {
             let name = self.name("a variable name")?;
-            let array = if self.eat(&Tok::LBracket) {
-                let e = self.expr()?;
-                self.expect(&Tok::RBracket, "']' after the array size")?;
-                Some(e)
-            } else {
-                None
-            };
+            let array = self.bracketed("']' after the array size")?;
             let init = if self.eat(&Tok::Assign) {
                 if self.peek() == &Tok::LBrace {
                     let at = self.at();
                     self.bump();
-                    let mut items = vec![self.expr()?];
-                    while self.eat(&Tok::Comma) {
-                        items.push(self.expr()?);
-                    }
-                    self.expect(&Tok::RBrace, "',' or '}' in the initialiser list")?;
+                    let items =
+                        self.braced_list(Self::expr, "',' or '}' in the initialiser list")?;
                     Some(Init::List(items, at))
                 } else {
                     Some(Init::Scalar(self.expr()?))
@@ -235,24 +247,13 @@ impl<'a> Parser<'a> {
     fn chan_decls(&mut self, out: &mut Vec<ChanDecl>) -> R<()> {
         self.bump();
         let types = if self.eat(&Tok::LBrace) {
-            let mut types = vec![self.ty()?];
-            while self.eat(&Tok::Comma) {
-                types.push(self.ty()?);
-            }
-            self.expect(&Tok::RBrace, "',' or '}' in the channel type list")?;
-            Some(types)
+            Some(self.braced_list(Self::ty, "',' or '}' in the channel type list")?)
         } else {
             None
         };
         loop {
             let name = self.name("a channel name")?;
-            let size = if self.eat(&Tok::LBracket) {
-                let e = self.expr()?;
-                self.expect(&Tok::RBracket, "']' after the channel capacity")?;
-                Some(e)
-            } else {
-                None
-            };
+            let size = self.bracketed("']' after the channel capacity")?;
             out.push(ChanDecl {
                 name,
                 types: types.clone(),
