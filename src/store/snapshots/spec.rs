@@ -391,8 +391,15 @@ impl Parser<'_> {
         let (at, w) = self.word();
         let capacity = match w.to_ascii_lowercase().as_str() {
             "inf" | "∞" => Capacity::Unbounded,
-            "" => return Err(self.error_at(at, "expected a capacity in snapshots (or inf)")),
-            n => Capacity::Bounded(self.number(at, n, "a capacity in snapshots")?),
+            "" => return Err(self.error_at(
+                at,
+                "expected a capacity: a number of snapshots (of states with --store cache) or inf",
+            )),
+            n => Capacity::Bounded(self.number(
+                at,
+                n,
+                "a capacity (a number of snapshots; of states with --store cache)",
+            )?),
         };
         self.expect(')', "to end the cache")?;
         Ok(CacheSpec {
