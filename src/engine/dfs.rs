@@ -15,7 +15,7 @@ use crate::error::ExploreError;
 use crate::lts::LtsSink;
 use crate::model::{Model, TransitionId};
 use crate::storage::frontier::Stack;
-use crate::store::{Insert, StateStore, Via};
+use crate::store::{Insert, PathStep, StateStore, Via};
 
 /// The decoded top frame.
 #[derive(Default)]
@@ -80,7 +80,11 @@ pub fn explore(
             run.restore(&counters);
             depth = d;
             decode(&t, &mut top);
-            store.on_search_path(top.id, depth - 1, &top.state);
+            store.on_search_path(PathStep::Expand {
+                id: top.id,
+                depth: depth - 1,
+                state: &top.state,
+            });
             Stack::Spilled(Box::new(st.open_stack(STACK, stack)?))
         }
         None => {
@@ -93,7 +97,11 @@ pub fn explore(
                 unreachable!("the first insert into an empty store is new")
             };
             top.id = id;
-            store.on_search_path(id, 0, &top.state);
+            store.on_search_path(PathStep::Expand {
+                id,
+                depth: 0,
+                state: &top.state,
+            });
             model.enabled(&top.state, &mut top.enabled)?;
             if top.enabled.is_empty() {
                 run.deadlocks += 1;
@@ -133,7 +141,11 @@ pub fn explore(
                     top.id = id;
                     top.cursor = 0;
                     // `top` is at depth `depth` (the initial state at 0).
-                    store.on_search_path(id, depth, &top.state);
+                    store.on_search_path(PathStep::Expand {
+                        id,
+                        depth,
+                        state: &top.state,
+                    });
                     model.enabled(&top.state, &mut top.enabled)?;
                     if top.enabled.is_empty() {
                         run.deadlocks += 1;
@@ -146,7 +158,10 @@ pub fn explore(
         } else if frames.pop(&mut rec)? {
             decode(&rec, &mut top);
             depth -= 1;
-            store.on_search_path(top.id, depth - 1, &top.state);
+            store.on_search_path(PathStep::Backtrack {
+                id: top.id,
+                depth: depth - 1,
+            });
         } else {
             break;
         }

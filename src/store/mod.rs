@@ -77,6 +77,19 @@ pub fn batch_vias(
     debug_assert_eq!(out.len(), batch.len());
 }
 
+/// A change of the DFS search path ([`StateStore::on_search_path`]).
+#[derive(Clone, Copy, Debug)]
+pub enum PathStep<'a> {
+    /// The engine starts expanding `id` (vector `state`) at `depth` (the initial state at 0).
+    Expand {
+        id: StateId,
+        depth: u64,
+        state: &'a [u8],
+    },
+    /// The engine is back at `id`, at `depth`: deeper states are off the path.
+    Backtrack { id: StateId, depth: u64 },
+}
+
 /// A store that records each state's search-tree edge (ComBack's backedges, Δ's records):
 /// `insert_batch` and `insert_many` both come down to a batch with one [`Via`] per
 /// successor ([`insert_with_vias`]).
@@ -230,12 +243,12 @@ pub trait StateStore {
         }
         Ok(())
     }
-    /// DFS: the search path now ends with state `id` (vector `state`) at `depth` — the engine
-    /// calls it when it starts expanding a state and when it backtracks to one, so a store
-    /// never has to infer the path from its inserts. Stores that use the path follow it
-    /// (ComBack pins some of its states to rebuild from; Δ's stratified caching never
+    /// DFS: the search path now ends with state `id` at `depth` (see [`PathStep`]) — the
+    /// engine calls it when it starts expanding a state and when it backtracks to one, so a
+    /// store never has to infer the path from its inserts. Stores that use the path follow
+    /// it (ComBack pins some of its states to rebuild from; Δ's stratified caching never
     /// forgets them); the default ignores it.
-    fn on_search_path(&mut self, _id: StateId, _depth: u64, _state: &[u8]) {}
+    fn on_search_path(&mut self, _step: PathStep<'_>) {}
     /// The number of distinct states stored.
     fn len(&self) -> u64;
     /// Whether the store is empty.

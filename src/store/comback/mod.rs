@@ -52,7 +52,7 @@ use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{insert_with_vias, storage_needed, RecordsEdges, StoreSpec};
+use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::runs::HashRuns;
@@ -1391,9 +1391,15 @@ impl StateStore for CombackStore<'_> {
     }
 
     /// Pins every [`cache::PIN_EVERY`]-th state of the DFS search path, to rebuild from.
-    fn on_search_path(&mut self, id: StateId, depth: u64, state: &[u8]) {
-        let depth = depth.min(u32::MAX as u64) as u32;
-        self.inner.stack.push(depth, id, state);
+    /// A backtrack changes nothing: the pins below the new top are left until a new state
+    /// replaces them, since a pin off the path is still the right vector of its id
+    /// (measured: truncating them at backtracks cost SwimmingPool-PT-01 in DFS, 64-entry
+    /// cache, 2.6% of its search-path hits and 0.7% more replays).
+    fn on_search_path(&mut self, step: PathStep<'_>) {
+        if let PathStep::Expand { id, depth, state } = step {
+            let depth = depth.min(u32::MAX as u64) as u32;
+            self.inner.stack.push(depth, id, state);
+        }
     }
 
     fn len(&self) -> u64 {

@@ -67,7 +67,7 @@ use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{insert_with_vias, storage_needed, RecordsEdges, RunShape, StoreSpec};
+use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, RunShape, StoreSpec};
 use crate::error::{ModelError, StoreError};
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
@@ -1487,7 +1487,8 @@ impl StateStore for DeltaStore<'_> {
     }
 
     /// Stratified caching keeps the search path (`dfs_path[d]`: the state at depth `d`).
-    fn on_search_path(&mut self, id: StateId, depth: u64, _state: &[u8]) {
+    fn on_search_path(&mut self, step: PathStep<'_>) {
+        let (PathStep::Expand { id, depth, .. } | PathStep::Backtrack { id, depth }) = step;
         if self.opts.replace.is_some() {
             self.dfs_path.truncate(depth as usize);
             self.dfs_path.push(id);
