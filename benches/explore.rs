@@ -35,7 +35,10 @@ fn successors(c: &mut Criterion) {
 fn bfs_full(c: &mut Criterion) {
     let m = model("Philosophers-PT-000005.pnml");
     let cfg = ExploreConfig {
-        engine: EngineOptions { progress: false },
+        engine: EngineOptions {
+            progress: false,
+            threads: 1,
+        },
         ..ExploreConfig::default()
     };
     let mut g = c.benchmark_group("bfs_full");

@@ -106,6 +106,7 @@ fn resume(args: &ResumeArgs) -> i32 {
         progress: Some(!args.no_progress && !args.quiet),
         metrics: args.metrics.clone(),
         metrics_every: args.metrics_every,
+        threads: Some(spillway::cli::threads(args.threads)),
     };
     let quiet = args.quiet;
     let result = Search::resume(&args.dir, overrides)

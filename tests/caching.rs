@@ -121,7 +121,10 @@ fn quiet_caps() {
 fn full_counts(model: &dyn Model) -> Result<(u64, u64, u64), ExploreError> {
     let cfg = spillway::run::ExploreConfig {
         order: spillway::Order::Dfs,
-        engine: spillway::engine::EngineOptions { progress: false },
+        engine: spillway::engine::EngineOptions {
+            progress: false,
+            threads: 1,
+        },
         ..Default::default()
     };
     let s = spillway::run::Search::model(model).config(cfg).run()?;

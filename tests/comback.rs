@@ -100,7 +100,10 @@ fn explore(model: &Path, order: Order, store: StoreConfig) -> spillway::ExploreS
     let cfg = ExploreConfig {
         order,
         store,
-        engine: EngineOptions { progress: false },
+        engine: EngineOptions {
+            progress: false,
+            threads: 1,
+        },
         ..ExploreConfig::default()
     };
     Search::file(model).config(cfg).run().unwrap()

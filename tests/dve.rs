@@ -124,7 +124,10 @@ fn config(order: Order, store: StoreKind) -> ExploreConfig {
     ExploreConfig {
         order,
         store: store.config(),
-        engine: EngineOptions { progress: false },
+        engine: EngineOptions {
+            progress: false,
+            threads: 1,
+        },
         ..ExploreConfig::default()
     }
 }

@@ -9,6 +9,9 @@
 //! Tree store: BFS and DFS (≤ 200,000 states by default, ≤ 3,000,000 with `--ignored`), and
 //! its BFS native files byte for byte against the full store's.
 //!
+//! `--threads 2`: every store that writes an LTS, BFS, on every model up to 200,000 states:
+//! the same native file as one thread.
+//!
 //! Full store: BFS and DFS, in RAM and with every structure forced through small compressed
 //! segment blocks (`Spill::Forced`); the large BFS run also with `--spill always`.
 //!
@@ -29,6 +32,7 @@ use spillway::store::comback::{
 };
 use spillway::store::delta::{Collapse, DeltaOptions, Firing, PredUpdate};
 use spillway::store::full::FullOptions;
+use spillway::store::hashcompact::HashCompactOptions;
 use spillway::store::tree::TreeOptions;
 use spillway::store::StoreConfig;
 
@@ -90,7 +94,10 @@ impl Case {
         ExploreConfig {
             order: self.order,
             store: self.store.clone(),
-            engine: EngineOptions { progress: false },
+            engine: EngineOptions {
+                progress: false,
+                threads: 1,
+            },
             storage,
             ..ExploreConfig::default()
         }
@@ -500,5 +507,60 @@ fn small_models_bfs_tree_writes_the_full_stores_lts() {
     eprintln!(
         "{} models: identical BFS files from tree and full",
         rows.len()
+    );
+}
+
+/// Parallel BFS (`--threads 2`) writes, with every store that writes an LTS, the native file
+/// of a one-thread run, byte for byte, with the reference counts, on every model up to
+/// 200,000 states.
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn small_models_bfs_two_threads_write_the_one_thread_lts() {
+    let t = tempfile::tempdir().unwrap();
+    let rows = reference_rows(0, SMALL);
+    assert!(!rows.is_empty());
+    let stores = [
+        StoreConfig::Full(FullOptions::default()),
+        StoreConfig::Comback(CombackOptions::default()),
+        StoreConfig::Delta(DeltaOptions::default()),
+        StoreConfig::Hashcompact(HashCompactOptions::default()),
+        StoreConfig::Tree(TreeOptions::default()),
+    ];
+    let mut differ = Vec::new();
+    for r in &rows {
+        for store in &stores {
+            let mut files = Vec::new();
+            for threads in [1, 2] {
+                let out = t.path().join(format!("{}-{threads}.slts", store.name()));
+                let mut cfg = ExploreConfig {
+                    output: Some(out.clone()),
+                    ..Case::new(Order::Bfs, store.clone()).config()
+                };
+                cfg.engine.threads = threads;
+                let s = Search::file(&r.path).config(cfg).run().unwrap();
+                if store.name() != "hashcompact" {
+                    assert_eq!(
+                        (s.states, s.transitions),
+                        (r.states, r.transitions),
+                        "{} {} threads {threads}",
+                        r.rel,
+                        store.name()
+                    );
+                }
+                files.push(std::fs::read(&out).unwrap());
+            }
+            if files[0] != files[1] {
+                differ.push(format!("{} {}", r.rel, store.name()));
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "two threads wrote another LTS than one: {differ:?}"
+    );
+    eprintln!(
+        "{} models × {} stores: identical BFS files with one and two threads",
+        rows.len(),
+        stores.len()
     );
 }

@@ -287,6 +287,10 @@ fn every_store_resumes_after_sigkill() {
                 "0.05s",
                 "--workdir",
                 run.to_str().unwrap(),
+                // Checkpointed with four threads, resumed with one: the checkpoint does not
+                // depend on the thread count.
+                "--threads",
+                "4",
             ];
             if writes {
                 args.extend(["-o", out.to_str().unwrap()]);
@@ -317,7 +321,14 @@ fn every_store_resumes_after_sigkill() {
                 killed += 1;
                 let f = t.path().join("resumed.json");
                 let o = Command::new(bin())
-                    .args(["resume", "-q", "--no-progress", "--stats-json"])
+                    .args([
+                        "resume",
+                        "-q",
+                        "--no-progress",
+                        "--threads",
+                        "1",
+                        "--stats-json",
+                    ])
                     .arg(&f)
                     .arg(&run)
                     .output()
@@ -342,4 +353,70 @@ fn every_store_resumes_after_sigkill() {
         }
     }
     assert!(killed >= 5, "only {killed} of 10 runs were killed mid-way");
+}
+
+/// The stores that write an LTS and expand in parallel in BFS.
+const THREADED: &[&str] = &["full", "comback", "delta", "hashcompact", "tree"];
+
+/// `--threads N` changes nothing in the output: every store that writes an LTS gives, in
+/// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget.
+#[test]
+fn threads_do_not_change_the_output() {
+    let t = tempfile::tempdir().unwrap();
+    let mut nets = vec![ring(7, 5), pipeline(5, 4), ring(4, 12), ring(12, 6)];
+    let mut checked = 0;
+    for net in nets.drain(..) {
+        let model = t.path().join(format!("{}.pnml", net.name));
+        std::fs::write(&model, net.pnml()).unwrap();
+        let expect = net.counts();
+        for store in THREADED {
+            for memory in [None, Some("24M")] {
+                let mut files = Vec::new();
+                for threads in ["1", "2", "4"] {
+                    let out = t.path().join(format!("{store}-{threads}.slts"));
+                    let mut args = vec!["--store", store, "--threads", threads];
+                    args.extend(["-o", out.to_str().unwrap()]);
+                    if let Some(m) = memory {
+                        args.extend(["--memory", m]);
+                    }
+                    let label = format!("{} {args:?}", model.display());
+                    assert_eq!(triple(&stats(&model, t.path(), &args)), expect, "{label}");
+                    files.push((label, std::fs::read(&out).unwrap()));
+                }
+                for (label, f) in &files[1..] {
+                    assert!(
+                        *f == files[0].1,
+                        "{label}: the LTS differs from the one-thread run's"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * THREADED.len() * 2);
+}
+
+/// Twenty runs with four threads on two cores (heavy interleaving) write the same file,
+/// byte for byte, as one thread does.
+#[test]
+fn twenty_runs_with_four_threads_write_one_file() {
+    let t = tempfile::tempdir().unwrap();
+    let net = ring(12, 8);
+    let expect = net.counts();
+    assert!(expect.0 > 50_000, "{expect:?}");
+    let model = t.path().join("ring.pnml");
+    std::fs::write(&model, net.pnml()).unwrap();
+    let one = t.path().join("one.slts");
+    let args = ["--threads", "1", "-o", one.to_str().unwrap()];
+    assert_eq!(triple(&stats(&model, t.path(), &args)), expect);
+    let reference = std::fs::read(&one).unwrap();
+    for run in 0..20 {
+        let out = t.path().join("four.slts");
+        let args = ["--threads", "4", "-o", out.to_str().unwrap()];
+        assert_eq!(triple(&stats(&model, t.path(), &args)), expect, "run {run}");
+        assert!(
+            std::fs::read(&out).unwrap() == reference,
+            "run {run} with four threads wrote another file"
+        );
+    }
 }

@@ -14,7 +14,10 @@ fn typed_philosophers_match_the_net() {
     for order in [Order::Bfs, Order::Dfs] {
         let cfg = ExploreConfig {
             order,
-            engine: EngineOptions { progress: false },
+            engine: EngineOptions {
+                progress: false,
+                threads: 1,
+            },
             ..ExploreConfig::default()
         };
         let s = Search::model(&Typed::new(Philosophers { n: 5 }))

@@ -165,6 +165,12 @@ pub struct ExploreArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// Threads expanding states in BFS (default: the available cores). The numbering and
+    /// the LTS file are the same whatever the number; DFS, the snapshots and cache engines
+    /// and models written in Rust run on one thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+
     #[command(flatten)]
     pub comback: CombackArgs,
 
@@ -521,8 +527,8 @@ fn parse_interval(s: &str) -> Result<Interval, String> {
 }
 
 pub const RESUME_HELP: &str = "\
-Only --memory, --checkpoint-every, --stats-json, --metrics, --metrics-every, --no-progress
-and --quiet can change on resume: every other option shaped the files the checkpoint is
+Only --memory, --checkpoint-every, --stats-json, --metrics, --metrics-every, --threads,
+--no-progress and --quiet can change on resume: every other option shaped the files the checkpoint is
 made of. Without --metrics, a run started with one appends to the same file.
 
 Exit codes: as for `spillway explore`; 5 when the checkpoint is damaged (nothing is changed).";
@@ -552,6 +558,11 @@ pub struct ResumeArgs {
     /// A new time between two metrics lines.
     #[arg(long, value_name = "INTERVAL", value_parser = parse_metrics_every)]
     pub metrics_every: Option<std::time::Duration>,
+
+    /// Threads expanding states in BFS (default: the available cores; the output does not
+    /// depend on it, so a run checkpointed with N threads resumes with any number).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
 
     /// Do not show the live progress line.
     #[arg(long)]
@@ -609,6 +620,15 @@ impl ResumeArgs {
             may_change.join(", ")
         ))
     }
+}
+
+/// `--threads N`, or the available cores.
+pub fn threads(n: Option<u32>) -> usize {
+    n.map(|n| n as usize).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 /// A `--metrics-every` interval: as `--checkpoint-every`, but never `off` (no lines at all
@@ -689,6 +709,7 @@ impl ExploreArgs {
             force: self.force,
             engine: EngineOptions {
                 progress: !self.no_progress && !self.quiet,
+                threads: threads(self.threads),
             },
             storage: StorageConfig {
                 memory: self.memory.unwrap_or(MemoryLimit::Unlimited),

@@ -7,6 +7,7 @@
 //! when every state of level `d` has been expanded.
 
 use super::observe::{Phase, Position};
+use super::parallel::{Workers, CANDIDATE, SAME};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
@@ -110,6 +111,14 @@ pub fn explore(
     // to the store at once (`Pending`), and their edges are written when the batch is
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
+    // `--threads`: chunks of parents are expanded on every thread (engine/parallel.rs) as
+    // long as the store takes its successors one parent at a time; a delayed batch (a
+    // spilled index) runs on this thread.
+    let mut workers = Workers::new(model, opts.threads);
+    let threads_account = match (&workers, storage) {
+        (Some(_), Some(st)) => Some(st.budget.account("bfs.threads")),
+        _ => None,
+    };
     loop {
         if p.parents.is_empty() {
             polls += 1;
@@ -136,6 +145,37 @@ pub fn explore(
                     q.checkpointed()?;
                 }
             }
+        }
+        if let (Some(w), None, true) = (&mut workers, delayed, p.parents.is_empty()) {
+            if !expand_chunk(
+                w,
+                model,
+                store,
+                &mut run,
+                &mut open,
+                &mut rec,
+                &mut p,
+                &mut Levels {
+                    depth: &mut depth,
+                    level_left: &mut level_left,
+                    next_level: &mut next_level,
+                    level_states: &mut level_states,
+                },
+            )? {
+                break;
+            }
+            if let Some(a) = &threads_account {
+                a.set(w.ram_bytes(), 0, 0);
+            }
+            run.tick(
+                store,
+                Position::Bfs {
+                    level: depth,
+                    level_states,
+                },
+            )?;
+            delayed = store.delayed_batch();
+            continue;
         }
         // `None`: the open set is empty for now (a pending batch may still add to it).
         let head = match &mut open {
@@ -170,14 +210,13 @@ pub fn explore(
             p.resolve(store, &mut run, depth, &mut open, &mut next_level, &mut rec)?;
             continue;
         };
-        if level_left == 0 {
-            level_left = next_level;
-            level_states = next_level;
-            next_level = 0;
-            depth += 1;
-            run.max_depth = depth + 1;
+        Levels {
+            depth: &mut depth,
+            level_left: &mut level_left,
+            next_level: &mut next_level,
+            level_states: &mut level_states,
         }
-        level_left -= 1;
+        .take(&mut run);
         if let Some(limit) = delayed {
             let before = p.batch.len();
             model.successors(&state, &mut |t, label, succ| {
@@ -244,6 +283,138 @@ pub fn explore(
     Ok(run.stats(store, Order::Bfs))
 }
 
+/// The BFS level counters, advanced as parents are taken in order.
+struct Levels<'a> {
+    depth: &'a mut u64,
+    level_left: &'a mut u64,
+    next_level: &'a mut u64,
+    level_states: &'a mut u64,
+}
+
+impl Levels<'_> {
+    /// Takes the next parent: starts the next level when the current one is done.
+    fn take(&mut self, run: &mut Run) {
+        if *self.level_left == 0 {
+            *self.level_left = *self.next_level;
+            *self.level_states = *self.next_level;
+            *self.next_level = 0;
+            *self.depth += 1;
+            run.max_depth = *self.depth + 1;
+        }
+        *self.level_left -= 1;
+    }
+}
+
+/// Expands the next chunk of the open set on every thread and inserts its successors parent
+/// by parent in BFS order (see engine/parallel.rs); `false` when the open set is empty.
+#[allow(clippy::too_many_arguments)]
+fn expand_chunk(
+    w: &mut Workers,
+    model: &dyn Model,
+    store: &mut dyn StateStore,
+    run: &mut Run,
+    open: &mut Open,
+    rec: &mut Vec<u8>,
+    p: &mut Pending,
+    levels: &mut Levels,
+) -> Result<bool, ExploreError> {
+    let limit = w.chunk_parents();
+    let shared = store.shared_index().is_some();
+    w.parents.clear();
+    match open {
+        Open::ById { next } => {
+            let end = store.len().min(*next + limit as u64);
+            for id in *next..end {
+                if shared {
+                    w.parents.push(id, None);
+                } else {
+                    let name = store.name();
+                    let Some(s) = store.get(id)? else {
+                        return Err(StoreError::Invalid {
+                            store: name,
+                            message: format!("could not return state {id} for expansion"),
+                        }
+                        .into());
+                    };
+                    w.parents.push(id, Some(s));
+                }
+            }
+            *next = end;
+        }
+        Open::Queue(q) => {
+            while w.parents.ids.len() < limit {
+                let parents = &mut w.parents;
+                let popped = q.pop_with(rec, |r| {
+                    let id = u64::from_le_bytes(r[..8].try_into().unwrap());
+                    parents.push(id, Some(&r[8..]));
+                    id
+                })?;
+                if popped.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    if w.parents.ids.is_empty() {
+        return Ok(false);
+    }
+    w.expand(model, store.shared_index())?;
+    let mut j = 0;
+    for part in &w.parts {
+        // The ids the part's candidates got, for the successors equal to one of them.
+        let ids = &mut p.cand_ids;
+        ids.clear();
+        let (mut at, mut c) = (0usize, 0usize);
+        for &count in &part.counts {
+            let head = w.parents.ids[j];
+            j += 1;
+            levels.take(run);
+            let succ = at..at + count as usize;
+            let cands = part.known[succ.clone()]
+                .iter()
+                .filter(|&&k| k == CANDIDATE)
+                .count();
+            // Without a shared index every successor is a candidate and the store sees
+            // exactly the batches of the one-thread loop (empty ones included).
+            if cands > 0 || !shared {
+                p.batch.clear();
+                for i in c..c + cands {
+                    p.batch.push(part.cand.transition(i), part.cand.get(i));
+                }
+                store.insert_batch(head, *levels.depth, &p.batch, &mut p.results)?;
+            }
+            let mut r = 0;
+            for i in succ {
+                let id = match part.known[i] {
+                    CANDIDATE => {
+                        let id = match p.results[r] {
+                            Insert::New(id) => {
+                                *levels.next_level += 1;
+                                open.push(id, p.batch.get(r), rec)?;
+                                id
+                            }
+                            Insert::Seen(id) => id,
+                        };
+                        r += 1;
+                        ids.push(id);
+                        id
+                    }
+                    same if same & SAME != 0 => ids[(same & !SAME) as usize],
+                    known => known,
+                };
+                run.edge(head, part.labels[i], id)?;
+            }
+            if count == 0 {
+                run.deadlocks += 1;
+            }
+            at += count as usize;
+            c += cands;
+        }
+    }
+    p.batch.clear();
+    Ok(true)
+}
+
 /// The successors collected since the last resolution: their vectors and labels, their
 /// parents in order (each with its number of successors in the batch), and the store's
 /// answers.
@@ -253,6 +424,8 @@ struct Pending {
     labels: Vec<LabelId>,
     parents: Vec<(u64, u32)>,
     results: Vec<Insert>,
+    /// The ids of a part's candidates (parallel chunks).
+    cand_ids: Vec<u64>,
 }
 
 impl Pending {
@@ -348,7 +521,10 @@ mod tests {
         let mut depths = Vec::new();
         for st in [None, Some(&storage)] {
             let mut store = NoVectors(FullStore::new(model.state_len()));
-            let opts = EngineOptions { progress: false };
+            let opts = EngineOptions {
+                progress: false,
+                threads: 1,
+            };
             let session = Session {
                 storage: st,
                 ..Session::default()

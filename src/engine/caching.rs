@@ -221,7 +221,10 @@ pub fn explore_visiting(
         model,
         &mut store,
         &mut sink,
-        &EngineOptions { progress: false },
+        &EngineOptions {
+            progress: false,
+            threads: 1,
+        },
         &mut session,
         visit,
     )?;

@@ -11,6 +11,7 @@ pub mod bfs;
 pub mod caching;
 pub mod dfs;
 pub mod observe;
+mod parallel;
 pub mod snapshots;
 
 use crate::checkpoint::{Checkpointer, Counters, Due, EngineMark};
@@ -31,11 +32,17 @@ pub use crate::store::Order;
 pub struct EngineOptions {
     /// Show a live progress line on stderr (only honoured when stderr is a terminal).
     pub progress: bool,
+    /// Threads expanding states in BFS (`--threads`; 1: the calling thread only). The
+    /// output does not depend on it.
+    pub threads: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { progress: true }
+        EngineOptions {
+            progress: true,
+            threads: 1,
+        }
     }
 }
 

@@ -117,6 +117,14 @@ pub trait Model {
         0
     }
 
+    /// An independent copy for another thread (parallel BFS, `--threads`): the same states,
+    /// transition and label ids, with its own scratch buffers. `None` (the default) when the
+    /// model cannot be copied, e.g. because its label table grows while exploring (typed
+    /// models); the search then runs on one thread.
+    fn fork(&self) -> Option<Box<dyn Model + Send>> {
+        None
+    }
+
     /// The number of labels known so far.
     fn label_count(&self) -> usize;
 

@@ -39,15 +39,18 @@ impl TokenWidth {
 }
 
 /// Counter encodings for the state vector.
-trait Counter: 'static {
+trait Counter: 'static + Clone + Send {
     const BYTES: usize;
     const MAX: u64;
     fn get(s: &[u8], p: usize) -> u64;
     fn set(s: &mut [u8], p: usize, v: u64);
 }
 
+#[derive(Clone)]
 struct C8;
+#[derive(Clone)]
 struct C16;
+#[derive(Clone)]
 struct C32;
 
 impl Counter for C8 {
@@ -90,6 +93,7 @@ impl Counter for C32 {
 }
 
 /// Compressed sparse rows: `rows[i]` is `items[start[i]..start[i+1]]`.
+#[derive(Clone)]
 struct Csr<T> {
     start: Vec<u32>,
     items: Vec<T>,
@@ -111,12 +115,15 @@ impl<T> Csr<T> {
     }
 }
 
+#[derive(Clone)]
 struct Scratch {
     enabled: Vec<u32>,
     dst: Vec<u8>,
 }
 
-/// A compiled P/T net with counters of type `C`.
+/// A compiled P/T net with counters of type `C`. `Clone` gives another thread its own
+/// scratch buffers ([`Model::fork`]).
+#[derive(Clone)]
 struct PetriModel<C: Counter> {
     places: usize,
     place_names: Vec<String>,
@@ -340,6 +347,10 @@ impl<C: Counter> PetriModel<C> {
 }
 
 impl<C: Counter> Model for PetriModel<C> {
+    fn fork(&self) -> Option<Box<dyn Model + Send>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn describe(&self) -> String {
         format!(
             "P/T net: {} places, {} transitions, {}-bit counters",

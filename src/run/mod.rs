@@ -592,6 +592,8 @@ pub struct ResumeOverrides {
     pub metrics: Option<PathBuf>,
     /// `--metrics-every INTERVAL`.
     pub metrics_every: Option<Duration>,
+    /// `--threads N` (or the available cores).
+    pub threads: Option<usize>,
 }
 
 /// Continues the checkpointed run in `dir` with the configuration its manifest records and
@@ -628,6 +630,9 @@ fn resume_dir(
     }
     if let Some(p) = overrides.progress {
         cfg.engine.progress = p;
+    }
+    if let Some(t) = overrides.threads {
+        cfg.engine.threads = t;
     }
     // The file the run started with (recorded absolute) unless the resume names another.
     if let Some(path) = &overrides.metrics {

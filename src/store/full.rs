@@ -144,7 +144,7 @@ pub fn eq_bytes(a: &[u8], b: &[u8]) -> bool {
 /// for every entry whose stored hash bits match, until it answers `Some`.
 #[inline(always)]
 fn scan<T, E>(
-    slots: &Slots,
+    slots: &[u64],
     h: u64,
     mut f: impl FnMut(u64) -> Result<Option<T>, E>,
 ) -> Result<Option<T>, E> {
@@ -206,6 +206,54 @@ fn find_in_spill(
         return Ok(Some(id));
     }
     Ok(sp.runs.find(h, same)?)
+}
+
+/// A read-only view of the full store's index and state vectors, both in RAM (see
+/// [`StateStore::shared_index`]). Worker threads hold it only while the store is borrowed
+/// immutably, so nothing they read can change under them.
+#[derive(Clone, Copy)]
+pub struct SharedIndex<'a> {
+    slots: &'a [u64],
+    bytes: &'a [u8],
+    ends: &'a [u64],
+    width: Option<usize>,
+}
+
+impl<'a> SharedIndex<'a> {
+    /// The hash the index is keyed by.
+    #[inline]
+    pub fn hash(state: &[u8]) -> u64 {
+        state_hash(state)
+    }
+
+    /// The stored vector of state `id`.
+    #[inline]
+    pub fn state(&self, id: StateId) -> &'a [u8] {
+        slice(self.bytes, self.ends, self.width, id as usize)
+    }
+
+    /// Loads the slot where the probe of hash `h` starts, so that the cache misses of a
+    /// batch overlap (the value is meaningless).
+    #[inline]
+    pub fn touch(&self, h: u64) -> u64 {
+        if self.slots.is_empty() {
+            0
+        } else {
+            self.slots[h as usize & (self.slots.len() - 1)]
+        }
+    }
+
+    /// The id of `state` (hash `h`) if it is stored.
+    #[inline]
+    pub fn find(&self, state: &[u8], h: u64) -> Option<StateId> {
+        let found = scan(self.slots, h, |id| {
+            Ok::<_, std::convert::Infallible>(eq_bytes(self.state(id), state).then_some(id))
+        });
+        match found {
+            Ok(x) => x,
+            Err(never) => match never {},
+        }
+    }
 }
 
 fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
@@ -886,6 +934,18 @@ impl StateStore for FullStore {
     /// (sorted by hash against the runs, then compared in id order). The batch is bounded so
     /// that the window's young table takes it whole, and so that its vectors stay a small
     /// share of the budget.
+    fn shared_index(&self) -> Option<SharedIndex<'_>> {
+        match &self.arena {
+            Arena::Ram { bytes, ends } if self.spill.is_none() => Some(SharedIndex {
+                slots: &self.slots,
+                bytes,
+                ends,
+                width: self.width,
+            }),
+            _ => None,
+        }
+    }
+
     fn delayed_batch(&self) -> Option<usize> {
         let (_, budget) = self.index_account.as_ref()?;
         delayed_batch_len(

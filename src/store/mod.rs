@@ -258,6 +258,13 @@ pub trait StateStore {
     /// Whether and how the store gives state vectors back ([`StateStore::get`]): the BFS
     /// engine keeps its own queue of vectors only for [`StatesBack::No`].
     fn states_back(&self) -> StatesBack;
+    /// A read-only view of the index that worker threads may search while the store is not
+    /// changed (parallel BFS, engine/parallel.rs): it finds states stored before it was taken
+    /// and reads their vectors. `None` (the default): workers only generate successors and
+    /// every one of them goes through [`StateStore::insert_batch`] on the main thread.
+    fn shared_index(&self) -> Option<full::SharedIndex<'_>> {
+        None
+    }
     /// State `id`, if the store gives state vectors back (it keeps them, or rebuilds them,
     /// as ComBack does: see [`StateStore::states_back`]) and `id` is stored; `None`
     /// otherwise (the default, for stores of [`StatesBack::No`]). `&mut self`: a store that

@@ -162,7 +162,7 @@ pub struct Lt {
 }
 
 /// A compiled DVE specification.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Program {
     pub vars: Vec<VarInfo>,
     pub chans: Vec<ChanInfo>,

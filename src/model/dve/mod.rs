@@ -105,7 +105,7 @@ enum Pass {
 }
 
 /// Buffers reused across calls, so exploring allocates nothing per state.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Scratch {
     dst: Vec<u8>,
     stack: Vec<i32>,
@@ -121,7 +121,9 @@ struct Scratch {
     sync_picks: Vec<(u32, bool)>,
 }
 
-/// A compiled DVE model.
+/// A compiled DVE model. `Clone` gives another thread its own scratch buffers
+/// ([`Model::fork`]).
+#[derive(Clone)]
 pub struct DveModel {
     path: PathBuf,
     prog: Program,
@@ -816,6 +818,10 @@ impl DveModel {
 }
 
 impl Model for DveModel {
+    fn fork(&self) -> Option<Box<dyn Model + Send>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn describe(&self) -> String {
         let pairs = self.ids.iter().filter(|i| i.recv != NONE).count();
         format!(

@@ -1,0 +1,241 @@
+//! Parallel successor generation for BFS (`--threads N`).
+//!
+//! The BFS loop hands a chunk of consecutive parents (in the order a one-thread BFS expands
+//! them) to N threads: each takes a contiguous part, generates its parents' successors with
+//! its own copy of the model ([`Model::fork`]) and, when the store offers a read-only view of
+//! its index ([`StateStore::shared_index`](crate::store::StateStore::shared_index)), looks
+//! every successor up in it. A successor found there was stored before the chunk began, so
+//! its id is the one a sequential BFS finds; the others are *candidates*. The store is not
+//! changed while the threads run (they hold it borrowed immutably). Then the main thread
+//! walks the parts in order, parent by parent, and inserts each parent's candidates with
+//! [`insert_batch`](crate::store::StateStore::insert_batch), exactly as the sequential loop
+//! does: new ids are handed out by one thread in sequential order, so the numbering, the
+//! counts and the LTS file do not depend on N or on the scheduling.
+
+use crate::error::ModelError;
+use crate::model::{LabelId, Model, TransitionId};
+use crate::store::full::{eq_bytes, SharedIndex};
+use crate::store::StateBatch;
+
+/// `known[i]` of a successor that was not found in the shared index, the first of its part
+/// with that vector: the next entry of `cand`.
+pub(super) const CANDIDATE: u64 = u64::MAX;
+/// `known[i] = SAME | m`: the successor equals the part's candidate `m`, met earlier in the
+/// part (a diamond inside the chunk); it gets the id that candidate gets.
+pub(super) const SAME: u64 = 1 << 63;
+
+/// Bytes of successor vectors a part aims at: large enough that starting the threads costs
+/// little against the work (about a millisecond per part), small enough to stay in cache
+/// and count little against `--memory`.
+const PART_BYTES: usize = 2 << 20;
+
+/// What one thread found for its part of a chunk, in parent order.
+#[derive(Default)]
+pub(super) struct Part {
+    /// Successors per parent.
+    pub counts: Vec<u32>,
+    /// Per successor: its label, and its id if it was found in the shared index, else
+    /// [`CANDIDATE`].
+    pub labels: Vec<LabelId>,
+    pub known: Vec<u64>,
+    /// The candidates' transitions and vectors, in order, each vector once.
+    pub cand: StateBatch,
+    /// The candidates' hashes, and a table of them by vector (with a shared index only).
+    cand_hashes: Vec<u64>,
+    table: hashbrown::HashTable<u32>,
+    /// One parent's successors and their hashes (only with a shared index).
+    tmp: StateBatch,
+    hashes: Vec<u64>,
+}
+
+impl Part {
+    fn clear(&mut self) {
+        self.counts.clear();
+        self.labels.clear();
+        self.known.clear();
+        self.cand.clear();
+        self.cand_hashes.clear();
+        self.table.clear();
+    }
+
+    /// Expands parents `range` of the chunk.
+    fn fill(
+        &mut self,
+        model: &dyn Model,
+        view: Option<SharedIndex<'_>>,
+        parents: &Parents,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), ModelError> {
+        self.clear();
+        for j in range {
+            let parent = match view {
+                Some(v) => v.state(parents.ids[j]),
+                None => parents.states.get(j),
+            };
+            let before = self.labels.len();
+            match view {
+                None => {
+                    let (cand, labels, known) = (&mut self.cand, &mut self.labels, &mut self.known);
+                    model.successors(parent, &mut |t, label, succ| {
+                        cand.push(t, succ);
+                        labels.push(label);
+                        known.push(CANDIDATE);
+                    })?;
+                }
+                Some(v) => {
+                    self.tmp.clear();
+                    let (tmp, labels) = (&mut self.tmp, &mut self.labels);
+                    model.successors(parent, &mut |t, label, succ| {
+                        tmp.push(t, succ);
+                        labels.push(label);
+                    })?;
+                    // Load every bucket first, so that the cache misses overlap (as the full
+                    // store's own batches do).
+                    self.hashes.clear();
+                    let mut touch = 0u64;
+                    for i in 0..self.tmp.len() {
+                        let h = SharedIndex::hash(self.tmp.get(i));
+                        touch ^= v.touch(h);
+                        self.hashes.push(h);
+                    }
+                    std::hint::black_box(touch);
+                    let (cand, hashes, table) =
+                        (&mut self.cand, &mut self.cand_hashes, &mut self.table);
+                    for i in 0..self.tmp.len() {
+                        let (s, h) = (self.tmp.get(i), self.hashes[i]);
+                        if let Some(id) = v.find(s, h) {
+                            self.known.push(id);
+                        } else if let Some(&m) =
+                            table.find(h, |&m| eq_bytes(cand.get(m as usize), s))
+                        {
+                            self.known.push(SAME | m as u64);
+                        } else {
+                            table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
+                            hashes.push(h);
+                            cand.push(self.tmp.transition(i), s);
+                            self.known.push(CANDIDATE);
+                        }
+                    }
+                }
+            }
+            self.counts.push((self.labels.len() - before) as u32);
+        }
+        Ok(())
+    }
+
+    fn ram_bytes(&self) -> usize {
+        self.counts.capacity() * 4
+            + self.labels.capacity() * std::mem::size_of::<LabelId>()
+            + self.known.capacity() * 8
+            + self.cand.bytes()
+            + self.tmp.bytes()
+            + self.hashes.capacity() * 8
+            + self.cand_hashes.capacity() * 8
+            + self.table.capacity() * 8
+    }
+}
+
+/// The parents of a chunk: their ids in BFS order, and their vectors when the store has no
+/// shared index to read them from.
+#[derive(Default)]
+pub(super) struct Parents {
+    pub ids: Vec<u64>,
+    pub states: StateBatch,
+}
+
+impl Parents {
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.states.clear();
+    }
+    pub fn push(&mut self, id: u64, state: Option<&[u8]>) {
+        self.ids.push(id);
+        if let Some(s) = state {
+            self.states.push(TransitionId(0), s);
+        }
+    }
+}
+
+/// The forked models and the per-thread buffers.
+pub(super) struct Workers {
+    forks: Vec<Box<dyn Model + Send>>,
+    pub parts: Vec<Part>,
+    pub parents: Parents,
+    /// Parents expanded and successors found so far, to size the chunks.
+    seen: (u64, u64),
+    /// Bytes of a state vector (a guess for variable-width models).
+    width: usize,
+}
+
+impl Workers {
+    /// Workers for `threads` threads (the calling one included), or `None` for one thread
+    /// or a model that cannot be forked.
+    pub fn new(model: &dyn Model, threads: usize) -> Option<Workers> {
+        if threads <= 1 {
+            return None;
+        }
+        let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
+        let width = model.state_len().unwrap_or(64).max(1);
+        if forks.len() + 1 < threads {
+            return None;
+        }
+        Some(Workers {
+            parts: (0..threads).map(|_| Part::default()).collect(),
+            forks,
+            parents: Parents::default(),
+            seen: (0, 0),
+            width,
+        })
+    }
+
+    /// How many parents the next chunk takes: about [`PART_BYTES`] of successor vectors per
+    /// thread, judged from the chunks so far.
+    pub fn chunk_parents(&self) -> usize {
+        let (parents, succs) = self.seen;
+        let fanout = succs.checked_div(parents).unwrap_or(8).max(1) as usize;
+        (PART_BYTES / (fanout * self.width)).clamp(16, 16_384) * self.parts.len()
+    }
+
+    /// Expands the chunk's parents on every thread; `model` is the calling thread's.
+    pub fn expand(
+        &mut self,
+        model: &dyn Model,
+        view: Option<SharedIndex<'_>>,
+    ) -> Result<(), ModelError> {
+        let n = self.parts.len();
+        let len = self.parents.ids.len();
+        let bound = |i: usize| i * len / n;
+        let parents = &self.parents;
+        let (first, rest) = self.parts.split_first_mut().expect("at least two parts");
+        let results: Vec<Result<(), ModelError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = rest
+                .iter_mut()
+                .zip(self.forks.iter_mut())
+                .enumerate()
+                .map(|(k, (part, m))| {
+                    let range = bound(k + 1)..bound(k + 2);
+                    s.spawn(move || part.fill(&**m, view, parents, range))
+                })
+                .collect();
+            let mut results = vec![first.fill(model, view, parents, 0..bound(1))];
+            results.extend(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }));
+            results
+        });
+        for r in results {
+            r?;
+        }
+        let succs: usize = self.parts.iter().map(|p| p.labels.len()).sum();
+        self.seen.0 += len as u64;
+        self.seen.1 += succs as u64;
+        Ok(())
+    }
+
+    /// RAM the buffers hold (the `bfs.threads` account).
+    pub fn ram_bytes(&self) -> u64 {
+        let parts: usize = self.parts.iter().map(Part::ram_bytes).sum();
+        (parts + self.parents.ids.capacity() * 8 + self.parents.states.bytes()) as u64
+    }
+}
