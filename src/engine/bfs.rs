@@ -14,6 +14,7 @@ use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
+use crate::store::full::eq_bytes;
 use crate::store::{Insert, StateBatch, StateStore, StatesBack};
 
 /// The open set: an id range when the store gives states back, else a queue of
@@ -359,47 +360,116 @@ fn expand_chunk(
         return Ok(false);
     }
     w.expand(model, store.shared_index())?;
+    if shared {
+        number_shared(w, store, run, open, rec, levels)?;
+    } else {
+        insert_parents(w, store, run, open, rec, p, levels)?;
+    }
+    p.batch.clear();
+    Ok(true)
+}
+
+/// Inserts each parent's successors with [`StateStore::insert_batch`], in BFS order, as the
+/// one-thread loop does (a store without a shared index: every successor is a candidate,
+/// and the store sees the one-thread loop's batches, empty ones included).
+fn insert_parents(
+    w: &mut Workers,
+    store: &mut dyn StateStore,
+    run: &mut Run,
+    open: &mut Open,
+    rec: &mut Vec<u8>,
+    p: &mut Pending,
+    levels: &mut Levels,
+) -> Result<(), ExploreError> {
     let mut j = 0;
     for part in &w.parts {
-        // The ids the part's candidates got, for the successors equal to one of them.
-        let ids = &mut p.cand_ids;
-        ids.clear();
-        let (mut at, mut c) = (0usize, 0usize);
+        let mut at = 0usize;
         for &count in &part.counts {
             let head = w.parents.ids[j];
             j += 1;
             levels.take(run);
-            let succ = at..at + count as usize;
-            let cands = part.known[succ.clone()]
-                .iter()
-                .filter(|&&k| k == CANDIDATE)
-                .count();
-            // Without a shared index every successor is a candidate and the store sees
-            // exactly the batches of the one-thread loop (empty ones included).
-            if cands > 0 || !shared {
-                p.batch.clear();
-                for i in c..c + cands {
-                    p.batch.push(part.cand.transition(i), part.cand.get(i));
-                }
-                store.insert_batch(head, *levels.depth, &p.batch, &mut p.results)?;
+            p.batch.clear();
+            for i in at..at + count as usize {
+                p.batch.push(part.cand.transition(i), part.cand.get(i));
             }
-            let mut r = 0;
-            for i in succ {
-                let id = match part.known[i] {
-                    CANDIDATE => {
-                        let id = match p.results[r] {
-                            Insert::New(id) => {
-                                *levels.next_level += 1;
-                                open.push(id, p.batch.get(r), rec)?;
-                                id
-                            }
-                            Insert::Seen(id) => id,
-                        };
-                        r += 1;
-                        ids.push(id);
+            store.insert_batch(head, *levels.depth, &p.batch, &mut p.results)?;
+            for (r, i) in (at..at + count as usize).enumerate() {
+                let id = match p.results[r] {
+                    Insert::New(id) => {
+                        *levels.next_level += 1;
+                        open.push(id, p.batch.get(r), rec)?;
                         id
                     }
-                    same if same & SAME != 0 => ids[(same & !SAME) as usize],
+                    Insert::Seen(id) => id,
+                };
+                run.edge(head, part.labels[i], id)?;
+            }
+            if count == 0 {
+                run.deadlocks += 1;
+            }
+            at += count as usize;
+        }
+    }
+    p.batch.clear();
+    Ok(())
+}
+
+/// Numbers a chunk's candidates on this thread, in BFS order, for a store with a shared
+/// index: a candidate equal to one of an earlier part (found in the chunk's table) has that
+/// one's id, any other is new and appended with [`StateStore::push_new`]; the new states
+/// are then indexed on every thread ([`StateStore::index_pending`]). The cache misses of
+/// the big index are the workers' (lookups) and the indexing threads'; this thread only
+/// touches the chunk's own table.
+fn number_shared(
+    w: &mut Workers,
+    store: &mut dyn StateStore,
+    run: &mut Run,
+    open: &mut Open,
+    rec: &mut Vec<u8>,
+    levels: &mut Levels,
+) -> Result<(), ExploreError> {
+    let Workers {
+        parts,
+        parents,
+        chunk_table: table,
+        part_ids,
+        ..
+    } = w;
+    table.clear();
+    let mut j = 0;
+    for (pi, part) in parts.iter().enumerate() {
+        part_ids[pi].clear();
+        let (mut at, mut c) = (0usize, 0usize);
+        for &count in &part.counts {
+            let head = parents.ids[j];
+            j += 1;
+            levels.take(run);
+            for i in at..at + count as usize {
+                let id = match part.known[i] {
+                    CANDIDATE => {
+                        let (s, h) = (part.cand.get(c), part.cand_hashes[c]);
+                        let earlier = table
+                            .find(h, |&(q, m)| {
+                                eq_bytes(parts[q as usize].cand.get(m as usize), s)
+                            })
+                            .map(|&(q, m)| part_ids[q as usize][m as usize]);
+                        let id = match earlier {
+                            Some(id) => id,
+                            None => {
+                                let id = store.push_new(s, h)?;
+                                *levels.next_level += 1;
+                                open.push(id, s, rec)?;
+                                table.insert_unique(h, (pi as u32, c as u32), |&(q, m)| {
+                                    parts[q as usize].cand_hashes[m as usize]
+                                });
+                                id
+                            }
+                        };
+                        part_ids[pi].push(id);
+                        c += 1;
+                        id
+                    }
+                    same if same & SAME != 0 => part_ids[pi][(same & !SAME) as usize],
                     known => known,
                 };
                 run.edge(head, part.labels[i], id)?;
@@ -408,11 +478,10 @@ fn expand_chunk(
                 run.deadlocks += 1;
             }
             at += count as usize;
-            c += cands;
         }
     }
-    p.batch.clear();
-    Ok(true)
+    store.index_pending(parts.len())?;
+    Ok(())
 }
 
 /// The successors collected since the last resolution: their vectors and labels, their
@@ -424,8 +493,6 @@ struct Pending {
     labels: Vec<LabelId>,
     parents: Vec<(u64, u32)>,
     results: Vec<Insert>,
-    /// The ids of a part's candidates (parallel chunks).
-    cand_ids: Vec<u64>,
 }
 
 impl Pending {

@@ -34,14 +34,14 @@ const PART_BYTES: usize = 2 << 20;
 pub(super) struct Part {
     /// Successors per parent.
     pub counts: Vec<u32>,
-    /// Per successor: its label, and its id if it was found in the shared index, else
-    /// [`CANDIDATE`].
+    /// Per successor: its label and, with a shared index, its id if it was found there, else
+    /// [`CANDIDATE`] or [`SAME`] (without one, every successor is a candidate).
     pub labels: Vec<LabelId>,
     pub known: Vec<u64>,
     /// The candidates' transitions and vectors, in order, each vector once.
     pub cand: StateBatch,
     /// The candidates' hashes, and a table of them by vector (with a shared index only).
-    cand_hashes: Vec<u64>,
+    pub cand_hashes: Vec<u64>,
     table: hashbrown::HashTable<u32>,
     /// One parent's successors and their hashes (only with a shared index).
     tmp: StateBatch,
@@ -75,11 +75,10 @@ impl Part {
             let before = self.labels.len();
             match view {
                 None => {
-                    let (cand, labels, known) = (&mut self.cand, &mut self.labels, &mut self.known);
+                    let (cand, labels) = (&mut self.cand, &mut self.labels);
                     model.successors(parent, &mut |t, label, succ| {
                         cand.push(t, succ);
                         labels.push(label);
-                        known.push(CANDIDATE);
                     })?;
                 }
                 Some(v) => {
@@ -161,6 +160,10 @@ pub(super) struct Workers {
     forks: Vec<Box<dyn Model + Send>>,
     pub parts: Vec<Part>,
     pub parents: Parents,
+    /// The chunk's candidates by vector, as (part, candidate), and the ids each part's
+    /// candidates got: the main thread's numbering with a shared index.
+    pub chunk_table: hashbrown::HashTable<(u32, u32)>,
+    pub part_ids: Vec<Vec<u64>>,
     /// Parents expanded and successors found so far, to size the chunks.
     seen: (u64, u64),
     /// Bytes of a state vector (a guess for variable-width models).
@@ -183,6 +186,8 @@ impl Workers {
             parts: (0..threads).map(|_| Part::default()).collect(),
             forks,
             parents: Parents::default(),
+            chunk_table: hashbrown::HashTable::new(),
+            part_ids: vec![Vec::new(); threads],
             seen: (0, 0),
             width,
         })
@@ -236,6 +241,11 @@ impl Workers {
     /// RAM the buffers hold (the `bfs.threads` account).
     pub fn ram_bytes(&self) -> u64 {
         let parts: usize = self.parts.iter().map(Part::ram_bytes).sum();
-        (parts + self.parents.ids.capacity() * 8 + self.parents.states.bytes()) as u64
+        let ids: usize = self.part_ids.iter().map(|v| v.capacity() * 8).sum();
+        (parts
+            + ids
+            + self.chunk_table.capacity() * 8
+            + self.parents.ids.capacity() * 8
+            + self.parents.states.bytes()) as u64
     }
 }

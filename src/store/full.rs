@@ -85,6 +85,9 @@ pub struct FullStore {
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
     /// The state [`StateStore::get`] read last from the segment vector.
     got: Vec<u8>,
+    /// Hashes of the states appended by [`StateStore::push_new`] and not yet indexed (the
+    /// last `pending.len()` ids), for [`StateStore::index_pending`].
+    pending: Vec<u64>,
 }
 
 /// Where the state vectors live.
@@ -256,6 +259,34 @@ impl<'a> SharedIndex<'a> {
     }
 }
 
+/// Inserts ids `ids` (hashes by `hash`) into `table`, which other threads fill at the same
+/// time: an empty slot is claimed with compare-and-swap, a lost race moves on. The ids are
+/// distinct states, so no two threads insert the same one.
+fn index_atomic(
+    table: &[std::sync::atomic::AtomicU64],
+    ids: std::ops::Range<u64>,
+    hash: impl Fn(u64) -> u64,
+) {
+    use std::sync::atomic::Ordering;
+    let mask = table.len() - 1;
+    for id in ids {
+        let h = hash(id);
+        let entry = (h & 0xffff_ffff_0000_0000) | (id + 1);
+        let mut i = h as usize & mask;
+        loop {
+            // Relaxed: the threads only claim slots; the scope's join publishes the table.
+            if table[i].load(Ordering::Relaxed) == 0
+                && table[i]
+                    .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
 fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
     StoreError::CapacityExceeded {
         store: "full",
@@ -329,6 +360,7 @@ impl FullStore {
             scratch: Default::default(),
             index_slots: None,
             got: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -944,6 +976,68 @@ impl StateStore for FullStore {
             }),
             _ => None,
         }
+    }
+
+    fn push_new(&mut self, state: &[u8], h: u64) -> Result<StateId, StoreError> {
+        self.check(state, 1)?;
+        let Arena::Ram { bytes, ends } = &mut self.arena else {
+            unreachable!("push_new follows shared_index, which only RAM arenas offer")
+        };
+        if bytes.len() + state.len() > bytes.capacity() {
+            crate::sys::check_ceiling("the full store's state vectors", bytes.capacity() as u64)?;
+        }
+        bytes.extend_from_slice(state);
+        if self.width.is_none() {
+            ends.push(bytes.len() as u64);
+        }
+        self.pending.push(h);
+        self.count += 1;
+        Ok(self.count - 1)
+    }
+
+    /// The pending states are spread over `threads` threads, each claiming empty slots with
+    /// compare-and-swap; a table that must grow is rebuilt the same way from every stored
+    /// state (the pending ones included). Places in the table then depend on the scheduling;
+    /// which ids it holds, and so every lookup's answer, do not.
+    fn index_pending(&mut self, threads: usize) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let (first, hashes) = if self.count * 4 > self.slots.len() as u64 * 3 {
+            let mut cap = self.slots.len().max(1 << 10);
+            while self.count * 4 > cap as u64 * 3 {
+                cap *= 2;
+            }
+            crate::sys::check_ceiling("the full-store index", cap as u64 * 8)?;
+            // Rebuilt from the arena: the old table can go first.
+            self.slots = Slots::default();
+            self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+            (0, None)
+        } else {
+            (self.count - self.pending.len() as u64, Some(&self.pending))
+        };
+        let table = self.slots.atomic();
+        let Arena::Ram { bytes, ends } = &self.arena else {
+            unreachable!("push_new appends to RAM arenas only")
+        };
+        let (bytes, ends, width) = (bytes.as_slice(), ends.as_slice(), self.width);
+        let hash = |id: u64| match hashes {
+            Some(h) => h[(id - first) as usize],
+            None => state_hash(slice(bytes, ends, width, id as usize)),
+        };
+        let n = self.count - first;
+        let per = n.div_ceil(threads.max(1) as u64).max(1 << 12);
+        std::thread::scope(|s| {
+            let mut start = first + per;
+            while start < self.count {
+                let end = (start + per).min(self.count);
+                s.spawn(move || index_atomic(table, start..end, hash));
+                start = end;
+            }
+            index_atomic(table, first..(first + per).min(self.count), hash);
+        });
+        self.pending.clear();
+        Ok(())
     }
 
     fn delayed_batch(&self) -> Option<usize> {

@@ -5,6 +5,7 @@
 
 use memmap2::MmapMut;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::AtomicU64;
 
 #[derive(Default)]
 pub struct Slots {
@@ -26,6 +27,24 @@ impl Slots {
             map: Some(map),
             len,
         })
+    }
+}
+
+impl Slots {
+    /// The table as atomics, for threads that insert into it at once (compare-and-swap on
+    /// empty slots: the full store's parallel indexing). While this borrow lives no `&mut`
+    /// to the table can exist, so every access is through the atomics.
+    pub fn atomic(&self) -> &[AtomicU64] {
+        match &self.map {
+            // SAFETY: `AtomicU64` has the size and bit validity of `u64`, and the mapping is
+            // page-aligned, so each slot is 8-byte aligned as `AtomicU64` requires; the
+            // mapping is at least `len * 8` bytes and lives as long as `self`, whose shared
+            // borrow the slice keeps (no plain write can happen meanwhile).
+            Some(m) => unsafe {
+                std::slice::from_raw_parts(m.as_ptr() as *const AtomicU64, self.len)
+            },
+            None => &[],
+        }
     }
 }
 
