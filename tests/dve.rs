@@ -163,6 +163,43 @@ fn check_beem(rows: &[Beem], order: Order, store: StoreKind) {
 const SMALL: u64 = 200_000;
 const LARGE: u64 = 3_000_000;
 
+/// Parallel BFS with the DVE front end (each thread forks the model): with two threads every
+/// BEEM instance up to 200,000 states gives the reference counts and the native file of a
+/// one-thread run, byte for byte.
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn beem_small_bfs_two_threads_write_the_one_thread_lts() {
+    let t = tempfile::tempdir().unwrap();
+    let rows = beem_rows(0, SMALL);
+    let mut differ = Vec::new();
+    for r in &rows {
+        let mut files = Vec::new();
+        for threads in [1, 2] {
+            let out = t.path().join(format!("{threads}.slts"));
+            let mut cfg = config(Order::Bfs, StoreKind::Full);
+            cfg.engine.threads = threads;
+            cfg.output = Some(out.clone());
+            let s = Search::file(&r.path).config(cfg).run().unwrap();
+            assert_eq!(s.states, r.states, "{} threads {threads}", r.rel);
+            if let Some(tr) = r.transitions {
+                assert_eq!(s.transitions, tr, "{} threads {threads}", r.rel);
+            }
+            files.push(std::fs::read(&out).unwrap());
+        }
+        if files[0] != files[1] {
+            differ.push(r.rel.clone());
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "two threads wrote another LTS: {differ:?}"
+    );
+    eprintln!(
+        "{} BEEM instances: identical files with one and two threads",
+        rows.len()
+    );
+}
+
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn beem_small_bfs_full() {

@@ -355,11 +355,13 @@ fn every_store_resumes_after_sigkill() {
     assert!(killed >= 5, "only {killed} of 10 runs were killed mid-way");
 }
 
-/// The stores that write an LTS and expand in parallel in BFS.
+/// The stores that write an LTS.
 const THREADED: &[&str] = &["full", "comback", "delta", "hashcompact", "tree"];
 
 /// `--threads N` changes nothing in the output: every store that writes an LTS gives, in
-/// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget.
+/// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget (the
+/// full store in RAM expands in parallel; the others, and a spilling full store, take the
+/// count and run on one thread).
 #[test]
 fn threads_do_not_change_the_output() {
     let t = tempfile::tempdir().unwrap();

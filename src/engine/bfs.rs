@@ -112,9 +112,6 @@ pub fn explore(
     // to the store at once (`Pending`), and their edges are written when the batch is
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
-    // `--threads`: chunks of parents are expanded on every thread (engine/parallel.rs) as
-    // long as the store takes its successors one parent at a time; a delayed batch (a
-    // spilled index) runs on this thread.
     let mut workers = Workers::new(model, opts.threads);
     let threads_account = match (&workers, storage) {
         (Some(_), Some(st)) => Some(st.budget.account("bfs.threads")),
@@ -147,36 +144,42 @@ pub fn explore(
                 }
             }
         }
-        if let (Some(w), None, true) = (&mut workers, delayed, p.parents.is_empty()) {
-            if !expand_chunk(
-                w,
-                model,
-                store,
-                &mut run,
-                &mut open,
-                &mut rec,
-                &mut p,
-                &mut Levels {
-                    depth: &mut depth,
-                    level_left: &mut level_left,
-                    next_level: &mut next_level,
-                    level_states: &mut level_states,
-                },
-            )? {
-                break;
+        // `--threads`: a store with a shared index expands its open id range by chunks on
+        // every thread (engine/parallel.rs), as long as it takes successors one parent at a
+        // time (a delayed batch of a spilled index runs on this thread).
+        if let (Some(w), None, true, Open::ById { next }) =
+            (&mut workers, delayed, p.parents.is_empty(), &mut open)
+        {
+            if store.shared_index().is_some() {
+                let more = expand_chunk(
+                    w,
+                    model,
+                    store,
+                    &mut run,
+                    next,
+                    &mut Levels {
+                        depth: &mut depth,
+                        level_left: &mut level_left,
+                        next_level: &mut next_level,
+                        level_states: &mut level_states,
+                    },
+                )?;
+                if !more {
+                    break;
+                }
+                if let Some(a) = &threads_account {
+                    a.set(w.ram_bytes(), 0, 0);
+                }
+                run.tick(
+                    store,
+                    Position::Bfs {
+                        level: depth,
+                        level_states,
+                    },
+                )?;
+                delayed = store.delayed_batch();
+                continue;
             }
-            if let Some(a) = &threads_account {
-                a.set(w.ram_bytes(), 0, 0);
-            }
-            run.tick(
-                store,
-                Position::Bfs {
-                    level: depth,
-                    level_states,
-                },
-            )?;
-            delayed = store.delayed_batch();
-            continue;
         }
         // `None`: the open set is empty for now (a pending batch may still add to it).
         let head = match &mut open {
@@ -306,112 +309,30 @@ impl Levels<'_> {
     }
 }
 
-/// Expands the next chunk of the open set on every thread and inserts its successors parent
-/// by parent in BFS order (see engine/parallel.rs); `false` when the open set is empty.
-#[allow(clippy::too_many_arguments)]
+/// Expands the next chunk of the open set (ids `next..`) on every thread and numbers its
+/// successors parent by parent in BFS order (see engine/parallel.rs); `false` when the open
+/// set is empty. Only for a store with a shared index.
 fn expand_chunk(
     w: &mut Workers,
     model: &dyn Model,
     store: &mut dyn StateStore,
     run: &mut Run,
-    open: &mut Open,
-    rec: &mut Vec<u8>,
-    p: &mut Pending,
+    next: &mut u64,
     levels: &mut Levels,
 ) -> Result<bool, ExploreError> {
-    let limit = w.chunk_parents();
-    let shared = store.shared_index().is_some();
+    let end = store.len().min(*next + w.chunk_parents() as u64);
     w.parents.clear();
-    match open {
-        Open::ById { next } => {
-            let end = store.len().min(*next + limit as u64);
-            for id in *next..end {
-                if shared {
-                    w.parents.push(id, None);
-                } else {
-                    let name = store.name();
-                    let Some(s) = store.get(id)? else {
-                        return Err(StoreError::Invalid {
-                            store: name,
-                            message: format!("could not return state {id} for expansion"),
-                        }
-                        .into());
-                    };
-                    w.parents.push(id, Some(s));
-                }
-            }
-            *next = end;
-        }
-        Open::Queue(q) => {
-            while w.parents.ids.len() < limit {
-                let parents = &mut w.parents;
-                let popped = q.pop_with(rec, |r| {
-                    let id = u64::from_le_bytes(r[..8].try_into().unwrap());
-                    parents.push(id, Some(&r[8..]));
-                    id
-                })?;
-                if popped.is_none() {
-                    break;
-                }
-            }
-        }
-    }
-    if w.parents.ids.is_empty() {
+    w.parents.extend(*next..end);
+    *next = end;
+    if w.parents.is_empty() {
         return Ok(false);
     }
-    w.expand(model, store.shared_index())?;
-    if shared {
-        number_shared(w, store, run, open, rec, levels)?;
-    } else {
-        insert_parents(w, store, run, open, rec, p, levels)?;
-    }
-    p.batch.clear();
+    let Some(view) = store.shared_index() else {
+        unreachable!("parallel chunks are taken only with a shared index")
+    };
+    w.expand(model, view)?;
+    number_shared(w, store, run, levels)?;
     Ok(true)
-}
-
-/// Inserts each parent's successors with [`StateStore::insert_batch`], in BFS order, as the
-/// one-thread loop does (a store without a shared index: every successor is a candidate,
-/// and the store sees the one-thread loop's batches, empty ones included).
-fn insert_parents(
-    w: &mut Workers,
-    store: &mut dyn StateStore,
-    run: &mut Run,
-    open: &mut Open,
-    rec: &mut Vec<u8>,
-    p: &mut Pending,
-    levels: &mut Levels,
-) -> Result<(), ExploreError> {
-    let mut j = 0;
-    for part in &w.parts {
-        let mut at = 0usize;
-        for &count in &part.counts {
-            let head = w.parents.ids[j];
-            j += 1;
-            levels.take(run);
-            p.batch.clear();
-            for i in at..at + count as usize {
-                p.batch.push(part.cand.transition(i), part.cand.get(i));
-            }
-            store.insert_batch(head, *levels.depth, &p.batch, &mut p.results)?;
-            for (r, i) in (at..at + count as usize).enumerate() {
-                let id = match p.results[r] {
-                    Insert::New(id) => {
-                        *levels.next_level += 1;
-                        open.push(id, p.batch.get(r), rec)?;
-                        id
-                    }
-                    Insert::Seen(id) => id,
-                };
-                run.edge(head, part.labels[i], id)?;
-            }
-            if count == 0 {
-                run.deadlocks += 1;
-            }
-            at += count as usize;
-        }
-    }
-    p.batch.clear();
-    Ok(())
 }
 
 /// Numbers a chunk's candidates on this thread, in BFS order, for a store with a shared
@@ -424,8 +345,6 @@ fn number_shared(
     w: &mut Workers,
     store: &mut dyn StateStore,
     run: &mut Run,
-    open: &mut Open,
-    rec: &mut Vec<u8>,
     levels: &mut Levels,
 ) -> Result<(), ExploreError> {
     let Workers {
@@ -441,7 +360,7 @@ fn number_shared(
         part_ids[pi].clear();
         let (mut at, mut c) = (0usize, 0usize);
         for &count in &part.counts {
-            let head = parents.ids[j];
+            let head = parents[j];
             j += 1;
             levels.take(run);
             for i in at..at + count as usize {
@@ -456,9 +375,9 @@ fn number_shared(
                         let id = match earlier {
                             Some(id) => id,
                             None => {
+                                // The open set is the id range: nothing to queue.
                                 let id = store.push_new(s, h)?;
                                 *levels.next_level += 1;
-                                open.push(id, s, rec)?;
                                 table.insert_unique(h, (pi as u32, c as u32), |&(q, m)| {
                                     parts[q as usize].cand_hashes[m as usize]
                                 });

@@ -1,19 +1,19 @@
-//! Parallel successor generation for BFS (`--threads N`).
+//! Parallel BFS (`--threads N`) for a store with a shared index (docs/ARCHITECTURE.md,
+//! "Parallel BFS").
 //!
 //! The BFS loop hands a chunk of consecutive parents (in the order a one-thread BFS expands
 //! them) to N threads: each takes a contiguous part, generates its parents' successors with
-//! its own copy of the model ([`Model::fork`]) and, when the store offers a read-only view of
-//! its index ([`StateStore::shared_index`](crate::store::StateStore::shared_index)), looks
-//! every successor up in it. A successor found there was stored before the chunk began, so
-//! its id is the one a sequential BFS finds; the others are *candidates*. The store is not
-//! changed while the threads run (they hold it borrowed immutably). Then the main thread
-//! walks the parts in order, parent by parent, and inserts each parent's candidates with
-//! [`insert_batch`](crate::store::StateStore::insert_batch), exactly as the sequential loop
-//! does: new ids are handed out by one thread in sequential order, so the numbering, the
-//! counts and the LTS file do not depend on N or on the scheduling.
+//! its own copy of the model ([`Model::fork`]) and looks every successor up in the store's
+//! read-only view ([`StateStore::shared_index`](crate::store::StateStore::shared_index)).
+//! A successor found there was stored before the chunk began, so its id is the one a
+//! sequential BFS finds; the others are *candidates*, each vector once per part. The store
+//! is not changed while the threads run (they hold it borrowed immutably). Then the main
+//! thread walks the parts in order, parent by parent, and numbers the candidates that no
+//! earlier part had: new ids are handed out by one thread in sequential order, so the
+//! numbering, the counts and the LTS file do not depend on N or on the scheduling.
 
 use crate::error::ModelError;
-use crate::model::{LabelId, Model, TransitionId};
+use crate::model::{LabelId, Model};
 use crate::store::full::{eq_bytes, SharedIndex};
 use crate::store::StateBatch;
 
@@ -34,16 +34,16 @@ const PART_BYTES: usize = 2 << 20;
 pub(super) struct Part {
     /// Successors per parent.
     pub counts: Vec<u32>,
-    /// Per successor: its label and, with a shared index, its id if it was found there, else
-    /// [`CANDIDATE`] or [`SAME`] (without one, every successor is a candidate).
+    /// Per successor: its label, and its id if it was found in the shared index, else
+    /// [`CANDIDATE`] or [`SAME`].
     pub labels: Vec<LabelId>,
     pub known: Vec<u64>,
     /// The candidates' transitions and vectors, in order, each vector once.
     pub cand: StateBatch,
-    /// The candidates' hashes, and a table of them by vector (with a shared index only).
+    /// The candidates' hashes, and a table of them by vector.
     pub cand_hashes: Vec<u64>,
     table: hashbrown::HashTable<u32>,
-    /// One parent's successors and their hashes (only with a shared index).
+    /// One parent's successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
 }
@@ -62,59 +62,41 @@ impl Part {
     fn fill(
         &mut self,
         model: &dyn Model,
-        view: Option<SharedIndex<'_>>,
-        parents: &Parents,
+        view: SharedIndex<'_>,
+        parents: &[u64],
         range: std::ops::Range<usize>,
     ) -> Result<(), ModelError> {
         self.clear();
-        for j in range {
-            let parent = match view {
-                Some(v) => v.state(parents.ids[j]),
-                None => parents.states.get(j),
-            };
+        for &parent in &parents[range] {
             let before = self.labels.len();
-            match view {
-                None => {
-                    let (cand, labels) = (&mut self.cand, &mut self.labels);
-                    model.successors(parent, &mut |t, label, succ| {
-                        cand.push(t, succ);
-                        labels.push(label);
-                    })?;
-                }
-                Some(v) => {
-                    self.tmp.clear();
-                    let (tmp, labels) = (&mut self.tmp, &mut self.labels);
-                    model.successors(parent, &mut |t, label, succ| {
-                        tmp.push(t, succ);
-                        labels.push(label);
-                    })?;
-                    // Load every bucket first, so that the cache misses overlap (as the full
-                    // store's own batches do).
-                    self.hashes.clear();
-                    let mut touch = 0u64;
-                    for i in 0..self.tmp.len() {
-                        let h = SharedIndex::hash(self.tmp.get(i));
-                        touch ^= v.touch(h);
-                        self.hashes.push(h);
-                    }
-                    std::hint::black_box(touch);
-                    let (cand, hashes, table) =
-                        (&mut self.cand, &mut self.cand_hashes, &mut self.table);
-                    for i in 0..self.tmp.len() {
-                        let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                        if let Some(id) = v.find(s, h) {
-                            self.known.push(id);
-                        } else if let Some(&m) =
-                            table.find(h, |&m| eq_bytes(cand.get(m as usize), s))
-                        {
-                            self.known.push(SAME | m as u64);
-                        } else {
-                            table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
-                            hashes.push(h);
-                            cand.push(self.tmp.transition(i), s);
-                            self.known.push(CANDIDATE);
-                        }
-                    }
+            self.tmp.clear();
+            let (tmp, labels) = (&mut self.tmp, &mut self.labels);
+            model.successors(view.state(parent), &mut |t, label, succ| {
+                tmp.push(t, succ);
+                labels.push(label);
+            })?;
+            // Load every bucket first, so that the cache misses overlap (as the full store's
+            // own batches do).
+            self.hashes.clear();
+            let mut touch = 0u64;
+            for i in 0..self.tmp.len() {
+                let h = SharedIndex::hash(self.tmp.get(i));
+                touch ^= view.touch(h);
+                self.hashes.push(h);
+            }
+            std::hint::black_box(touch);
+            let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
+            for i in 0..self.tmp.len() {
+                let (s, h) = (self.tmp.get(i), self.hashes[i]);
+                if let Some(id) = view.find(s, h) {
+                    self.known.push(id);
+                } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
+                    self.known.push(SAME | m as u64);
+                } else {
+                    table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
+                    hashes.push(h);
+                    cand.push(self.tmp.transition(i), s);
+                    self.known.push(CANDIDATE);
                 }
             }
             self.counts.push((self.labels.len() - before) as u32);
@@ -134,32 +116,12 @@ impl Part {
     }
 }
 
-/// The parents of a chunk: their ids in BFS order, and their vectors when the store has no
-/// shared index to read them from.
-#[derive(Default)]
-pub(super) struct Parents {
-    pub ids: Vec<u64>,
-    pub states: StateBatch,
-}
-
-impl Parents {
-    pub fn clear(&mut self) {
-        self.ids.clear();
-        self.states.clear();
-    }
-    pub fn push(&mut self, id: u64, state: Option<&[u8]>) {
-        self.ids.push(id);
-        if let Some(s) = state {
-            self.states.push(TransitionId(0), s);
-        }
-    }
-}
-
 /// The forked models and the per-thread buffers.
 pub(super) struct Workers {
     forks: Vec<Box<dyn Model + Send>>,
     pub parts: Vec<Part>,
-    pub parents: Parents,
+    /// The chunk's parents, in BFS order.
+    pub parents: Vec<u64>,
     /// The chunk's candidates by vector, as (part, candidate), and the ids each part's
     /// candidates got: the main thread's numbering with a shared index.
     pub chunk_table: hashbrown::HashTable<(u32, u32)>,
@@ -185,7 +147,7 @@ impl Workers {
         Some(Workers {
             parts: (0..threads).map(|_| Part::default()).collect(),
             forks,
-            parents: Parents::default(),
+            parents: Vec::new(),
             chunk_table: hashbrown::HashTable::new(),
             part_ids: vec![Vec::new(); threads],
             seen: (0, 0),
@@ -202,13 +164,9 @@ impl Workers {
     }
 
     /// Expands the chunk's parents on every thread; `model` is the calling thread's.
-    pub fn expand(
-        &mut self,
-        model: &dyn Model,
-        view: Option<SharedIndex<'_>>,
-    ) -> Result<(), ModelError> {
+    pub fn expand(&mut self, model: &dyn Model, view: SharedIndex<'_>) -> Result<(), ModelError> {
         let n = self.parts.len();
-        let len = self.parents.ids.len();
+        let len = self.parents.len();
         let bound = |i: usize| i * len / n;
         let parents = &self.parents;
         let (first, rest) = self.parts.split_first_mut().expect("at least two parts");
@@ -242,10 +200,6 @@ impl Workers {
     pub fn ram_bytes(&self) -> u64 {
         let parts: usize = self.parts.iter().map(Part::ram_bytes).sum();
         let ids: usize = self.part_ids.iter().map(|v| v.capacity() * 8).sum();
-        (parts
-            + ids
-            + self.chunk_table.capacity() * 8
-            + self.parents.ids.capacity() * 8
-            + self.parents.states.bytes()) as u64
+        (parts + ids + self.chunk_table.capacity() * 8 + self.parents.capacity() * 8) as u64
     }
 }
