@@ -241,6 +241,9 @@ fn print_stats(s: &ExploreStats) {
     if let Some(line) = &s.store_summary {
         println!("{:<14}{line}", s.store);
     }
+    if s.threads > 1 {
+        println!("threads       {}", s.threads);
+    }
     println!("peak RSS      {:.1} MiB", mib(s.peak_rss_bytes));
     if let (Some(out), Some(bytes)) = (&s.output, s.output_bytes) {
         println!(

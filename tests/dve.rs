@@ -181,6 +181,7 @@ fn beem_small_bfs_two_threads_write_the_one_thread_lts() {
             cfg.output = Some(out.clone());
             let s = Search::file(&r.path).config(cfg).run().unwrap();
             assert_eq!(s.states, r.states, "{} threads {threads}", r.rel);
+            assert_eq!(s.threads, threads as u64, "{} forks per thread", r.rel);
             if let Some(tr) = r.transitions {
                 assert_eq!(s.transitions, tr, "{} threads {threads}", r.rel);
             }

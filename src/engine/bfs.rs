@@ -167,6 +167,7 @@ pub fn explore(
                 if !more {
                     break;
                 }
+                run.threads = w.parts.len() as u64;
                 if let Some(a) = &threads_account {
                     a.set(w.ram_bytes(), 0, 0);
                 }

@@ -54,6 +54,9 @@ pub struct ExploreStats {
     pub transitions: u64,
     pub deadlocks: u64,
     pub max_depth: u64,
+    /// Threads that expanded states (`--threads`; 1 when the run, or its store, order or
+    /// model, ran on one thread).
+    pub threads: u64,
     pub wall_seconds: f64,
     pub states_per_second: f64,
     pub peak_rss_bytes: u64,
@@ -115,6 +118,8 @@ pub(crate) struct Run<'a> {
     pub transitions: u64,
     pub deadlocks: u64,
     pub max_depth: u64,
+    /// Threads that expanded states (see [`ExploreStats::threads`]).
+    pub threads: u64,
     start: Instant,
     cpu_at_start: f64,
     progress: Option<Progress>,
@@ -145,6 +150,7 @@ impl<'a> Run<'a> {
             transitions: 0,
             deadlocks: 0,
             max_depth: 0,
+            threads: 1,
             start: Instant::now(),
             cpu_at_start: crate::sys::process_cpu_seconds(),
             progress: (opts.progress && std::io::stderr().is_terminal()).then(|| Progress {
@@ -311,6 +317,7 @@ impl<'a> Run<'a> {
             transitions: self.transitions,
             deadlocks: self.deadlocks,
             max_depth: self.max_depth,
+            threads: self.threads,
             wall_seconds: wall,
             states_per_second: if wall > 0.0 {
                 states as f64 / wall
