@@ -12,7 +12,7 @@
 //! loaded, so the cache misses of a batch overlap, then the states are probed and inserted in
 //! order (a duplicate within the batch is found by the probe of its second occurrence).
 
-use super::slots::Slots;
+use super::slots::{prefetch, Slots};
 use super::window::{
     delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
     INDEX_SHARE, MIN_TABLE,
@@ -235,14 +235,33 @@ impl<'a> SharedIndex<'a> {
         slice(self.bytes, self.ends, self.width, id as usize)
     }
 
-    /// Loads the slot where the probe of hash `h` starts, so that the cache misses of a
-    /// batch overlap (the value is meaningless).
+    /// Asks for the slot where the probe of hash `h` starts, so that the cache misses of a
+    /// batch overlap.
     #[inline]
-    pub fn touch(&self, h: u64) -> u64 {
+    pub fn prefetch_slot(&self, h: u64) {
+        if !self.slots.is_empty() {
+            prefetch(&self.slots[h as usize & (self.slots.len() - 1)] as *const u64 as *const u8);
+        }
+    }
+
+    /// Once the slot is in cache: asks for the vector of the state it names when its hash
+    /// bits match `h` (the compare of a found state is the lookup's second miss).
+    #[inline]
+    pub fn prefetch_state(&self, h: u64) {
         if self.slots.is_empty() {
-            0
-        } else {
-            self.slots[h as usize & (self.slots.len() - 1)]
+            return;
+        }
+        let s = self.slots[h as usize & (self.slots.len() - 1)];
+        if s != 0 && s & 0xffff_ffff_0000_0000 == h & 0xffff_ffff_0000_0000 {
+            let id = (s as u32 - 1) as usize;
+            let at = match self.width {
+                Some(w) => id * w,
+                None if id == 0 => 0,
+                None => self.ends[id - 1] as usize,
+            };
+            if at < self.bytes.len() {
+                prefetch(self.bytes[at..].as_ptr());
+            }
         }
     }
 
@@ -845,6 +864,12 @@ impl FullStore {
             hashes.push(h);
         }
         std::hint::black_box(touch);
+        // The compare of a found state is a second miss: ask for those vectors too.
+        if let Some(view) = self.shared_index() {
+            for &h in &hashes {
+                view.prefetch_state(h);
+            }
+        }
         let r = if delayed && self.spill.is_some() {
             self.insert_many_spilled(batch, &hashes, out)
         } else {
