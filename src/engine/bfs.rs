@@ -112,17 +112,19 @@ pub fn explore(
     // to the store at once (`Pending`), and their edges are written when the batch is
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
-    let mut workers = Workers::new(model, opts.threads);
-    let threads_account = match (&workers, storage) {
-        (Some(_), Some(st)) => Some(st.budget.account("bfs.threads")),
-        _ => None,
-    };
+    // The chunked path's threads and buffers, made when it is first taken.
+    let mut workers: Option<Workers> = None;
+    let threads_account = storage.map(|st| st.budget.account("bfs.threads"));
     loop {
         if p.parents.is_empty() {
             polls += 1;
-            // With delayed batches the loop passes here once per batch (thousands of
-            // expansions): ask every time, or a SIGINT waits for 256 batches.
-            let count = if delayed.is_some() { 0 } else { polls };
+            // With delayed batches or chunks the loop passes here once per batch or chunk
+            // (thousands of expansions): ask every time, or a SIGINT waits for 256 of them.
+            let count = if delayed.is_some() || workers.is_some() {
+                0
+            } else {
+                polls
+            };
             if let Some((ck, due)) = session.poll(count) {
                 let (open_mark, files) = match &mut open {
                     Open::ById { next } => (OpenMark::ById { next: *next }, Vec::new()),
@@ -147,10 +149,9 @@ pub fn explore(
         // `--threads`: a store with a shared index expands its open id range by chunks on
         // every thread (engine/parallel.rs), as long as it takes successors one parent at a
         // time (a delayed batch of a spilled index runs on this thread).
-        if let (Some(w), None, true, Open::ById { next }) =
-            (&mut workers, delayed, p.parents.is_empty(), &mut open)
-        {
+        if let (None, true, Open::ById { next }) = (delayed, p.parents.is_empty(), &mut open) {
             if store.shared_index().is_some() {
+                let w = workers.get_or_insert_with(|| Workers::new(model, opts.threads));
                 let more = expand_chunk(
                     w,
                     model,

@@ -47,7 +47,7 @@ pub(super) struct Part {
     /// The candidates' hashes, and a table of them by vector.
     pub cand_hashes: Vec<u64>,
     table: hashbrown::HashTable<u32>,
-    /// One parent's successors and their hashes.
+    /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
 }
@@ -143,14 +143,11 @@ impl Workers {
     /// Workers for `threads` threads (the calling one included), fewer if the model cannot
     /// be forked (then the calling thread alone: the chunked path with its grouped lookups
     /// is faster than the one-parent-at-a-time loop even on one thread).
-    pub fn new(model: &dyn Model, threads: usize) -> Option<Workers> {
-        if threads == 0 {
-            return None;
-        }
+    pub fn new(model: &dyn Model, threads: usize) -> Workers {
         let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
         let threads = forks.len() + 1;
         let width = model.state_len().unwrap_or(64).max(1);
-        Some(Workers {
+        Workers {
             parts: (0..threads).map(|_| Part::default()).collect(),
             forks,
             parents: Vec::new(),
@@ -158,7 +155,7 @@ impl Workers {
             part_ids: vec![Vec::new(); threads],
             seen: (0, 0),
             width,
-        })
+        }
     }
 
     /// How many parents the next chunk takes: about [`PART_BYTES`] of successor vectors per
