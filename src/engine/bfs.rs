@@ -114,7 +114,6 @@ pub fn explore(
     let mut delayed = store.delayed_batch();
     // The chunked path's threads and buffers, made when it is first taken.
     let mut workers: Option<Workers> = None;
-    let threads_account = storage.map(|st| st.budget.account("bfs.threads"));
     loop {
         if p.parents.is_empty() {
             polls += 1;
@@ -169,9 +168,6 @@ pub fn explore(
                     break;
                 }
                 run.threads = w.parts.len() as u64;
-                if let Some(a) = &threads_account {
-                    a.set(w.ram_bytes(), 0, 0);
-                }
                 run.tick(
                     store,
                     Position::Bfs {

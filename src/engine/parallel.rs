@@ -29,8 +29,9 @@ pub(super) const SAME: u64 = 1 << 63;
 const GROUP: usize = 8;
 
 /// Bytes of successor vectors a part aims at: large enough that starting the threads costs
-/// little against the work (about a millisecond per part), small enough to stay in cache
-/// and count little against `--memory`.
+/// little against the work (about a millisecond per part), small enough to stay in cache.
+/// The chunked path runs only when the store keeps its vectors in RAM, i.e. without a
+/// budget; its buffers (a few MiB per thread) count in the process's RSS like the rest.
 const PART_BYTES: usize = 2 << 20;
 
 /// What one thread found for its part of a chunk, in parent order.
@@ -110,17 +111,6 @@ impl Part {
         }
         Ok(())
     }
-
-    fn ram_bytes(&self) -> usize {
-        self.counts.capacity() * 4
-            + self.labels.capacity() * std::mem::size_of::<LabelId>()
-            + self.known.capacity() * 8
-            + self.cand.bytes()
-            + self.tmp.bytes()
-            + self.hashes.capacity() * 8
-            + self.cand_hashes.capacity() * 8
-            + self.table.capacity() * 8
-    }
 }
 
 /// The forked models and the per-thread buffers.
@@ -197,12 +187,5 @@ impl Workers {
         self.seen.0 += len as u64;
         self.seen.1 += succs as u64;
         Ok(())
-    }
-
-    /// RAM the buffers hold (the `bfs.threads` account).
-    pub fn ram_bytes(&self) -> u64 {
-        let parts: usize = self.parts.iter().map(Part::ram_bytes).sum();
-        let ids: usize = self.part_ids.iter().map(|v| v.capacity() * 8).sum();
-        (parts + ids + self.chunk_table.capacity() * 8 + self.parents.capacity() * 8) as u64
     }
 }
