@@ -51,12 +51,12 @@ pub fn explore(
     let mut state = Vec::new();
     let mut p = Pending::default();
     let mut rec: Vec<u8> = Vec::new();
-    // States left to expand in the current level, and states found for the next one.
-    let mut level_left: u64 = 1;
-    let mut next_level: u64 = 0;
-    let mut depth: u64 = 0;
-    // States in the level being expanded (for the progress line and the metrics).
-    let mut level_states: u64 = 1;
+    let mut lv = Levels {
+        depth: 0,
+        level_left: 1,
+        next_level: 0,
+        level_states: 1,
+    };
     let mut open = match session.resume.take() {
         Some((mark, counters)) => {
             let EngineMark::Bfs {
@@ -72,7 +72,12 @@ pub fn explore(
                 ));
             };
             run.restore(&counters);
-            (depth, level_left, next_level, level_states) = (d, l, n, s);
+            lv = Levels {
+                depth: d,
+                level_left: l,
+                next_level: n,
+                level_states: s,
+            };
             match (open, storage) {
                 (OpenMark::ById { next }, _) => Open::ById { next },
                 (OpenMark::Queue(m), Some(st)) => {
@@ -133,10 +138,10 @@ pub fn explore(
                     }
                 };
                 let mark = EngineMark::Bfs {
-                    depth,
-                    level_left,
-                    next_level,
-                    level_states,
+                    depth: lv.depth,
+                    level_left: lv.level_left,
+                    next_level: lv.next_level,
+                    level_states: lv.level_states,
                     open: open_mark,
                 };
                 commit_checkpoint(ck, due, &mut run, store, mark, files)?;
@@ -151,30 +156,12 @@ pub fn explore(
         if let (None, true, Open::ById { next }) = (delayed, p.parents.is_empty(), &mut open) {
             if store.shared_index().is_some() {
                 let w = workers.get_or_insert_with(|| Workers::new(model, opts.threads));
-                let more = expand_chunk(
-                    w,
-                    model,
-                    store,
-                    &mut run,
-                    next,
-                    &mut Levels {
-                        depth: &mut depth,
-                        level_left: &mut level_left,
-                        next_level: &mut next_level,
-                        level_states: &mut level_states,
-                    },
-                )?;
+                let more = expand_chunk(w, model, store, &mut run, next, &mut lv)?;
                 if !more {
                     break;
                 }
                 run.threads = w.parts.len() as u64;
-                run.tick(
-                    store,
-                    Position::Bfs {
-                        level: depth,
-                        level_states,
-                    },
-                )?;
+                run.tick(store, lv.position())?;
                 delayed = store.delayed_batch();
                 continue;
             }
@@ -209,16 +196,10 @@ pub fn explore(
             if p.parents.is_empty() {
                 break;
             }
-            p.resolve(store, &mut run, depth, &mut open, &mut next_level, &mut rec)?;
+            p.resolve(store, &mut run, &mut lv, &mut open, &mut rec)?;
             continue;
         };
-        Levels {
-            depth: &mut depth,
-            level_left: &mut level_left,
-            next_level: &mut next_level,
-            level_states: &mut level_states,
-        }
-        .take(&mut run);
+        lv.take(&mut run);
         if let Some(limit) = delayed {
             let before = p.batch.len();
             model.successors(&state, &mut |t, label, succ| {
@@ -232,8 +213,8 @@ pub fn explore(
             p.parents.push((head, count as u32));
             // A level is resolved before the next starts: its new states are the next
             // level's count.
-            if level_left == 0 || p.batch.len() >= limit {
-                p.resolve(store, &mut run, depth, &mut open, &mut next_level, &mut rec)?;
+            if lv.level_left == 0 || p.batch.len() >= limit {
+                p.resolve(store, &mut run, &mut lv, &mut open, &mut rec)?;
                 // The store's batch size follows its index (it grows, then spills).
                 delayed = store.delayed_batch();
             }
@@ -244,11 +225,11 @@ pub fn explore(
                 p.batch.push(t, succ);
                 p.labels.push(label);
             })?;
-            store.insert_batch(head, depth, &p.batch, &mut p.results)?;
+            store.insert_batch(head, lv.depth, &p.batch, &mut p.results)?;
             for (i, (&label, ins)) in p.labels.iter().zip(&p.results).enumerate() {
                 let id = match *ins {
                     Insert::New(id) => {
-                        next_level += 1;
+                        lv.next_level += 1;
                         open.push(id, p.batch.get(i), &mut rec)?;
                         id
                     }
@@ -268,42 +249,43 @@ pub fn explore(
             }
         }
         if head & 0x3fff == 0 {
-            run.tick(
-                store,
-                Position::Bfs {
-                    level: depth,
-                    level_states,
-                },
-            )?;
+            run.tick(store, lv.position())?;
         }
     }
-    run.position = Position::Bfs {
-        level: depth,
-        level_states,
-    };
+    run.position = lv.position();
     run.finish(store)?;
     Ok(run.stats(store, Order::Bfs))
 }
 
-/// The BFS level counters, advanced as parents are taken in order.
-struct Levels<'a> {
-    depth: &'a mut u64,
-    level_left: &'a mut u64,
-    next_level: &'a mut u64,
-    level_states: &'a mut u64,
+/// The BFS level counters: level `depth + 1` is complete when every state of level `depth`
+/// has been expanded.
+struct Levels {
+    depth: u64,
+    /// States left to expand in the current level, and states found for the next one.
+    level_left: u64,
+    next_level: u64,
+    /// States in the level being expanded (for the progress line and the metrics).
+    level_states: u64,
 }
 
-impl Levels<'_> {
+impl Levels {
     /// Takes the next parent: starts the next level when the current one is done.
     fn take(&mut self, run: &mut Run) {
-        if *self.level_left == 0 {
-            *self.level_left = *self.next_level;
-            *self.level_states = *self.next_level;
-            *self.next_level = 0;
-            *self.depth += 1;
-            run.max_depth = *self.depth + 1;
+        if self.level_left == 0 {
+            self.level_left = self.next_level;
+            self.level_states = self.next_level;
+            self.next_level = 0;
+            self.depth += 1;
+            run.max_depth = self.depth + 1;
         }
-        *self.level_left -= 1;
+        self.level_left -= 1;
+    }
+
+    fn position(&self) -> Position {
+        Position::Bfs {
+            level: self.depth,
+            level_states: self.level_states,
+        }
     }
 }
 
@@ -375,7 +357,7 @@ fn number_shared(
                             None => {
                                 // The open set is the id range: nothing to queue.
                                 let id = store.push_new(s, h)?;
-                                *levels.next_level += 1;
+                                levels.next_level += 1;
                                 table.insert_unique(h, (pi as u32, c as u32), |&(q, m)| {
                                     parts[q as usize].cand_hashes[m as usize]
                                 });
@@ -419,18 +401,17 @@ impl Pending {
         &mut self,
         store: &mut dyn StateStore,
         run: &mut Run,
-        depth: u64,
+        lv: &mut Levels,
         open: &mut Open,
-        next_level: &mut u64,
         rec: &mut Vec<u8>,
     ) -> Result<(), ExploreError> {
-        store.insert_many(&self.parents, depth, &self.batch, &mut self.results)?;
+        store.insert_many(&self.parents, lv.depth, &self.batch, &mut self.results)?;
         let mut i = 0;
         for &(parent, count) in &self.parents {
             for _ in 0..count {
                 let id = match self.results[i] {
                     Insert::New(id) => {
-                        *next_level += 1;
+                        lv.next_level += 1;
                         open.push(id, self.batch.get(i), rec)?;
                         id
                     }
