@@ -864,12 +864,6 @@ impl FullStore {
             hashes.push(h);
         }
         std::hint::black_box(touch);
-        // The compare of a found state is a second miss: ask for those vectors too.
-        if let Some(view) = self.shared_index() {
-            for &h in &hashes {
-                view.prefetch_state(h);
-            }
-        }
         let r = if delayed && self.spill.is_some() {
             self.insert_many_spilled(batch, &hashes, out)
         } else {
