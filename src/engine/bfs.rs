@@ -7,7 +7,7 @@
 //! when every state of level `d` has been expanded.
 
 use super::observe::{Phase, Position};
-use super::parallel::{Workers, CANDIDATE, SAME};
+use super::parallel::{Part, Workers, CANDIDATE, SAME};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
@@ -16,6 +16,7 @@ use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
 use crate::store::full::eq_bytes;
 use crate::store::{Insert, StateBatch, StateStore, StatesBack};
+use std::sync::MutexGuard;
 
 /// The open set: an id range when the store gives states back, else a queue of
 /// `id: u64 LE | state` records (in RAM, or in segment files when the run has a storage).
@@ -118,7 +119,7 @@ pub fn explore(
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
     // The chunked path's threads and buffers, made when it is first taken.
-    let mut workers: Option<Workers> = None;
+    let mut workers: Option<(Workers, Chunk)> = None;
     loop {
         if p.parents.is_empty() {
             polls += 1;
@@ -155,12 +156,13 @@ pub fn explore(
         // time (a delayed batch of a spilled index runs on this thread).
         if let (None, true, Open::ById { next }) = (delayed, p.parents.is_empty(), &mut open) {
             if store.shared_index().is_some() {
-                let w = workers.get_or_insert_with(|| Workers::new(model, opts.threads));
-                let more = expand_chunk(w, model, store, &mut run, next, &mut lv)?;
+                let (w, chunk) = workers
+                    .get_or_insert_with(|| (Workers::new(model, opts.threads), Chunk::default()));
+                let more = expand_chunk(w, chunk, model, store, &mut run, next, &mut lv)?;
                 if !more {
                     break;
                 }
-                run.threads = w.parts.len() as u64;
+                run.threads = w.threads() as u64;
                 run.tick(store, lv.position())?;
                 delayed = store.delayed_batch();
                 continue;
@@ -294,93 +296,119 @@ impl Levels {
 /// set is empty. Only for a store with a shared index.
 fn expand_chunk(
     w: &mut Workers,
+    chunk: &mut Chunk,
     model: &dyn Model,
     store: &mut dyn StateStore,
     run: &mut Run,
     next: &mut u64,
     levels: &mut Levels,
 ) -> Result<bool, ExploreError> {
-    let end = store.len().min(*next + w.chunk_parents() as u64);
+    let (first, end) = (*next, store.len().min(*next + w.chunk_parents() as u64));
     w.parents.clear();
-    w.parents.extend(*next..end);
+    w.parents.extend(first..end);
     *next = end;
-    if w.parents.is_empty() {
+    if first == end {
         return Ok(false);
     }
+    let (base, threads) = (store.len(), w.threads());
     let Some(view) = store.shared_index() else {
         unreachable!("parallel chunks are taken only with a shared index")
     };
-    w.expand(model, view)?;
-    number_shared(w, store, run, levels)?;
+    chunk.table.clear();
+    chunk.new.clear();
+    let mut head = first;
+    w.expand(model, view, |parts| {
+        chunk.number(parts, base, &mut head, run, levels)
+    })?;
+    // The threads have stopped reading the store: the new vectors go in, in id order, and
+    // are indexed on every thread.
+    let parts = w.parts();
+    let new = |i: usize| {
+        let (k, c) = chunk.new[i];
+        let (part, c) = (parts[k as usize], c as usize);
+        (part.cand.get(c), part.cand_hashes[c])
+    };
+    store.add_new(chunk.new.len(), &new, threads)?;
     Ok(true)
 }
 
-/// Numbers a chunk's candidates on this thread, in BFS order, for a store with a shared
-/// index: a candidate equal to one of an earlier part (found in the chunk's table) has that
-/// one's id, any other is new and appended with [`StateStore::push_new`]; the new states
-/// are then indexed on every thread ([`StateStore::index_pending`]). The cache misses of
-/// the big index are the workers' (lookups) and the indexing threads'; this thread only
-/// touches the chunk's own table.
-fn number_shared(
-    w: &mut Workers,
-    store: &mut dyn StateStore,
-    run: &mut Run,
-    levels: &mut Levels,
-) -> Result<(), ExploreError> {
-    let Workers {
-        parts,
-        parents,
-        chunk_table: table,
-        part_ids,
-        ..
-    } = w;
-    table.clear();
-    let mut j = 0;
-    for (pi, part) in parts.iter().enumerate() {
-        part_ids[pi].clear();
+/// The calling thread's numbering of a chunk with a shared index: the chunk's candidates by
+/// vector, as (part, candidate), and the new ones in id order.
+#[derive(Default)]
+struct Chunk {
+    table: hashbrown::HashTable<(u32, u32)>,
+    new: Vec<(u32, u32)>,
+}
+
+impl Chunk {
+    /// Numbers the last of `parts` (the others are numbered), parent by parent from `head`,
+    /// and writes its edges: a candidate equal to one of an earlier part (found in the
+    /// chunk's table) has that one's id, any other is new and gets the next id after `base`
+    /// and the chunk's earlier new states. This thread only touches the chunk's own table;
+    /// the cache misses of the big index are the expanding threads'.
+    fn number(
+        &mut self,
+        parts: &mut [MutexGuard<'_, Part>],
+        base: u64,
+        head: &mut u64,
+        run: &mut Run,
+        levels: &mut Levels,
+    ) -> Result<(), ExploreError> {
+        let (earlier, last) = parts.split_at_mut(parts.len() - 1);
+        let k = earlier.len();
+        let Part {
+            counts,
+            labels,
+            known,
+            cand,
+            cand_hashes,
+            ids,
+            ..
+        } = &mut *last[0];
+        // A part's candidates are distinct vectors: a match in the table is an earlier part's.
+        let vector = |q: u32, m: u32| earlier[q as usize].cand.get(m as usize);
+        let hash = |&(q, m): &(u32, u32)| match q as usize {
+            q if q == k => cand_hashes[m as usize],
+            q => earlier[q].cand_hashes[m as usize],
+        };
         let (mut at, mut c) = (0usize, 0usize);
-        for &count in &part.counts {
-            let head = parents[j];
-            j += 1;
+        for &count in counts.iter() {
             levels.take(run);
             for i in at..at + count as usize {
-                let id = match part.known[i] {
+                let id = match known[i] {
                     CANDIDATE => {
-                        let (s, h) = (part.cand.get(c), part.cand_hashes[c]);
-                        let earlier = table
-                            .find(h, |&(q, m)| {
-                                eq_bytes(parts[q as usize].cand.get(m as usize), s)
-                            })
-                            .map(|&(q, m)| part_ids[q as usize][m as usize]);
-                        let id = match earlier {
-                            Some(id) => id,
+                        let (s, h) = (cand.get(c), cand_hashes[c]);
+                        let found = self
+                            .table
+                            .find(h, |&(q, m)| q as usize != k && eq_bytes(vector(q, m), s));
+                        let id = match found {
+                            Some(&(q, m)) => earlier[q as usize].ids[m as usize],
                             None => {
                                 // The open set is the id range: nothing to queue.
-                                let id = store.push_new(s, h)?;
+                                let id = base + self.new.len() as u64;
+                                self.new.push((k as u32, c as u32));
                                 levels.next_level += 1;
-                                table.insert_unique(h, (pi as u32, c as u32), |&(q, m)| {
-                                    parts[q as usize].cand_hashes[m as usize]
-                                });
+                                self.table.insert_unique(h, (k as u32, c as u32), hash);
                                 id
                             }
                         };
-                        part_ids[pi].push(id);
+                        ids.push(id);
                         c += 1;
                         id
                     }
-                    same if same & SAME != 0 => part_ids[pi][(same & !SAME) as usize],
+                    same if same & SAME != 0 => ids[(same & !SAME) as usize],
                     known => known,
                 };
-                run.edge(head, part.labels[i], id)?;
+                run.edge(*head, labels[i], id)?;
             }
             if count == 0 {
                 run.deadlocks += 1;
             }
             at += count as usize;
+            *head += 1;
         }
+        Ok(())
     }
-    store.index_pending(parts.len())?;
-    Ok(())
 }
 
 /// The successors collected since the last resolution: their vectors and labels, their

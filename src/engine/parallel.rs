@@ -2,20 +2,28 @@
 //! "Parallel BFS").
 //!
 //! The BFS loop hands a chunk of consecutive parents (in the order a one-thread BFS expands
-//! them) to N threads: each takes a contiguous part, generates its parents' successors with
-//! its own copy of the model ([`Model::fork`]) and looks every successor up in the store's
-//! read-only view ([`StateStore::shared_index`](crate::store::StateStore::shared_index)).
-//! A successor found there was stored before the chunk began, so its id is the one a
-//! sequential BFS finds; the others are *candidates*, each vector once per part. The store
-//! is not changed while the threads run (they hold it borrowed immutably). Then the main
-//! thread walks the parts in order, parent by parent, and numbers the candidates that no
-//! earlier part had: new ids are handed out by one thread in sequential order, so the
-//! numbering, the counts and the LTS file do not depend on N or on the scheduling.
+//! them) to N threads. The chunk is cut into [`SPLIT`] × N contiguous *parts*; a thread
+//! claims the next unclaimed part, generates its parents' successors with its own copy of
+//! the model ([`Model::fork`]) and looks every successor up in the store's read-only view
+//! ([`StateStore::shared_index`](crate::store::StateStore::shared_index)). A successor
+//! found there was stored before the chunk began, so its id is the one a sequential BFS
+//! finds; the others are *candidates*, each vector once per part. The store is not changed
+//! while the threads run (they hold it borrowed immutably).
+//!
+//! The calling thread numbers the parts in order, each as soon as it is complete and
+//! expands parts itself when the next one to number is not ready: the numbering of part k
+//! overlaps the expansion of the parts after it, so only the last part's numbering is left
+//! when the threads finish. It numbers, parent by parent, the candidates that no earlier
+//! part had: new ids are handed out by one thread in sequential order, so the numbering, the
+//! counts and the LTS file do not depend on N or on the scheduling. The new states' vectors
+//! reach the store only after the threads have stopped reading it.
 
 use crate::error::ModelError;
 use crate::model::{LabelId, Model};
 use crate::store::full::{eq_bytes, SharedIndex};
 use crate::store::StateBatch;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// `known[i]` of a successor that was not found in the shared index, the first of its part
 /// with that vector: the next entry of `cand`.
@@ -28,13 +36,14 @@ pub(super) const SAME: u64 = 1 << 63;
 /// memory latency, few enough that their slots stay in L1.
 const GROUP: usize = 8;
 
-/// Bytes of successor vectors a part aims at: large enough that starting the threads costs
-/// little against the work (about a millisecond per part), small enough to stay in cache.
+/// Bytes of successor vectors a chunk takes per thread: large enough that starting the
+/// threads costs little against the work (a few milliseconds per chunk), small enough that
+/// a part stays in cache.
 /// The chunked path runs only when the store keeps its vectors in RAM, i.e. without a
 /// budget; its buffers (a few MiB per thread) count in the process's RSS like the rest.
 const PART_BYTES: usize = 2 << 20;
 
-/// What one thread found for its part of a chunk, in parent order.
+/// What a thread found for one part of a chunk, in parent order.
 #[derive(Default)]
 pub(super) struct Part {
     /// Successors per parent.
@@ -48,6 +57,10 @@ pub(super) struct Part {
     /// The candidates' hashes, and a table of them by vector.
     pub cand_hashes: Vec<u64>,
     table: hashbrown::HashTable<u32>,
+    /// The ids the candidates got (the numbering thread's).
+    pub ids: Vec<u64>,
+    /// Why the model could not expand a parent of the part.
+    error: Option<ModelError>,
     /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
@@ -61,6 +74,8 @@ impl Part {
         self.cand.clear();
         self.cand_hashes.clear();
         self.table.clear();
+        self.ids.clear();
+        self.error = None;
     }
 
     /// Expands parents `range` of the chunk.
@@ -113,16 +128,49 @@ impl Part {
     }
 }
 
-/// The forked models and the per-thread buffers.
+/// Parts per thread in a chunk: enough that the numbering thread, which also expands,
+/// rarely waits for the part it must number next, and that only a small last part is
+/// numbered after the others finish; few enough that a part's overhead stays small.
+const SPLIT: usize = 8;
+
+/// A part and whether its expansion is complete (set by whichever thread filled it).
+#[derive(Default)]
+struct Slot {
+    part: Mutex<Part>,
+    done: AtomicBool,
+}
+
+/// Marks a part done when its expansion ends, even by a panic: the numbering thread must
+/// not wait for it forever (it finds the lock poisoned and stops; the scope then passes the
+/// panic on).
+struct Done<'a>(&'a AtomicBool);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Waits until another thread has completed a part.
+fn wait(done: &AtomicBool) {
+    let mut spins = 0u32;
+    while !done.load(Ordering::Acquire) {
+        if spins < 100 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            // More threads than cores (`--threads 4` on two): let the one we wait for run.
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The forked models and the per-part buffers.
 pub(super) struct Workers {
     forks: Vec<Box<dyn Model + Send>>,
-    pub parts: Vec<Part>,
+    slots: Vec<Slot>,
     /// The chunk's parents, in BFS order.
     pub parents: Vec<u64>,
-    /// The chunk's candidates by vector, as (part, candidate), and the ids each part's
-    /// candidates got: the main thread's numbering with a shared index.
-    pub chunk_table: hashbrown::HashTable<(u32, u32)>,
-    pub part_ids: Vec<Vec<u64>>,
     /// Parents expanded and successors found so far, to size the chunks.
     seen: (u64, u64),
     /// Bytes of a state vector (a guess for variable-width models).
@@ -135,17 +183,23 @@ impl Workers {
     /// is faster than the one-parent-at-a-time loop even on one thread).
     pub fn new(model: &dyn Model, threads: usize) -> Workers {
         let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
-        let threads = forks.len() + 1;
-        let width = model.state_len().unwrap_or(64).max(1);
+        let parts = if forks.is_empty() {
+            1
+        } else {
+            SPLIT * (forks.len() + 1)
+        };
         Workers {
-            parts: (0..threads).map(|_| Part::default()).collect(),
+            slots: (0..parts).map(|_| Slot::default()).collect(),
             forks,
             parents: Vec::new(),
-            chunk_table: hashbrown::HashTable::new(),
-            part_ids: vec![Vec::new(); threads],
             seen: (0, 0),
-            width,
+            width: model.state_len().unwrap_or(64).max(1),
         }
+    }
+
+    /// Threads that expand states (the calling one included).
+    pub fn threads(&self) -> usize {
+        self.forks.len() + 1
     }
 
     /// How many parents the next chunk takes: about [`PART_BYTES`] of successor vectors per
@@ -153,37 +207,88 @@ impl Workers {
     pub fn chunk_parents(&self) -> usize {
         let (parents, succs) = self.seen;
         let fanout = succs.checked_div(parents).unwrap_or(8).max(1) as usize;
-        (PART_BYTES / (fanout * self.width)).clamp(16, 16_384) * self.parts.len()
+        (PART_BYTES / (fanout * self.width)).clamp(16, 16_384) * self.threads()
     }
 
-    /// Expands the chunk's parents on every thread; `model` is the calling thread's.
-    pub fn expand(&mut self, model: &dyn Model, view: SharedIndex<'_>) -> Result<(), ModelError> {
-        let n = self.parts.len();
-        let len = self.parents.len();
-        let bound = |i: usize| i * len / n;
-        let parents = &self.parents;
-        let (first, rest) = self.parts.split_first_mut().expect("at least one part");
-        let results: Vec<Result<(), ModelError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = rest
-                .iter_mut()
-                .zip(self.forks.iter_mut())
-                .enumerate()
-                .map(|(k, (part, m))| {
-                    let range = bound(k + 1)..bound(k + 2);
-                    s.spawn(move || part.fill(&**m, view, parents, range))
-                })
-                .collect();
-            let mut results = vec![first.fill(model, view, parents, 0..bound(1))];
-            results.extend(handles.into_iter().map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            }));
-            results
-        });
-        for r in results {
-            r?;
+    /// The parts of the last chunk (after [`Workers::expand`]).
+    pub fn parts(&mut self) -> Vec<&Part> {
+        let parts = self.slots.iter_mut().map(|s| s.part.get_mut());
+        parts
+            .map(|p| &*p.unwrap_or_else(PoisonError::into_inner))
+            .collect()
+    }
+
+    /// Expands the chunk's parents on every thread (`model` is the calling thread's) and
+    /// calls `number` on this thread with parts `0..=k` each time part `k` is complete, in
+    /// order: it numbers the last of them. Stops at the first part (in order) that the model
+    /// could not expand, or at the first error of `number`.
+    pub fn expand<E: From<ModelError>>(
+        &mut self,
+        model: &dyn Model,
+        view: SharedIndex<'_>,
+        mut number: impl FnMut(&mut [MutexGuard<'_, Part>]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = self.slots.len();
+        for slot in &self.slots {
+            slot.done.store(false, Ordering::Relaxed);
         }
-        let succs: usize = self.parts.iter().map(|p| p.labels.len()).sum();
+        let (slots, parents) = (&self.slots, &self.parents);
+        let len = parents.len();
+        let claim = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let fill = |k: usize, m: &dyn Model| {
+            let _done = Done(&slots[k].done);
+            let mut part = slots[k].part.lock().unwrap_or_else(PoisonError::into_inner);
+            part.error = part
+                .fill(m, view, parents, k * len / n..(k + 1) * len / n)
+                .err();
+        };
+        let result = std::thread::scope(|s| {
+            for m in self.forks.iter_mut() {
+                let (fill, claim, stop) = (&fill, &claim, &stop);
+                s.spawn(move || loop {
+                    let k = claim.fetch_add(1, Ordering::Relaxed);
+                    if k >= n || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    fill(k, &**m);
+                });
+            }
+            let mut done: Vec<MutexGuard<'_, Part>> = Vec::with_capacity(n);
+            let mut result = Ok(());
+            while done.len() < n {
+                let k = done.len();
+                if !slots[k].done.load(Ordering::Acquire) {
+                    let c = claim.fetch_add(1, Ordering::Relaxed);
+                    if c < n {
+                        fill(c, model);
+                        continue;
+                    }
+                    wait(&slots[k].done);
+                }
+                // Poisoned: the thread that filled it panicked; the scope passes it on.
+                let Ok(mut part) = slots[k].part.lock() else {
+                    break;
+                };
+                if let Some(e) = part.error.take() {
+                    result = Err(e.into());
+                    break;
+                }
+                done.push(part);
+                result = number(&mut done);
+                if result.is_err() {
+                    break;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            result
+        });
+        result?;
+        let succs: usize = self
+            .slots
+            .iter_mut()
+            .map(|s| s.part.get_mut().map_or(0, |p| p.labels.len()))
+            .sum();
         self.seen.0 += len as u64;
         self.seen.1 += succs as u64;
         Ok(())

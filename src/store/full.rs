@@ -85,9 +85,6 @@ pub struct FullStore {
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
     /// The state [`StateStore::get`] read last from the segment vector.
     got: Vec<u8>,
-    /// Hashes of the states appended by [`StateStore::push_new`] and not yet indexed (the
-    /// last `pending.len()` ids), for [`StateStore::index_pending`].
-    pending: Vec<u64>,
 }
 
 /// Where the state vectors live.
@@ -306,6 +303,29 @@ fn index_atomic(
     }
 }
 
+impl FullStore {
+    /// Indexes every stored state (in a RAM arena) into the empty table on `threads`
+    /// threads, hashing the vectors again.
+    fn rebuild_index(&mut self, threads: usize) {
+        let table = self.slots.atomic();
+        let Arena::Ram { bytes, ends } = &self.arena else {
+            unreachable!("add_new appends to RAM arenas only")
+        };
+        let (bytes, ends, width) = (bytes.as_slice(), ends.as_slice(), self.width);
+        let hash = |id: u64| state_hash(slice(bytes, ends, width, id as usize));
+        let per = self.count.div_ceil(threads.max(1) as u64).max(1 << 12);
+        std::thread::scope(|s| {
+            let mut start = per;
+            while start < self.count {
+                let end = (start + per).min(self.count);
+                s.spawn(move || index_atomic(table, start..end, hash));
+                start = end;
+            }
+            index_atomic(table, 0..per.min(self.count), hash);
+        });
+    }
+}
+
 fn index_alloc_error(cap: usize, e: std::io::Error) -> StoreError {
     StoreError::CapacityExceeded {
         store: "full",
@@ -379,7 +399,6 @@ impl FullStore {
             scratch: Default::default(),
             index_slots: None,
             got: Vec::new(),
-            pending: Vec::new(),
         }
     }
 
@@ -997,65 +1016,100 @@ impl StateStore for FullStore {
         }
     }
 
-    fn push_new(&mut self, state: &[u8], h: u64) -> Result<StateId, StoreError> {
-        self.check(state, 1)?;
-        let Arena::Ram { bytes, ends } = &mut self.arena else {
-            unreachable!("push_new follows shared_index, which only RAM arenas offer")
-        };
-        if bytes.len() + state.len() > bytes.capacity() {
-            crate::sys::check_ceiling("the full store's state vectors", bytes.capacity() as u64)?;
-        }
-        bytes.extend_from_slice(state);
-        if self.width.is_none() {
-            ends.push(bytes.len() as u64);
-        }
-        self.pending.push(h);
-        self.count += 1;
-        Ok(self.count - 1)
-    }
-
-    /// The pending states are spread over `threads` threads, each claiming empty slots with
-    /// compare-and-swap; a table that must grow is rebuilt the same way from every stored
-    /// state (the pending ones included). Places in the table then depend on the scheduling;
-    /// which ids it holds, and so every lookup's answer, do not.
-    fn index_pending(&mut self, threads: usize) -> Result<(), StoreError> {
-        if self.pending.is_empty() {
+    /// Each of `threads` threads copies a contiguous share of the vectors into the arena's
+    /// spare capacity (taking its page faults: on wide vectors, fresh arena pages are most
+    /// of the cost) and claims slots for its states with compare-and-swap on an atomic view
+    /// of the table. A table that must grow is rebuilt the same way from every stored state
+    /// once the vectors are in. Places in the table then depend on the scheduling; which ids
+    /// it holds, and so every lookup's answer, do not.
+    fn add_new<'a>(
+        &mut self,
+        count: usize,
+        new: &(dyn Fn(usize) -> (&'a [u8], u64) + Sync + 'a),
+        threads: usize,
+    ) -> Result<(), StoreError> {
+        if count == 0 {
             return Ok(());
         }
-        let (first, hashes) = if self.count * 4 > self.slots.len() as u64 * 3 {
+        let mut total = 0;
+        for i in 0..count {
+            let s = new(i).0;
+            self.check(s, count as u64)?;
+            total += s.len();
+        }
+        let first = self.count;
+        let grow = (first + count as u64) * 4 > self.slots.len() as u64 * 3;
+        if grow {
             let mut cap = self.slots.len().max(1 << 10);
-            while self.count * 4 > cap as u64 * 3 {
+            while (first + count as u64) * 4 > cap as u64 * 3 {
                 cap *= 2;
             }
             crate::sys::check_ceiling("the full-store index", cap as u64 * 8)?;
-            // Rebuilt from the arena: the old table can go first.
+            // Rebuilt from the arena once the new vectors are in: the old table can go first.
             self.slots = Slots::default();
             self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
-            (0, None)
-        } else {
-            (self.count - self.pending.len() as u64, Some(&self.pending))
+        }
+        let Arena::Ram { bytes, ends } = &mut self.arena else {
+            unreachable!("add_new follows shared_index, which only RAM arenas offer")
         };
-        let table = self.slots.atomic();
-        let Arena::Ram { bytes, ends } = &self.arena else {
-            unreachable!("push_new appends to RAM arenas only")
-        };
-        let (bytes, ends, width) = (bytes.as_slice(), ends.as_slice(), self.width);
-        let hash = |id: u64| match hashes {
-            Some(h) => h[(id - first) as usize],
-            None => state_hash(slice(bytes, ends, width, id as usize)),
-        };
-        let n = self.count - first;
-        let per = n.div_ceil(threads.max(1) as u64).max(1 << 12);
-        std::thread::scope(|s| {
-            let mut start = first + per;
-            while start < self.count {
-                let end = (start + per).min(self.count);
-                s.spawn(move || index_atomic(table, start..end, hash));
-                start = end;
+        let start = bytes.len();
+        if bytes.capacity() - start < total {
+            let more = bytes.capacity().max(total) as u64;
+            crate::sys::check_ceiling("the full store's state vectors", more)?;
+            bytes.reserve(total);
+        }
+        if self.width.is_none() {
+            let mut end = start as u64;
+            for i in 0..count {
+                end += new(i).0.len() as u64;
+                ends.push(end);
             }
-            index_atomic(table, first..(first + per).min(self.count), hash);
+        }
+        // Indexed with the copies unless the table is rebuilt anyway.
+        let table = (!grow).then(|| self.slots.atomic());
+        let per = count.div_ceil(threads.max(1)).max(1 << 10);
+        let mut spare = &mut bytes.spare_capacity_mut()[..total];
+        std::thread::scope(|s| {
+            let mut i = 0;
+            while i < count {
+                let end = (i + per).min(count);
+                let len = match self.width {
+                    Some(w) => (end - i) * w,
+                    None => (i..end).map(|k| new(k).0.len()).sum(),
+                };
+                let (dst, rest) = std::mem::take(&mut spare).split_at_mut(len);
+                spare = rest;
+                let ids = first + i as u64..first + end as u64;
+                let work = move || {
+                    let mut at = 0;
+                    for id in ids.clone() {
+                        let v = new((id - first) as usize).0;
+                        // (`write_copy_of_slice` is newer than the crate's MSRV; this
+                        // loop compiles to the same copy.)
+                        for (d, &b) in dst[at..at + v.len()].iter_mut().zip(v) {
+                            d.write(b);
+                        }
+                        at += v.len();
+                    }
+                    if let Some(table) = table {
+                        index_atomic(table, ids, |id| new((id - first) as usize).1);
+                    }
+                };
+                if end == count {
+                    work();
+                } else {
+                    s.spawn(work);
+                }
+                i = end;
+            }
         });
-        self.pending.clear();
+        // SAFETY: the threads, all joined by the scope, wrote every byte of the `total`
+        // spare bytes after `start` (their shares are disjoint and cover them).
+        unsafe { bytes.set_len(start + total) };
+        self.count += count as u64;
+        if grow {
+            self.rebuild_index(threads);
+        }
         Ok(())
     }
 

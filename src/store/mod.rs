@@ -265,19 +265,19 @@ pub trait StateStore {
     fn shared_index(&self) -> Option<full::SharedIndex<'_>> {
         None
     }
-    /// With a [`StateStore::shared_index`]: appends a state known to be new (in neither the
-    /// index nor the states appended since the last [`StateStore::index_pending`]) with
-    /// hash `h` under the next id, without indexing it yet. The engine calls
-    /// `index_pending` before any other operation.
-    fn push_new(&mut self, _state: &[u8], _h: u64) -> Result<StateId, StoreError> {
+    /// With a [`StateStore::shared_index`]: stores `count` states known to be new (in
+    /// neither the index nor one another) under the next ids, the `i`-th with the vector and
+    /// hash `new(i)`, using up to `threads` threads.
+    fn add_new<'a>(
+        &mut self,
+        _count: usize,
+        _new: &(dyn Fn(usize) -> (&'a [u8], u64) + Sync + 'a),
+        _threads: usize,
+    ) -> Result<(), StoreError> {
         Err(StoreError::Invalid {
             store: self.name(),
             message: "this store does not take states from parallel BFS".into(),
         })
-    }
-    /// Indexes the states appended by [`StateStore::push_new`], on up to `threads` threads.
-    fn index_pending(&mut self, _threads: usize) -> Result<(), StoreError> {
-        Ok(())
     }
     /// State `id`, if the store gives state vectors back (it keeps them, or rebuilds them,
     /// as ComBack does: see [`StateStore::states_back`]) and `id` is stored; `None`
