@@ -241,7 +241,8 @@ pub struct Checkpointer {
     ledger: HashMap<String, (u64, u32)>,
     /// Where the output is written until it is complete (absolute), when there is one.
     pub output_partial: Option<PathBuf>,
-    /// Checkpoints written by this process and the seconds they took.
+    /// Checkpoints written by this process and the seconds they took (the store's and
+    /// the writer's flushes included, see `engine::commit_checkpoint`).
     pub written: u64,
     pub seconds: f64,
     /// This leg's start and the run's totals before it.

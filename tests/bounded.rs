@@ -330,6 +330,67 @@ fn default_ceiling_stops_a_run_before_the_system_kills_it() {
     assert!(!out.exists(), "no partial output passed off as complete");
 }
 
+/// A checkpointed run without `--memory` keeps the full store's vectors in RAM (copied to
+/// segment files at each checkpoint, so BFS runs on every thread) until they pass a quarter
+/// of the default ceiling; then they move to the segment files and the run goes on exactly,
+/// where vectors in RAM would have stopped it at the ceiling.
+#[test]
+fn a_checkpointed_run_moves_its_vectors_to_disk_at_a_quarter_of_the_ceiling() {
+    let t = tempfile::tempdir().unwrap();
+    // 2^22 markings of 44 places: 176 MiB of state vectors and 64 MiB of index, more than
+    // the ceiling the address-space limit leaves (vectors and index in RAM stop at it).
+    let model = toggles_file(t.path(), 22);
+    let reference = t.path().join("ref.slts");
+    let (_, r) = explore_json(
+        &model,
+        t.path(),
+        "ref",
+        &["-o", reference.to_str().unwrap()],
+    );
+    assert_eq!(r["states"], 1u64 << 22);
+    let out = t.path().join("out.slts");
+    let stats = t.path().join("ck.json");
+    let run = t.path().join("run");
+    let m = run_measured(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 500000 && exec \"$0\" \"$@\"")
+            .arg(bin())
+            .arg("explore")
+            .arg(&model)
+            .args([
+                "-q",
+                "--no-progress",
+                "--threads",
+                "2",
+                "--checkpoint-every",
+                "1h",
+            ])
+            .arg("--workdir")
+            .arg(&run)
+            .arg("--stats-json")
+            .arg(&stats)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert_eq!(m.code, Some(0), "{}", m.stderr());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(
+        (&v["states"], &v["transitions"]),
+        (&r["states"], &r["transitions"])
+    );
+    let moved = v["store_details"]["full_vectors_to_disk_at"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("the vectors never moved to disk: {v}"));
+    assert!(moved > 1 << 16 && moved < 1 << 22, "moved at {moved}");
+    assert_eq!(v["threads"], 2, "parallel until the vectors moved");
+    assert!(
+        same_file(&out, &reference),
+        "the LTS differs from the run in RAM"
+    );
+}
+
 /// The stores whose RAM structures do not spill keep `--memory` a ceiling too: bit-state
 /// hashing sizes its array from the budget and finishes within it; state space caching refuses up front a cache that cannot
 /// fit; an unbounded cache stream and BFS with snapshots, whose tables are sized by their

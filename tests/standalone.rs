@@ -372,21 +372,31 @@ fn threads_do_not_change_the_output() {
         std::fs::write(&model, net.pnml()).unwrap();
         let expect = net.counts();
         for store in THREADED {
-            for memory in [None, Some("24M")] {
+            // In RAM, under a budget, and checkpointed without a budget (vectors in RAM,
+            // copied to segment files at each checkpoint: parallel like a run in RAM).
+            for mode in ["ram", "24M", "checkpointed"] {
                 let mut files = Vec::new();
                 for threads in ["1", "2", "4"] {
                     let out = t.path().join(format!("{store}-{threads}.slts"));
+                    let run = t.path().join(format!("run-{store}-{threads}"));
                     let mut args = vec!["--store", store, "--threads", threads];
                     args.extend(["-o", out.to_str().unwrap()]);
-                    if let Some(m) = memory {
-                        args.extend(["--memory", m]);
+                    match mode {
+                        "24M" => args.extend(["--memory", "24M"]),
+                        "checkpointed" => args.extend([
+                            "--checkpoint-every",
+                            "0.01s",
+                            "--workdir",
+                            run.to_str().unwrap(),
+                        ]),
+                        _ => {}
                     }
                     let label = format!("{} {args:?}", model.display());
                     let v = stats(&model, t.path(), &args);
                     assert_eq!(triple(&v), expect, "{label}");
-                    // Only the full store in RAM expands in parallel; it must, or this
-                    // test would compare one-thread runs with each other.
-                    let parallel = *store == "full" && memory.is_none();
+                    // Only the full store with its vectors in RAM expands in parallel; it
+                    // must, or this test would compare one-thread runs with each other.
+                    let parallel = *store == "full" && mode != "24M";
                     let used = if parallel { threads } else { "1" };
                     assert_eq!(v["threads"].to_string(), used, "{label}");
                     files.push((label, std::fs::read(&out).unwrap()));
@@ -401,7 +411,7 @@ fn threads_do_not_change_the_output() {
             }
         }
     }
-    assert_eq!(checked, 4 * THREADED.len() * 2);
+    assert_eq!(checked, 4 * THREADED.len() * 3);
 }
 
 /// Twenty runs with four threads on two cores (heavy interleaving) write the same file,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Cost of checkpoints: one uninterrupted run with segment files (--spill always) against
-# the same run with --checkpoint-every INTERVAL, for each interval given; prints wall and
-# CPU seconds, the checkpoints written and the mean time of one.
+# Cost of checkpoints: uninterrupted runs in RAM (the default) and with segment files
+# (--spill always) against the same run with --checkpoint-every INTERVAL, for each interval
+# given (without --memory a checkpointed run keeps its vectors in RAM and copies them to
+# segment files at each checkpoint); prints wall and CPU seconds, the checkpoints written
+# and the mean time of one. SPILLWAY: the binary (default target/release/spillway).
 #
 #   tools/bench_checkpoint.sh MODEL [INTERVAL...]      (default intervals: 1m 10s)
 #
@@ -12,7 +14,7 @@ shift
 intervals=("$@")
 [ ${#intervals[@]} -eq 0 ] && intervals=(1m 10s)
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin="$here/target/release/spillway"
+bin=${SPILLWAY:-$here/target/release/spillway}
 [ -x "$bin" ] || (cd "$here" && cargo build --release --quiet)
 dir=${BENCH_DIR:-$(mktemp -d /tmp/spillway-bench-XXXXXX)}
 mkdir -p "$dir"
@@ -38,6 +40,7 @@ PY
 echo "model: $model"
 echo "| run | states | wall s | CPU s | checkpoints | s per checkpoint | peak RSS MiB |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
+run "no checkpoints (in RAM)"
 run "no checkpoints (--spill always)" --spill always
 for iv in "${intervals[@]}"; do
     run "--checkpoint-every $iv" --workdir "$dir/run" --checkpoint-every "$iv"

@@ -166,8 +166,8 @@ pub struct ExploreArgs {
     pub quiet: bool,
 
     /// Threads expanding states in BFS with the full store in RAM (default: the available
-    /// cores). The numbering and the LTS file are the same whatever the number. Other
-    /// stores, runs with --memory, --spill always or --checkpoint-every, DFS, and .aut and
+    /// cores; checkpointed runs too). The numbering and the LTS file are the same whatever
+    /// the number. Other stores, runs with --memory or --spill always, DFS, and .aut and
     /// Rust models run on one thread (the `threads` statistic says how many ran).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,

@@ -465,11 +465,15 @@ pub(crate) fn commit_checkpoint(
         // from that time, so the next line must not be earlier than this one.
         run.last_line(store, Phase::Stopped);
     }
+    // The store's and the writer's part count in the checkpoint time with the commit's (a
+    // full store in RAM compresses the states found since the last checkpoint here).
+    let t0 = std::time::Instant::now();
     let store_mark = store.checkpoint()?;
     let output = match ck.output_partial {
         Some(_) => Some(run.sink.checkpoint()?),
         None => None,
     };
+    ck.seconds += t0.elapsed().as_secs_f64();
     ck.commit(engine, store_mark, output, run.counters(), engine_files)?;
     match due {
         Due::Stop(signal) => Err(CheckpointError::Stopped {

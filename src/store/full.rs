@@ -85,6 +85,29 @@ pub struct FullStore {
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
     /// The state [`StateStore::get`] read last from the segment vector.
     got: Vec<u8>,
+    /// A checkpointed run without a budget: the RAM arena's copy in segment files.
+    mirror: Option<Mirror>,
+    /// States stored when a mirrored arena moved to its segment files.
+    moved_at: Option<u64>,
+}
+
+/// The state vectors of a RAM arena copied into the run's segment vectors (the files and
+/// layout of [`Arena::Seg`]) up to the last checkpoint. A checkpointed run without
+/// `--memory` or `--spill always` keeps its vectors in RAM, where parallel BFS can read
+/// them, and writes the states added since the last checkpoint when the next one is taken
+/// (so a checkpoint also takes the time to compress them). Once the arena passes
+/// [`mirror_limit`], the store moves to the segment vectors for good
+/// ([`FullStore::move_to_segments`]): with the run's default memory ceiling, vectors on disk let
+/// a larger state space finish than vectors in RAM would.
+struct Mirror {
+    states: Box<SegVec>,
+    hashes: Option<Box<SegVec>>,
+}
+
+/// Bytes of vectors a mirrored RAM arena may hold: a quarter of the run's memory ceiling
+/// (none without one: `--memory unlimited`).
+fn mirror_limit() -> u64 {
+    crate::sys::ceiling().map_or(u64::MAX, |c| c / 4)
 }
 
 /// Where the state vectors live.
@@ -358,6 +381,11 @@ impl StoreSpec for FullOptions {
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         Ok(Box::new(match storage {
+            Some(st) if !st.config.spills() && model.state_len().is_some() => {
+                let mut s = FullStore::mirrored(model.state_len(), st)?;
+                s.index_slots = self.index_slots;
+                s
+            }
             Some(st) => {
                 let mut s = FullStore::spilling(model.state_len(), st)?;
                 s.index_slots = self.index_slots;
@@ -399,6 +427,8 @@ impl FullStore {
             scratch: Default::default(),
             index_slots: None,
             got: Vec::new(),
+            mirror: None,
+            moved_at: None,
         }
     }
 
@@ -436,8 +466,67 @@ impl FullStore {
         Ok(s)
     }
 
+    /// A store in RAM whose vectors are copied to `storage`'s segment vectors at each
+    /// checkpoint (see [`Mirror`]): a checkpointed run without a budget.
+    pub fn mirrored(width: Option<usize>, storage: &Storage) -> Result<Self, StoreError> {
+        let mut s = FullStore::spilling(width, storage)?;
+        s.mirror_in_ram(Vec::new());
+        Ok(s)
+    }
+
+    /// Turns a segment arena into a mirrored RAM arena holding `bytes` (its states).
+    fn mirror_in_ram(&mut self, bytes: Vec<u8>) {
+        let ram = Arena::Ram {
+            bytes,
+            ends: Vec::new(),
+        };
+        let Arena::Seg { states, hashes } = std::mem::replace(&mut self.arena, ram) else {
+            unreachable!("a segment arena is mirrored")
+        };
+        self.mirror = Some(Mirror { states, hashes });
+    }
+
+    /// Copies the states added since the last checkpoint to the mirror.
+    fn catch_up(&mut self) -> Result<(), StoreError> {
+        let (Some(m), Arena::Ram { bytes, .. }, Some(w)) =
+            (&mut self.mirror, &self.arena, self.width)
+        else {
+            return Ok(());
+        };
+        for id in m.states.len()..self.count {
+            let state = &bytes[id as usize * w..(id as usize + 1) * w];
+            m.states.push(if state.is_empty() { &[0] } else { state })?;
+            if let Some(hv) = &mut m.hashes {
+                hv.push(&state_hash(state).to_le_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a mirrored store's vectors to its segment vectors once the arena has passed
+    /// [`mirror_limit`]: from then on it is a spilling store (one-thread BFS).
+    fn move_to_segments(&mut self) -> Result<(), StoreError> {
+        match &self.arena {
+            Arena::Ram { bytes, .. } if self.mirror.is_some() => {
+                if (bytes.len() as u64) <= mirror_limit() {
+                    return Ok(());
+                }
+            }
+            _ => return Ok(()),
+        }
+        self.catch_up()?;
+        let m = self.mirror.take().expect("checked above");
+        self.arena = Arena::Seg {
+            states: m.states,
+            hashes: m.hashes,
+        };
+        self.moved_at = Some(self.count);
+        Ok(())
+    }
+
     /// Reopens a spilling store checkpointed at `mark`; the index is rebuilt from the stored
-    /// hashes (or states), as when it grows.
+    /// hashes (or states), as when it grows. Without a budget (and with the index in RAM)
+    /// the vectors are read back into RAM and mirrored, as in the run that took the mark.
     pub fn resume(storage: &Storage, mark: &StoreMark) -> Result<Self, StoreError> {
         let m: Mark = decode_blob("full", &mark.blob)?;
         let states = storage.open_vec(STATES, m.states)?;
@@ -455,6 +544,22 @@ impl FullStore {
         s.run_dir = Some((storage.dir().to_path_buf(), storage.is_kept()));
         s.batch_account = storage.budget.account("bfs.batch");
         s.count = m.count;
+        // As the run that took the mark would have: vectors past the mirror's limit stay on
+        // disk.
+        let fits = m.count.saturating_mul(m.width as u64) <= mirror_limit();
+        if let (false, None, true, Arena::Seg { states, .. }) =
+            (storage.config.spills(), &m.window, fits, &s.arena)
+        {
+            let mut bytes = Vec::new();
+            bytes
+                .try_reserve_exact(m.count as usize * m.width)
+                .map_err(|e| StoreError::CapacityExceeded {
+                    store: "full",
+                    message: format!("cannot read the {} states back into RAM: {e}", m.count),
+                })?;
+            states.scan(|_, st| bytes.extend_from_slice(&st[..m.width]))?;
+            s.mirror_in_ram(bytes);
+        }
         match m.window {
             None => s.reserve(0)?,
             Some(w) => {
@@ -638,6 +743,7 @@ impl FullStore {
     /// Makes room for `extra` more states without passing the load limit: grows the table,
     /// or, under a budget whose share the table would pass, spills the older states to disk.
     fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
+        self.move_to_segments()?;
         if room_at_three_quarters(self, "full", extra)? {
             return Ok(());
         }
@@ -1110,7 +1216,7 @@ impl StateStore for FullStore {
         if grow {
             self.rebuild_index(threads);
         }
-        Ok(())
+        self.move_to_segments()
     }
 
     fn delayed_batch(&self) -> Option<usize> {
@@ -1171,7 +1277,11 @@ impl StateStore for FullStore {
                 states.ram_bytes() + hashes.as_ref().map_or(0, |h| h.ram_bytes())
             }
         };
+        let mirror = self.mirror.as_ref().map_or(0, |m| {
+            m.states.ram_bytes() + m.hashes.as_ref().map_or(0, |h| h.ram_bytes())
+        });
         arena
+            + mirror
             + self.slots.len() as u64 * 8
             + self
                 .spill
@@ -1199,7 +1309,9 @@ impl StateStore for FullStore {
     fn disk_bytes(&self) -> u64 {
         let runs = self.spill.as_ref().map_or(0, |sp| sp.runs.disk_bytes());
         match &self.arena {
-            Arena::Ram { .. } => 0,
+            Arena::Ram { .. } => self.mirror.as_ref().map_or(0, |m| {
+                m.states.disk_bytes() + m.hashes.as_ref().map_or(0, |h| h.disk_bytes())
+            }),
             Arena::Seg { states, hashes } => {
                 states.disk_bytes() + hashes.as_ref().map_or(0, |h| h.disk_bytes()) + runs
             }
@@ -1207,7 +1319,14 @@ impl StateStore for FullStore {
     }
 
     fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
-        let (Arena::Seg { states, hashes }, Some(w)) = (&mut self.arena, self.width) else {
+        self.catch_up()?;
+        let vectors = match (&mut self.arena, &mut self.mirror) {
+            (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes })) => {
+                Some((states, hashes))
+            }
+            _ => None,
+        };
+        let (Some((states, hashes)), Some(w)) = (vectors, self.width) else {
             return Err(StoreError::Invalid {
                 store: "full",
                 message: "a store in RAM cannot be checkpointed (it needs segment files)".into(),
@@ -1242,7 +1361,9 @@ impl StateStore for FullStore {
         if let Some(sp) = &self.spill {
             sp.runs.update_account();
         }
-        if let Arena::Seg { states, hashes } = &self.arena {
+        if let (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes })) =
+            (&self.arena, &self.mirror)
+        {
             states.update_account();
             if let Some(hv) = hashes {
                 hv.update_account();
@@ -1259,6 +1380,9 @@ impl StateStore for FullStore {
         }
         if let Some(sp) = &self.spill {
             sp.report(&mut m, self.count);
+        }
+        if let Some(at) = self.moved_at {
+            m.insert("full_vectors_to_disk_at".into(), at.into());
         }
         m
     }
