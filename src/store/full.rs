@@ -102,6 +102,9 @@ pub struct FullStore {
 struct Mirror {
     states: Box<SegVec>,
     hashes: Option<Box<SegVec>>,
+    /// The vectors' block cache once they serve reads (after a move): a mirror is only
+    /// written, so it keeps one block meanwhile.
+    cache_bytes: u64,
 }
 
 /// Bytes of vectors a mirrored RAM arena may hold: a quarter of the run's memory ceiling
@@ -470,20 +473,34 @@ impl FullStore {
     /// checkpoint (see [`Mirror`]): a checkpointed run without a budget.
     pub fn mirrored(width: Option<usize>, storage: &Storage) -> Result<Self, StoreError> {
         let mut s = FullStore::spilling(width, storage)?;
-        s.mirror_in_ram(Vec::new());
+        s.mirror_in_ram(Vec::new(), storage)?;
         Ok(s)
     }
 
     /// Turns a segment arena into a mirrored RAM arena holding `bytes` (its states).
-    fn mirror_in_ram(&mut self, bytes: Vec<u8>) {
+    fn mirror_in_ram(&mut self, bytes: Vec<u8>, storage: &Storage) -> Result<(), StoreError> {
         let ram = Arena::Ram {
             bytes,
             ends: Vec::new(),
         };
-        let Arena::Seg { states, hashes } = std::mem::replace(&mut self.arena, ram) else {
+        let Arena::Seg {
+            mut states,
+            mut hashes,
+        } = std::mem::replace(&mut self.arena, ram)
+        else {
             unreachable!("a segment arena is mirrored")
         };
-        self.mirror = Some(Mirror { states, hashes });
+        states.set_cache_bytes(0)?;
+        if let Some(h) = &mut hashes {
+            h.set_cache_bytes(0)?;
+        }
+        let cache_bytes = storage.config.segments.cache_bytes;
+        self.mirror = Some(Mirror {
+            states,
+            hashes,
+            cache_bytes,
+        });
+        Ok(())
     }
 
     /// Copies the states added since the last checkpoint to the mirror.
@@ -515,7 +532,8 @@ impl FullStore {
             _ => return Ok(()),
         }
         self.catch_up()?;
-        let m = self.mirror.take().expect("checked above");
+        let mut m = self.mirror.take().expect("checked above");
+        m.states.set_cache_bytes(m.cache_bytes)?;
         self.arena = Arena::Seg {
             states: m.states,
             hashes: m.hashes,
@@ -558,7 +576,7 @@ impl FullStore {
                     message: format!("cannot read the {} states back into RAM: {e}", m.count),
                 })?;
             states.scan(|_, st| bytes.extend_from_slice(&st[..m.width]))?;
-            s.mirror_in_ram(bytes);
+            s.mirror_in_ram(bytes, storage)?;
         }
         match m.window {
             None => s.reserve(0)?,
@@ -1321,7 +1339,7 @@ impl StateStore for FullStore {
     fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
         self.catch_up()?;
         let vectors = match (&mut self.arena, &mut self.mirror) {
-            (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes })) => {
+            (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes, .. })) => {
                 Some((states, hashes))
             }
             _ => None,
@@ -1361,7 +1379,7 @@ impl StateStore for FullStore {
         if let Some(sp) = &self.spill {
             sp.runs.update_account();
         }
-        if let (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes })) =
+        if let (Arena::Seg { states, hashes }, _) | (_, Some(Mirror { states, hashes, .. })) =
             (&self.arena, &self.mirror)
         {
             states.update_account();
