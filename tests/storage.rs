@@ -65,11 +65,14 @@ proptest! {
         block in 8usize..96,
         hot in 1usize..4,
         cache in 0u64..4,
+        seal in 1usize..4,
         ops in vec_ops(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let opts = tiny(block, hot, cache);
+        // `seal` > 1: half the hot window is compressed at once on that many threads.
         let mut v = SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap();
+        v.set_seal_threads(seal);
         let mut reference: Vec<Vec<u8>> = Vec::new();
         let mut saved: Option<(VecMark, Vec<Vec<u8>>)> = None;
         let mut out = vec![0u8; width];
@@ -100,6 +103,7 @@ proptest! {
                     prop_assert_eq!(mark.records, reference.len() as u64);
                     drop(v);
                     v = SegVec::open(dir.path(), "v", &opts, Some(mark), Account::detached("v"), None).unwrap();
+                    v.set_seal_threads(seal);
                 }
                 VecOp::Checkpoint => saved = Some((v.flush().unwrap(), reference.clone())),
                 VecOp::Crash => {
@@ -114,6 +118,7 @@ proptest! {
                             SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap()
                         }
                     };
+                    v.set_seal_threads(seal);
                 }
             }
             prop_assert_eq!(v.len(), reference.len() as u64);
@@ -405,4 +410,34 @@ fn unwritable_workdir_is_an_io_error() {
         e.to_string().contains("/proc/definitely-not-writable"),
         "{e}"
     );
+}
+
+/// Sealing half the hot window at once on several threads writes the same segment file,
+/// byte for byte, as sealing one block at a time.
+#[test]
+fn parallel_sealing_writes_the_same_file() {
+    let mut files = Vec::new();
+    for threads in [1, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = tiny(256, 8, 2);
+        let mut v =
+            SegVec::create(dir.path(), "v", 12, &opts, Account::detached("v"), None).unwrap();
+        v.set_seal_threads(threads);
+        for i in 0..5_000u64 {
+            v.push(&record(12, (i % 7) as u8, i)).unwrap();
+        }
+        v.flush().unwrap();
+        let mut got = vec![0u8; 12];
+        for i in (0..5_000u64).step_by(37) {
+            v.get(i, &mut got).unwrap();
+            assert_eq!(
+                got,
+                record(12, (i % 7) as u8, i),
+                "record {i}, {threads} threads"
+            );
+        }
+        files.push(std::fs::read(v.path()).unwrap());
+    }
+    assert!(files[0].len() > 10_000, "{} bytes", files[0].len());
+    assert!(files[1] == files[0] && files[2] == files[0]);
 }

@@ -417,9 +417,38 @@ pub struct SegmentFile {
     header: Header,
     /// Append position = the file's length.
     end: u64,
-    compressor: zstd::bulk::Compressor<'static>,
+    /// The zstd level of new blocks, and the appending thread's encoder.
+    level: i32,
+    enc: Encoder,
     out: Vec<u8>,
-    /// The filtered form of the block being appended.
+}
+
+/// A segment file's block format (path for messages, header): blocks can be encoded on
+/// several threads with it and written in order with [`SegmentFile::write_encoded`].
+#[derive(Clone, Copy)]
+pub struct BlockFormat<'a> {
+    path: &'a Path,
+    header: &'a Header,
+}
+
+impl BlockFormat<'_> {
+    /// Filters and compresses `raw` as block `no` into `out` (block header included) with
+    /// `enc`; the meta's offset is set when the block is written.
+    pub fn encode(
+        &self,
+        enc: &mut Encoder,
+        no: u64,
+        raw: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<BlockMeta, StorageError> {
+        encode_block(self.path, self.header, enc, no, raw, out)
+    }
+}
+
+/// What encoding a block needs besides the file's header: a zstd context and a buffer for
+/// the filtered form of the block. One per thread that encodes ([`SegmentFile::encoder`]).
+pub struct Encoder {
+    compressor: zstd::bulk::Compressor<'static>,
     filtered: Vec<u8>,
 }
 
@@ -440,9 +469,12 @@ impl SegmentFile {
             file,
             header,
             end: HEADER_LEN,
-            compressor: compressor(path)?,
+            level: ZSTD_LEVEL,
+            enc: Encoder {
+                compressor: compressor(path, ZSTD_LEVEL)?,
+                filtered: Vec::new(),
+            },
             out: Vec::new(),
-            filtered: Vec::new(),
         })
     }
 
@@ -520,9 +552,12 @@ impl SegmentFile {
                 file,
                 header,
                 end,
-                compressor: compressor(path)?,
+                level: ZSTD_LEVEL,
+                enc: Encoder {
+                    compressor: compressor(path, ZSTD_LEVEL)?,
+                    filtered: Vec::new(),
+                },
                 out: Vec::new(),
-                filtered: Vec::new(),
             },
             blocks,
         ))
@@ -550,61 +585,52 @@ impl SegmentFile {
     /// uncompressed: a block then decompresses about twice as fast, for records that compress
     /// mostly by matches.
     pub fn set_level(&mut self, level: i32) -> Result<(), StorageError> {
-        self.compressor = zstd::bulk::Compressor::new(level)
-            .map_err(io_err(&self.path, "start zstd compressor"))?;
+        self.enc.compressor = compressor(&self.path, level)?;
+        self.level = level;
         Ok(())
+    }
+
+    /// An encoder for another thread, at this file's level (see [`BlockFormat::encode`]).
+    pub fn encoder(&self) -> Result<Encoder, StorageError> {
+        Ok(Encoder {
+            compressor: compressor(&self.path, self.level)?,
+            filtered: Vec::new(),
+        })
     }
 
     /// Filters and compresses `raw` and appends it as block `no`.
     pub fn append(&mut self, no: u64, raw: &[u8]) -> Result<BlockMeta, StorageError> {
-        self.out.clear();
-        let comp_len = match (self.header.codec, self.header.layout) {
-            (Codec::Columns, Layout::Fixed { width }) => {
-                self.out.resize(BLOCK_HEADER_LEN as usize, 0);
-                columns_encode(raw, width as usize, &mut self.out);
-                self.out.len() - BLOCK_HEADER_LEN as usize
-            }
-            _ => {
-                let input = if self.header.filter.is_none() {
-                    raw
-                } else {
-                    self.filtered.clear();
-                    self.header
-                        .filter
-                        .apply(raw, self.header.width(), &mut self.filtered);
-                    &self.filtered[..]
-                };
-                let bound = zstd::zstd_safe::compress_bound(input.len());
-                self.out.resize(BLOCK_HEADER_LEN as usize + bound, 0);
-                let comp_len = self
-                    .compressor
-                    .compress_to_buffer(input, &mut self.out[BLOCK_HEADER_LEN as usize..])
-                    .map_err(io_err(&self.path, "compress block"))?;
-                self.out.truncate(BLOCK_HEADER_LEN as usize + comp_len);
-                comp_len
-            }
-        };
-        let crc = crc32fast::hash(&self.out[BLOCK_HEADER_LEN as usize..]);
+        let (path, header) = (&self.path, &self.header);
+        let meta = encode_block(path, header, &mut self.enc, no, raw, &mut self.out)?;
+        let out = std::mem::take(&mut self.out);
+        let r = self.write_encoded(&out, meta);
+        self.out = out;
+        r
+    }
+
+    /// What encoding a block needs to know of this file, for other threads.
+    pub fn format(&self) -> BlockFormat<'_> {
+        BlockFormat {
+            path: &self.path,
+            header: &self.header,
+        }
+    }
+
+    /// Appends a block encoded by [`BlockFormat::encode`]; returns its meta with its offset.
+    pub fn write_encoded(
+        &mut self,
+        out: &[u8],
+        meta: BlockMeta,
+    ) -> Result<BlockMeta, StorageError> {
+        self.file
+            .write_all_at(out, self.end)
+            .map_err(io_err(&self.path, "append block"))?;
+        BYTES_WRITTEN.fetch_add(out.len() as u64, Ordering::Relaxed);
         let meta = BlockMeta {
             offset: self.end,
-            raw_len: raw.len() as u32,
-            comp_len: comp_len as u32,
-            crc,
+            ..meta
         };
-        let h = &mut self.out[..BLOCK_HEADER_LEN as usize];
-        h[0..4].copy_from_slice(BLOCK_MAGIC);
-        h[4..8].copy_from_slice(&0u32.to_le_bytes());
-        h[8..16].copy_from_slice(&no.to_le_bytes());
-        h[16..20].copy_from_slice(&meta.raw_len.to_le_bytes());
-        h[20..24].copy_from_slice(&meta.comp_len.to_le_bytes());
-        h[24..28].copy_from_slice(&crc.to_le_bytes());
-        let hcrc = crc32fast::hash(&h[0..28]);
-        h[28..32].copy_from_slice(&hcrc.to_le_bytes());
-        self.file
-            .write_all_at(&self.out, self.end)
-            .map_err(io_err(&self.path, "append block"))?;
-        BYTES_WRITTEN.fetch_add(self.out.len() as u64, Ordering::Relaxed);
-        self.end += self.out.len() as u64;
+        self.end += out.len() as u64;
         Ok(meta)
     }
 
@@ -630,8 +656,60 @@ impl SegmentFile {
     }
 }
 
-fn compressor(path: &Path) -> Result<zstd::bulk::Compressor<'static>, StorageError> {
-    zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(io_err(path, "start zstd compressor"))
+fn encode_block(
+    path: &Path,
+    header: &Header,
+    enc: &mut Encoder,
+    no: u64,
+    raw: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<BlockMeta, StorageError> {
+    out.clear();
+    let comp_len = match (header.codec, header.layout) {
+        (Codec::Columns, Layout::Fixed { width }) => {
+            out.resize(BLOCK_HEADER_LEN as usize, 0);
+            columns_encode(raw, width as usize, out);
+            out.len() - BLOCK_HEADER_LEN as usize
+        }
+        _ => {
+            let input = if header.filter.is_none() {
+                raw
+            } else {
+                enc.filtered.clear();
+                header.filter.apply(raw, header.width(), &mut enc.filtered);
+                &enc.filtered[..]
+            };
+            let bound = zstd::zstd_safe::compress_bound(input.len());
+            out.resize(BLOCK_HEADER_LEN as usize + bound, 0);
+            let comp_len = enc
+                .compressor
+                .compress_to_buffer(input, &mut out[BLOCK_HEADER_LEN as usize..])
+                .map_err(io_err(path, "compress block"))?;
+            out.truncate(BLOCK_HEADER_LEN as usize + comp_len);
+            comp_len
+        }
+    };
+    let crc = crc32fast::hash(&out[BLOCK_HEADER_LEN as usize..]);
+    let meta = BlockMeta {
+        offset: 0,
+        raw_len: raw.len() as u32,
+        comp_len: comp_len as u32,
+        crc,
+    };
+    let h = &mut out[..BLOCK_HEADER_LEN as usize];
+    h[0..4].copy_from_slice(BLOCK_MAGIC);
+    h[4..8].copy_from_slice(&0u32.to_le_bytes());
+    h[8..16].copy_from_slice(&no.to_le_bytes());
+    h[16..20].copy_from_slice(&meta.raw_len.to_le_bytes());
+    h[20..24].copy_from_slice(&meta.comp_len.to_le_bytes());
+    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    let hcrc = crc32fast::hash(&h[0..28]);
+    h[28..32].copy_from_slice(&hcrc.to_le_bytes());
+    Ok(meta)
+}
+
+fn compressor(path: &Path, level: i32) -> Result<zstd::bulk::Compressor<'static>, StorageError> {
+    zstd::bulk::Compressor::new(level).map_err(io_err(path, "start zstd compressor"))
 }
 
 fn decode_block_header(

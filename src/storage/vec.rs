@@ -198,6 +198,9 @@ pub struct SegVec {
     budget: Option<Arc<Budget>>,
     /// Cache size when there is no budget.
     cache_bytes: u64,
+    /// Threads that compress blocks when the hot window is full (1: the pushing one; more:
+    /// half the window is sealed at once, see [`SegVec::set_seal_threads`]).
+    seal_threads: usize,
 }
 
 fn records_shift(width: usize, block_bytes: usize) -> u32 {
@@ -343,6 +346,7 @@ impl SegVec {
             account,
             budget,
             cache_bytes: opts.cache_bytes,
+            seal_threads: 1,
         };
         Ok(v)
     }
@@ -475,7 +479,11 @@ impl SegVec {
         let i = self.len;
         let b = i >> self.shift;
         if b - self.sealed == self.hot_blocks {
-            self.seal_oldest()?;
+            if self.seal_threads > 1 && self.hot_blocks > 1 {
+                self.seal_many(self.hot_blocks / 2)?;
+            } else {
+                self.seal_oldest()?;
+            }
         }
         let at = self.hot_offset(i);
         self.window.bytes_mut()[at..at + self.width].copy_from_slice(rec);
@@ -748,6 +756,69 @@ impl SegVec {
         self.sealed += 1;
         self.update_account();
         Ok(())
+    }
+
+    /// Seals the `k` oldest hot blocks (all full), compressing them on
+    /// [`SegVec::seal_threads`] threads and writing them in order: the same file as `k`
+    /// calls of [`SegVec::seal_oldest`].
+    fn seal_many(&mut self, k: u64) -> Result<(), StorageError> {
+        let (first, bb, hot) = (self.sealed, self.block_bytes, self.hot_blocks);
+        let window = self.window.bytes();
+        let raw = move |b: u64| {
+            let start = ((b & (hot - 1)) as usize) * bb;
+            &window[start..start + bb]
+        };
+        let cold = self.cold.get_mut();
+        let per = k.div_ceil(self.seal_threads as u64).max(1);
+        let format = cold.seg.format();
+        let encoders = (0..k.div_ceil(per))
+            .map(|_| cold.seg.encoder())
+            .collect::<Result<Vec<_>, _>>()?;
+        type Encoded = Result<Vec<(Vec<u8>, BlockMeta)>, StorageError>;
+        let encoded: Vec<Encoded> = std::thread::scope(|s| {
+            let handles: Vec<_> = encoders
+                .into_iter()
+                .enumerate()
+                .map(|(t, mut enc)| {
+                    let blocks =
+                        first + t as u64 * per..(first + (t as u64 + 1) * per).min(first + k);
+                    s.spawn(move || -> Encoded {
+                        blocks
+                            .map(|b| {
+                                let mut out = Vec::new();
+                                let meta = format.encode(&mut enc, b, raw(b), &mut out)?;
+                                Ok((out, meta))
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut b = first;
+        for part in encoded {
+            for (out, meta) in part? {
+                let meta = cold.seg.write_encoded(&out, meta)?;
+                cold.put_index(b, meta);
+                cold.insert_clean(b, raw(b))?;
+                b += 1;
+            }
+            // Each block is sealed as soon as it is written: an error leaves a consistent
+            // vector (the rest stays hot).
+            self.sealed = b;
+        }
+        self.update_account();
+        Ok(())
+    }
+
+    /// Compresses sealed blocks on `threads` threads (a vector written in bursts, e.g. a
+    /// mirror brought up to date at a checkpoint while the other threads wait); 1 (the
+    /// default) seals one block at a time on the pushing thread.
+    pub fn set_seal_threads(&mut self, threads: usize) {
+        self.seal_threads = threads.max(1);
     }
 
     fn check_width(&self, rec: &[u8]) -> Result<(), StorageError> {

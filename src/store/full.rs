@@ -490,9 +490,13 @@ impl FullStore {
         else {
             unreachable!("a segment arena is mirrored")
         };
+        // Written in bursts at checkpoints, while the other threads wait: on every core.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         states.set_cache_bytes(0)?;
+        states.set_seal_threads(threads);
         if let Some(h) = &mut hashes {
             h.set_cache_bytes(0)?;
+            h.set_seal_threads(threads);
         }
         let cache_bytes = storage.config.segments.cache_bytes;
         self.mirror = Some(Mirror {
@@ -534,6 +538,10 @@ impl FullStore {
         self.catch_up()?;
         let mut m = self.mirror.take().expect("checked above");
         m.states.set_cache_bytes(m.cache_bytes)?;
+        m.states.set_seal_threads(1);
+        if let Some(h) = &mut m.hashes {
+            h.set_seal_threads(1);
+        }
         self.arena = Arena::Seg {
             states: m.states,
             hashes: m.hashes,
