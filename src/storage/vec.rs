@@ -798,17 +798,16 @@ impl SegVec {
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
-        let mut b = first;
         for part in encoded {
             for (out, meta) in part? {
+                // Each block is sealed as soon as it is written: an error leaves a
+                // consistent vector (the rest stays hot).
+                let b = self.sealed;
                 let meta = cold.seg.write_encoded(&out, meta)?;
                 cold.put_index(b, meta);
                 cold.insert_clean(b, raw(b))?;
-                b += 1;
+                self.sealed = b + 1;
             }
-            // Each block is sealed as soon as it is written: an error leaves a consistent
-            // vector (the rest stays hot).
-            self.sealed = b;
         }
         self.update_account();
         Ok(())
