@@ -304,8 +304,7 @@ fn expand_chunk(
     levels: &mut Levels,
 ) -> Result<bool, ExploreError> {
     let (first, end) = (*next, store.len().min(*next + w.chunk_parents() as u64));
-    w.parents.clear();
-    w.parents.extend(first..end);
+    w.parents = first..end;
     *next = end;
     if first == end {
         return Ok(false);

@@ -22,6 +22,7 @@ use crate::error::ModelError;
 use crate::model::{LabelId, Model};
 use crate::store::full::{eq_bytes, SharedIndex};
 use crate::store::StateBatch;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -78,18 +79,20 @@ impl Part {
         self.error = None;
     }
 
-    /// Expands parents `range` of the chunk.
+    /// Expands the parents (state ids) `parents`.
     fn fill(
         &mut self,
         model: &dyn Model,
         view: SharedIndex<'_>,
-        parents: &[u64],
-        range: std::ops::Range<usize>,
+        parents: Range<u64>,
     ) -> Result<(), ModelError> {
         self.clear();
-        for group in parents[range].chunks(GROUP) {
+        let mut start = parents.start;
+        while start < parents.end {
+            let group = start..(start + GROUP as u64).min(parents.end);
+            start = group.end;
             self.tmp.clear();
-            for &parent in group {
+            for parent in group {
                 let before = self.labels.len();
                 let (tmp, labels) = (&mut self.tmp, &mut self.labels);
                 model.successors(view.state(parent), &mut |t, label, succ| {
@@ -169,8 +172,8 @@ fn wait(done: &AtomicBool) {
 pub(super) struct Workers {
     forks: Vec<Box<dyn Model + Send>>,
     slots: Vec<Slot>,
-    /// The chunk's parents, in BFS order.
-    pub parents: Vec<u64>,
+    /// The chunk's parents: consecutive ids of the open set, in BFS order.
+    pub parents: Range<u64>,
     /// Parents expanded and successors found so far, to size the chunks.
     seen: (u64, u64),
     /// Bytes of a state vector (a guess for variable-width models).
@@ -191,7 +194,7 @@ impl Workers {
         Workers {
             slots: (0..parts).map(|_| Slot::default()).collect(),
             forks,
-            parents: Vec::new(),
+            parents: 0..0,
             seen: (0, 0),
             width: model.state_len().unwrap_or(64).max(1),
         }
@@ -232,15 +235,20 @@ impl Workers {
         for slot in &self.slots {
             slot.done.store(false, Ordering::Relaxed);
         }
-        let (slots, parents) = (&self.slots, &self.parents);
-        let len = parents.len();
+        let (slots, first) = (&self.slots, self.parents.start);
+        let len = self.parents.end - first;
+        let n64 = n as u64;
         let claim = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let fill = |k: usize, m: &dyn Model| {
             let _done = Done(&slots[k].done);
             let mut part = slots[k].part.lock().unwrap_or_else(PoisonError::into_inner);
             part.error = part
-                .fill(m, view, parents, k * len / n..(k + 1) * len / n)
+                .fill(
+                    m,
+                    view,
+                    first + k as u64 * len / n64..first + (k as u64 + 1) * len / n64,
+                )
                 .err();
         };
         let result = std::thread::scope(|s| {
@@ -289,7 +297,7 @@ impl Workers {
             .iter_mut()
             .map(|s| s.part.get_mut().map_or(0, |p| p.labels.len()))
             .sum();
-        self.seen.0 += len as u64;
+        self.seen.0 += len;
         self.seen.1 += succs as u64;
         Ok(())
     }
