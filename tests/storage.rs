@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use spillway::error::{Corruption, StorageError};
 use spillway::storage::queue::{QueueMark, SegQueue};
 use spillway::storage::stack::{SegStack, StackMark};
-use spillway::storage::vec::{SegOptions, SegVec, VecMark};
+use spillway::storage::vec::{SegOptions, SegReader, SegVec, VecMark};
 use spillway::storage::{Account, Budget, MemoryLimit};
 use std::collections::VecDeque;
 
@@ -440,4 +440,57 @@ fn parallel_sealing_writes_the_same_file() {
     }
     assert!(files[0].len() > 10_000, "{} bytes", files[0].len());
     assert!(files[1] == files[0] && files[2] == files[0]);
+}
+
+/// Threads reading one vector at once (`with_shared`, parallel BFS under a budget) get every
+/// record right — hot, cached and sealed-but-uncached ones, the last read outside the cache's
+/// lock and then offered to it — through a cache of two blocks that they keep evicting from
+/// each other; a reader told to forget sees a record changed in between.
+#[test]
+fn threads_share_a_vector_through_its_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = SegVec::create(
+        dir.path(),
+        "v",
+        12,
+        &tiny(256, 2, 2),
+        Account::detached("v"),
+        None,
+    )
+    .unwrap();
+    let n = 6_000u64;
+    for i in 0..n {
+        v.push(&record(12, (i % 7) as u8, i)).unwrap();
+    }
+    let mut readers: Vec<SegReader> = (0..3).map(|_| SegReader::default()).collect();
+    for round in 0..2u64 {
+        let shared = &v;
+        std::thread::scope(|s| {
+            for (k, r) in readers.iter_mut().enumerate() {
+                s.spawn(move || {
+                    // Each thread strides through the vector in its own order.
+                    let mut i = k as u64 * 101;
+                    for _ in 0..20_000 {
+                        i = (i + 997 + k as u64 * 13) % n;
+                        let mut want = record(12, (i % 7) as u8, i);
+                        if round == 1 && i == 5 {
+                            want = record(12, 99, 5);
+                        }
+                        let same = shared.with_shared(r, i, |got| got == want).unwrap();
+                        assert!(same, "record {i}, thread {k}, round {round}");
+                    }
+                });
+            }
+        });
+        // A sealed record changes between the rounds: the readers must not keep old copies.
+        v.set(5, &record(12, 99, 5)).unwrap();
+        for r in &mut readers {
+            r.forget();
+        }
+    }
+    let (hits, misses) = v.cache_counts();
+    assert!(
+        misses > 1_000,
+        "the threads missed the cache ({hits} hits, {misses} misses)"
+    );
 }

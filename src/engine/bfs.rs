@@ -14,6 +14,7 @@ use crate::error::{ExploreError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
+use crate::storage::{Account, MemoryLimit};
 use crate::store::full::eq_bytes;
 use crate::store::{Insert, StateBatch, StateStore, StatesBack};
 use std::sync::MutexGuard;
@@ -118,8 +119,9 @@ pub fn explore(
     // to the store at once (`Pending`), and their edges are written when the batch is
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
-    // The chunked path's threads and buffers, made when it is first taken.
-    let mut workers: Option<(Workers, Chunk)> = None;
+    // The chunked path's threads and buffers, made when it is first taken (with their
+    // account in the run's budget).
+    let mut workers: Option<(Workers, Chunk, Option<Account>)> = None;
     loop {
         if p.parents.is_empty() {
             polls += 1;
@@ -151,14 +153,29 @@ pub fn explore(
                 }
             }
         }
-        // `--threads`: a store with a shared index expands its open id range by chunks on
-        // every thread (engine/parallel.rs), as long as it takes successors one parent at a
-        // time (a delayed batch of a spilled index runs on this thread).
-        if let (None, true, Open::ById { next }) = (delayed, p.parents.is_empty(), &mut open) {
+        // `--threads`: a store with a shared index (its index in RAM) expands its open id
+        // range by chunks on every thread (engine/parallel.rs), between delayed batches; once
+        // the index has spilled, its delayed batches run on this thread.
+        if let (true, Open::ById { next }) = (p.parents.is_empty(), &mut open) {
             if store.shared_index().is_some() {
-                let (w, chunk) = workers
-                    .get_or_insert_with(|| (Workers::new(model, opts.threads), Chunk::default()));
+                let (w, chunk, account) = workers.get_or_insert_with(|| {
+                    let limit = storage.and_then(|st| match st.budget.limit() {
+                        MemoryLimit::Bytes(b) => Some(b),
+                        MemoryLimit::Unlimited => None,
+                    });
+                    let w = Workers::new(model, opts.threads, limit);
+                    let account = storage.map(|st| st.budget.account("bfs.threads"));
+                    if let Some(a) = &account {
+                        // Counted before the first chunk fills them.
+                        a.set(w.expected_bytes(), 0, 0);
+                    }
+                    (w, Chunk::default(), account)
+                });
                 let more = expand_chunk(w, chunk, model, store, &mut run, next, &mut lv)?;
+                if let Some(a) = account {
+                    // The chunk's buffers keep their size: count them against the budget.
+                    a.set(w.ram_bytes() + chunk.ram_bytes(), 0, 0);
+                }
                 if !more {
                     break;
                 }
@@ -166,6 +183,15 @@ pub fn explore(
                 run.tick(store, lv.position())?;
                 delayed = store.delayed_batch();
                 continue;
+            }
+            if let Some((w, chunk, account)) = workers.take() {
+                // The index has spilled: the delayed batches take over for good, and the
+                // threads' buffers give their share of the budget back.
+                drop((w, chunk));
+                crate::sys::release_freed_memory();
+                if let Some(a) = account {
+                    a.set(0, 0, 0);
+                }
             }
         }
         // `None`: the open set is empty for now (a pending batch may still add to it).
@@ -340,6 +366,10 @@ struct Chunk {
 }
 
 impl Chunk {
+    fn ram_bytes(&self) -> u64 {
+        (self.table.capacity() * 9 + self.new.capacity() * 8) as u64
+    }
+
     /// Numbers the last of `parts` (the others are numbered), parent by parent from `head`,
     /// and writes its edges: a candidate equal to one of an earlier part (found in the
     /// chunk's table) has that one's id, any other is new and gets the next id after `base`

@@ -18,9 +18,10 @@
 //! counts and the LTS file do not depend on N or on the scheduling. The new states' vectors
 //! reach the store only after the threads have stopped reading it.
 
-use crate::error::ModelError;
+use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
-use crate::store::full::{eq_bytes, SharedIndex};
+use crate::storage::vec::SegReader;
+use crate::store::full::{eq_bytes, Index, SharedIndex, Vectors};
 use crate::store::StateBatch;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,6 +45,17 @@ const GROUP: usize = 8;
 /// budget; its buffers (a few MiB per thread) count in the process's RSS like the rest.
 const PART_BYTES: usize = 2 << 20;
 
+/// Resident bytes a worker thread holds besides its buffers: the touched part of its stack,
+/// its allocator arena's slack, its copy of the model's scratch (measured on the bounded
+/// suite's toggles nets: about 1 MiB more RSS with two threads than with one beyond the
+/// counted buffers).
+const THREAD_BYTES: usize = 1 << 20;
+
+/// [`Workers::expected_bytes`] of `threads` threads taking `part_bytes` each.
+fn expected_bytes(part_bytes: usize, threads: usize) -> u64 {
+    (2 * part_bytes * threads + THREAD_BYTES * (threads - 1)) as u64
+}
+
 /// What a thread found for one part of a chunk, in parent order.
 #[derive(Default)]
 pub(super) struct Part {
@@ -60,14 +72,26 @@ pub(super) struct Part {
     table: hashbrown::HashTable<u32>,
     /// The ids the candidates got (the numbering thread's).
     pub ids: Vec<u64>,
-    /// Why the model could not expand a parent of the part.
-    error: Option<ModelError>,
+    /// Why a parent of the part could not be expanded (the model failed, or its vector
+    /// or a compared one could not be read back).
+    error: Option<ExploreError>,
     /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
 }
 
 impl Part {
+    /// RAM the part's buffers hold.
+    fn ram_bytes(&self) -> u64 {
+        (self.counts.capacity() * 4
+            + self.labels.capacity() * std::mem::size_of::<LabelId>()
+            + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
+            + self.hashes.capacity() * 8
+            + self.table.capacity() * 5
+            + self.cand.ram_bytes()
+            + self.tmp.ram_bytes()) as u64
+    }
+
     fn clear(&mut self) {
         self.counts.clear();
         self.labels.clear();
@@ -79,13 +103,28 @@ impl Part {
         self.error = None;
     }
 
-    /// Expands the parents (state ids) `parents`.
+    /// Expands the parents (state ids) `parents`; `reader` reads vectors from segment files.
     fn fill(
         &mut self,
         model: &dyn Model,
         view: SharedIndex<'_>,
+        reader: &mut SegReader,
         parents: Range<u64>,
-    ) -> Result<(), ModelError> {
+    ) -> Result<(), ExploreError> {
+        // One dispatch per part: the RAM path's loop stays free of the reader.
+        match view {
+            SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
+            SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
+        }
+    }
+
+    fn fill_with<V: Vectors>(
+        &mut self,
+        model: &dyn Model,
+        view: &Index<'_, V>,
+        r: &mut V::Reader,
+        parents: Range<u64>,
+    ) -> Result<(), ExploreError> {
         self.clear();
         let mut start = parents.start;
         while start < parents.end {
@@ -95,10 +134,12 @@ impl Part {
             for parent in group {
                 let before = self.labels.len();
                 let (tmp, labels) = (&mut self.tmp, &mut self.labels);
-                model.successors(view.state(parent), &mut |t, label, succ| {
-                    tmp.push(t, succ);
-                    labels.push(label);
-                })?;
+                view.with_state(r, parent, |s| {
+                    model.successors(s, &mut |t, label, succ| {
+                        tmp.push(t, succ);
+                        labels.push(label);
+                    })
+                })??;
                 self.counts.push((self.labels.len() - before) as u32);
             }
             // A lookup is two dependent misses (the slot, then the stored vector to compare):
@@ -115,7 +156,7 @@ impl Part {
             let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
             for i in 0..self.tmp.len() {
                 let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                if let Some(id) = view.find(s, h) {
+                if let Some(id) = view.find(r, s, h)? {
                     self.known.push(id);
                 } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
                     self.known.push(SAME | m as u64);
@@ -178,13 +219,34 @@ pub(super) struct Workers {
     seen: (u64, u64),
     /// Bytes of a state vector (a guess for variable-width models).
     width: usize,
+    /// Bytes of successor vectors a chunk takes per thread.
+    part_bytes: usize,
+    /// Each thread's reader of vectors in segment files (the calling thread's first).
+    readers: Vec<SegReader>,
 }
 
 impl Workers {
     /// Workers for `threads` threads (the calling one included), fewer if the model cannot
     /// be forked (then the calling thread alone: the chunked path with its grouped lookups
     /// is faster than the one-parent-at-a-time loop even on one thread).
-    pub fn new(model: &dyn Model, threads: usize) -> Workers {
+    ///
+    /// `budget`: the run's memory limit, if any. The chunk's buffers then take at most a
+    /// sixteenth of it ([`Workers::ram_bytes`] says how much they hold), with fewer threads
+    /// if need be: what they take, the vectors' block cache loses, and two threads reading
+    /// a cache too small for both thrash it (toggles-2^21 under `--memory 20M`: 58 times the
+    /// misses and twice the time of one thread).
+    pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>) -> Workers {
+        let mut threads = threads.max(1);
+        let part_bytes = |threads: usize| {
+            budget.map_or(PART_BYTES, |b| {
+                (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
+            })
+        };
+        if let Some(b) = budget {
+            while threads > 1 && expected_bytes(part_bytes(threads), threads) > b / 16 {
+                threads -= 1;
+            }
+        }
         let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
         let parts = if forks.is_empty() {
             1
@@ -193,11 +255,32 @@ impl Workers {
         };
         Workers {
             slots: (0..parts).map(|_| Slot::default()).collect(),
+            part_bytes: part_bytes(forks.len() + 1),
+            readers: (0..=forks.len()).map(|_| SegReader::default()).collect(),
             forks,
             parents: 0..0,
             seen: (0, 0),
             width: model.state_len().unwrap_or(64).max(1),
         }
+    }
+
+    /// RAM the buffers will hold once filled: a chunk's successor vectors and their
+    /// per-successor arrays, and each extra thread's stack and allocator arena.
+    pub fn expected_bytes(&self) -> u64 {
+        expected_bytes(self.part_bytes, self.threads())
+    }
+
+    /// RAM the buffers hold now: the parts' and the readers', and what each extra thread
+    /// holds beside them.
+    pub fn ram_bytes(&mut self) -> u64 {
+        let parts: u64 = self
+            .slots
+            .iter_mut()
+            .map(|s| s.part.get_mut().map_or(0, |p| p.ram_bytes()))
+            .sum();
+        parts
+            + self.readers.iter().map(SegReader::ram_bytes).sum::<u64>()
+            + (THREAD_BYTES * self.forks.len()) as u64
     }
 
     /// Threads that expand states (the calling one included).
@@ -210,7 +293,7 @@ impl Workers {
     pub fn chunk_parents(&self) -> usize {
         let (parents, succs) = self.seen;
         let fanout = succs.checked_div(parents).unwrap_or(8).max(1) as usize;
-        (PART_BYTES / (fanout * self.width)).clamp(16, 16_384) * self.threads()
+        (self.part_bytes / (fanout * self.width)).clamp(16, 16_384) * self.threads()
     }
 
     /// The parts of the last chunk (after [`Workers::expand`]).
@@ -225,12 +308,12 @@ impl Workers {
     /// calls `number` on this thread with parts `0..=k` each time part `k` is complete, in
     /// order: it numbers the last of them. Stops at the first part (in order) that the model
     /// could not expand, or at the first error of `number`.
-    pub fn expand<E: From<ModelError>>(
+    pub fn expand(
         &mut self,
         model: &dyn Model,
         view: SharedIndex<'_>,
-        mut number: impl FnMut(&mut [MutexGuard<'_, Part>]) -> Result<(), E>,
-    ) -> Result<(), E> {
+        mut number: impl FnMut(&mut [MutexGuard<'_, Part>]) -> Result<(), ExploreError>,
+    ) -> Result<(), ExploreError> {
         let n = self.slots.len();
         for slot in &self.slots {
             slot.done.store(false, Ordering::Relaxed);
@@ -240,26 +323,32 @@ impl Workers {
         let n64 = n as u64;
         let claim = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let fill = |k: usize, m: &dyn Model| {
+        let fill = |k: usize, m: &dyn Model, r: &mut SegReader| {
             let _done = Done(&slots[k].done);
             let mut part = slots[k].part.lock().unwrap_or_else(PoisonError::into_inner);
             part.error = part
                 .fill(
                     m,
                     view,
+                    r,
                     first + k as u64 * len / n64..first + (k as u64 + 1) * len / n64,
                 )
                 .err();
         };
+        // The vectors may have changed since the last chunk.
+        for r in &mut self.readers {
+            r.forget();
+        }
+        let (reader, fork_readers) = self.readers.split_first_mut().expect("a reader per thread");
         let result = std::thread::scope(|s| {
-            for m in self.forks.iter_mut() {
+            for (m, r) in self.forks.iter_mut().zip(fork_readers) {
                 let (fill, claim, stop) = (&fill, &claim, &stop);
                 s.spawn(move || loop {
                     let k = claim.fetch_add(1, Ordering::Relaxed);
                     if k >= n || stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    fill(k, &**m);
+                    fill(k, &**m, r);
                 });
             }
             let mut done: Vec<MutexGuard<'_, Part>> = Vec::with_capacity(n);
@@ -269,7 +358,7 @@ impl Workers {
                 if !slots[k].done.load(Ordering::Acquire) {
                     let c = claim.fetch_add(1, Ordering::Relaxed);
                     if c < n {
-                        fill(c, model);
+                        fill(c, model, reader);
                         continue;
                     }
                     wait(&slots[k].done);
@@ -279,7 +368,7 @@ impl Workers {
                     break;
                 };
                 if let Some(e) = part.error.take() {
-                    result = Err(e.into());
+                    result = Err(e);
                     break;
                 }
                 done.push(part);

@@ -20,11 +20,10 @@ use super::segment::{
     SegmentFile,
 };
 use crate::error::{Corruption, StorageError};
-use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Sizes of a segment container.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -142,7 +141,7 @@ impl Cache {
     }
 }
 
-/// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
+/// The sealed part: segment file, block index, cache. Behind a `Mutex` so that reads through
 /// `&self` can fill the cache.
 struct Cold {
     block_bytes: usize,
@@ -193,7 +192,7 @@ pub struct SegVec {
     /// Kept open for as long as the window maps it.
     _hot_file: File,
     hot_path: PathBuf,
-    cold: RefCell<Cold>,
+    cold: Mutex<Cold>,
     account: Account,
     budget: Option<Arc<Budget>>,
     /// Cache size when there is no budget.
@@ -322,7 +321,7 @@ impl SegVec {
             window,
             _hot_file: hot_file,
             hot_path,
-            cold: RefCell::new(Cold {
+            cold: Mutex::new(Cold {
                 block_bytes,
                 seg,
                 index,
@@ -426,7 +425,10 @@ impl SegVec {
         let nblocks = index.len() as u64;
         let last_raw = index.last().map_or(0, |m| m.raw_len as usize);
         let mut v = Self::assemble(dir, name, width, shift, opts, seg, index, account, budget)?;
-        v.cold.get_mut().garbage = garbage;
+        v.cold
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .garbage = garbage;
         v.sealed = nblocks;
         v.len = match nblocks {
             0 => 0,
@@ -447,7 +449,7 @@ impl SegVec {
             let b = nblocks - 1;
             let mut buf = Vec::new();
             {
-                let cold = v.cold.get_mut();
+                let cold = v.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
                 let meta = cold.index[b as usize];
                 cold.reader
                     .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
@@ -507,7 +509,7 @@ impl SegVec {
             Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
             Place::Sealed { block, offset } => (block, offset),
         };
-        let mut cold = self.cold.borrow_mut();
+        let mut cold = self.cold();
         let s = cold.load(b)?;
         Ok(f(&cold.cache.data(s)[off..off + self.width]))
     }
@@ -524,7 +526,7 @@ impl SegVec {
             Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
             Place::Sealed { block, offset } => (block, offset),
         };
-        let mut cold = self.cold.borrow_mut();
+        let mut cold = self.cold();
         let cold = &mut *cold;
         if let Some(s) = cold.cache.get(b) {
             return Ok(f(&cold.cache.data(s)[off..off + self.width]));
@@ -550,7 +552,7 @@ impl SegVec {
             }
             Place::Sealed { block, offset } => (block, offset),
         };
-        let cold = self.cold.get_mut();
+        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
         if cold.stream.0 == b {
             cold.stream.0 = u64::MAX;
         }
@@ -566,7 +568,7 @@ impl SegVec {
         match self.locate(i) {
             Ok(Place::Hot(_)) => true,
             Ok(Place::Sealed { block, .. }) => {
-                let cold = self.cold.borrow();
+                let cold = self.cold();
                 cold.cache
                     .get(block)
                     .is_some_and(|s| cold.cache.slots[s].dirty == Dirty::Dirty)
@@ -582,7 +584,7 @@ impl SegVec {
         let mut i = 0u64;
         let rpb = 1u64 << self.shift;
         for b in 0..self.sealed {
-            let mut cold = self.cold.borrow_mut();
+            let mut cold = self.cold();
             let cold = &mut *cold;
             let data: &[u8] = match cold.cache.get(b) {
                 Some(s) => cold.cache.data(s),
@@ -610,7 +612,7 @@ impl SegVec {
     /// Writes every dirty cached block and every hot record to the segment file and syncs
     /// it. The returned mark reopens the vector as it is now ([`SegVec::open`]).
     pub fn flush(&mut self) -> Result<VecMark, StorageError> {
-        let cold = self.cold.get_mut();
+        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
         cold.write_back_all()?;
         let nblocks = self.len.div_ceil(1u64 << self.shift);
         for b in self.sealed..nblocks {
@@ -639,7 +641,7 @@ impl SegVec {
     /// structure claims budget).
     pub fn trim_cache(&mut self) -> Result<(), StorageError> {
         let cap = self.cap_slots();
-        let cold = self.cold.get_mut();
+        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
         cold.cache.cap = cap;
         cold.shrink(cap)?;
         self.update_account();
@@ -653,7 +655,7 @@ impl SegVec {
 
     /// Bytes resident in RAM: the touched part of the hot window, the cache, the block index.
     pub fn ram_bytes(&self) -> u64 {
-        let cold = self.cold.borrow();
+        let cold = self.cold();
         let blocks = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks);
         blocks * self.block_bytes as u64
             + cold.cache.resident_bytes()
@@ -664,31 +666,31 @@ impl SegVec {
 
     /// Bytes on disk: the segment file (garbage included) and the hot file.
     pub fn disk_bytes(&self) -> u64 {
-        self.cold.borrow().seg.len() + self.window.len() as u64
+        self.cold().seg.len() + self.window.len() as u64
     }
 
     /// File bytes of superseded block versions.
     pub fn garbage_bytes(&self) -> u64 {
-        self.cold.borrow().garbage
+        self.cold().garbage
     }
 
     /// Cache hits and misses on sealed records.
     pub fn cache_counts(&self) -> (u64, u64) {
-        let c = self.cold.borrow();
+        let c = self.cold();
         (c.cache.hits, c.cache.misses)
     }
 
     /// The segment file's path.
     pub fn path(&self) -> PathBuf {
-        self.cold.borrow().seg.path().to_path_buf()
+        self.cold().seg.path().to_path_buf()
     }
 
     /// Publishes RAM/disk figures to the account (and so to the budget and the stats).
     pub fn update_account(&self) {
         let cap = self.cap_slots();
-        self.cold.borrow_mut().cache.cap = cap;
+        self.cold().cache.cap = cap;
         let sealed_raw = self.sealed.min(self.len >> self.shift) * self.block_bytes as u64;
-        let sealed_disk = self.cold.borrow().seg.len();
+        let sealed_disk = self.cold().seg.len();
         self.account.set(
             self.ram_bytes(),
             sealed_disk,
@@ -727,7 +729,7 @@ impl SegVec {
         let bytes = match &self.budget {
             Some(b) => match b.headroom(&self.account) {
                 Some(room) => {
-                    let cold = self.cold.borrow();
+                    let cold = self.cold();
                     let own_fixed = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks)
                         * self.block_bytes as u64
                         + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
@@ -746,7 +748,7 @@ impl SegVec {
     fn seal_oldest(&mut self) -> Result<(), StorageError> {
         let b = self.sealed;
         let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
-        let cold = self.cold.get_mut();
+        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
         let raw = &self.window.bytes()[start..start + self.block_bytes];
         let meta = cold.seg.append(b, raw)?;
         cold.put_index(b, meta);
@@ -768,7 +770,7 @@ impl SegVec {
             let start = ((b & (hot - 1)) as usize) * bb;
             &window[start..start + bb]
         };
-        let cold = self.cold.get_mut();
+        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
         let per = k.div_ceil(self.seal_threads as u64).max(1);
         let format = cold.seg.format();
         let encoders = (0..k.div_ceil(per))
@@ -832,12 +834,111 @@ impl SegVec {
         Ok(())
     }
 
+    /// The sealed part (a poisoned lock is taken over: a panic elsewhere aborts the run
+    /// anyway, and the cache is consistent between its statements).
+    #[inline]
+    fn cold(&self) -> MutexGuard<'_, Cold> {
+        self.cold.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn out_of_range(&self, i: u64) -> StorageError {
         StorageError::Invalid(format!(
             "{}: record {i} out of range (length {})",
             self.hot_path.display(),
             self.len
         ))
+    }
+}
+
+/// One thread's state for reading a [`SegVec`] shared with other threads
+/// ([`SegVec::with_shared`]): the last block it read itself, and what it reads blocks with.
+#[derive(Default)]
+pub struct SegReader {
+    record: Vec<u8>,
+    /// The block last read by this thread (its number, or `u64::MAX`) and its bytes.
+    block: (u64, Vec<u8>),
+    /// The segment file (a duplicate descriptor: blocks are read without the vector's lock),
+    /// its path and a decompressor, made at the first miss.
+    file: Option<(File, PathBuf, BlockReader)>,
+}
+
+impl SegReader {
+    /// Drops what ties the reader to one vector's contents: call it whenever the vector
+    /// may have changed since the reader last read it (buffers are kept).
+    pub fn forget(&mut self) {
+        self.block.0 = u64::MAX;
+        self.file = None;
+    }
+
+    /// RAM the reader holds (counted by whoever owns it; a decompressor's context is
+    /// about 100 KiB).
+    pub fn ram_bytes(&self) -> u64 {
+        (self.record.capacity() + self.block.1.capacity()) as u64
+            + if self.file.is_some() { 128 << 10 } else { 0 }
+    }
+}
+
+impl SegVec {
+    /// Like [`SegVec::with`], for threads that share the vector (parallel BFS under a
+    /// budget; nothing may change the vector meanwhile, and `r` must be told to
+    /// [`SegReader::forget`] it before it is shared again after a change). A hot record is
+    /// read in place; a sealed one is copied out of the block cache, whose lock is held only
+    /// for that. A block the cache lacks is read and decompressed by this thread *outside*
+    /// the lock (so the other threads' hits do not wait for it), then offered to the cache;
+    /// the thread keeps it, so a run of reads in one block takes no lock.
+    #[inline]
+    pub fn with_shared<R>(
+        &self,
+        r: &mut SegReader,
+        i: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        let (b, off) = match self.locate(i)? {
+            Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
+            Place::Sealed { block, offset } => (block, offset),
+        };
+        let w = self.width;
+        if r.block.0 != b {
+            let meta = {
+                let mut cold = self.cold();
+                if let Some(s) = cold.cache.get(b) {
+                    cold.cache.slots[s].referenced = true;
+                    cold.cache.hits += 1;
+                    r.record.clear();
+                    r.record
+                        .extend_from_slice(&cold.cache.data(s)[off..off + w]);
+                    drop(cold);
+                    return Ok(f(&r.record));
+                }
+                cold.cache.misses += 1;
+                if r.file.is_none() {
+                    let path = cold.seg.path().to_path_buf();
+                    let file = cold
+                        .seg
+                        .file()
+                        .try_clone()
+                        .map_err(io_err(&path, "duplicate the descriptor of"))?;
+                    let mut reader = BlockReader::new(&path)?;
+                    reader.set_format(cold.seg.header());
+                    r.file = Some((file, path, reader));
+                }
+                cold.index[b as usize]
+            };
+            let Some((file, path, reader)) = &mut r.file else {
+                unreachable!("made above")
+            };
+            r.block.0 = u64::MAX;
+            reader.read(path, file, &meta, &mut r.block.1)?;
+            r.block.0 = b;
+            let mut cold = self.cold();
+            if cold.cache.get(b).is_none() {
+                cold.insert_clean(b, &r.block.1)?;
+                if let Some(s) = cold.cache.get(b) {
+                    cold.cache.slots[s].referenced = true;
+                }
+            }
+        }
+        Ok(f(&r.block.1[off..off + w]))
     }
 }
 

@@ -26,6 +26,7 @@ use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::storage::runs::HashRuns;
 use crate::storage::segment::HashId;
+use crate::storage::vec::SegReader;
 use crate::storage::{Account, Budget, FileMark, MemoryLimit, SegVec, Storage, VecMark};
 use std::sync::Arc;
 
@@ -234,28 +235,113 @@ fn find_in_spill(
     Ok(sp.runs.find(h, same)?)
 }
 
-/// A read-only view of the full store's index and state vectors, both in RAM (see
-/// [`StateStore::shared_index`]). Worker threads hold it only while the store is borrowed
-/// immutably, so nothing they read can change under them.
+/// A read-only view of the full store's index and state vectors (see
+/// [`StateStore::shared_index`]): the index is in RAM; the vectors are in RAM, or in the
+/// store's segment vector under a budget. Worker threads hold it only while the store is
+/// borrowed, so nothing they read can change under them.
 #[derive(Clone, Copy)]
-pub struct SharedIndex<'a> {
-    slots: &'a [u64],
+pub enum SharedIndex<'a> {
+    Ram(Index<'a, RamVectors<'a>>),
+    Seg(Index<'a, SegView<'a>>),
+}
+
+/// A segment vector shared by the threads.
+#[derive(Clone, Copy)]
+pub struct SegView<'a> {
+    states: &'a SegVec,
+}
+
+/// How a [`SharedIndex`] reaches the stored vectors; `Reader` is a thread's own state for
+/// that (none in RAM; a record buffer for a segment vector).
+pub trait Vectors: Copy + Sync {
+    type Reader: Default + Send;
+    /// Calls `f` with the vector of state `id`.
+    fn with<R>(
+        &self,
+        r: &mut Self::Reader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError>;
+    /// Asks for the vector of state `id` ahead of its compare, where that is a memory load.
+    fn prefetch(&self, id: usize);
+}
+
+/// State vectors in the RAM arena.
+#[derive(Clone, Copy)]
+pub struct RamVectors<'a> {
     bytes: &'a [u8],
     ends: &'a [u64],
     width: Option<usize>,
 }
 
-impl<'a> SharedIndex<'a> {
+impl Vectors for RamVectors<'_> {
+    type Reader = ();
+
+    #[inline(always)]
+    fn with<R>(
+        &self,
+        _: &mut (),
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        Ok(f(slice(self.bytes, self.ends, self.width, id as usize)))
+    }
+
+    #[inline]
+    fn prefetch(&self, id: usize) {
+        let at = match self.width {
+            Some(w) => id * w,
+            None if id == 0 => 0,
+            None => self.ends[id - 1] as usize,
+        };
+        if at < self.bytes.len() {
+            prefetch(self.bytes[at..].as_ptr());
+        }
+    }
+}
+
+impl Vectors for SegView<'_> {
+    type Reader = SegReader;
+
+    #[inline]
+    fn with<R>(
+        &self,
+        r: &mut SegReader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        self.states.with_shared(r, id, f)
+    }
+
+    /// A segment vector's record may need a block read: nothing to prefetch.
+    fn prefetch(&self, _: usize) {}
+}
+
+/// The index and one way to the vectors.
+#[derive(Clone, Copy)]
+pub struct Index<'a, V> {
+    slots: &'a [u64],
+    vectors: V,
+}
+
+impl SharedIndex<'_> {
     /// The hash the index is keyed by.
     #[inline]
     pub fn hash(state: &[u8]) -> u64 {
         state_hash(state)
     }
+}
 
-    /// The stored vector of state `id`.
+impl<V: Vectors> Index<'_, V> {
+    /// Calls `f` with the stored vector of state `id`.
     #[inline]
-    pub fn state(&self, id: StateId) -> &'a [u8] {
-        slice(self.bytes, self.ends, self.width, id as usize)
+    pub fn with_state<R>(
+        &self,
+        r: &mut V::Reader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        self.vectors.with(r, id, f)
     }
 
     /// Asks for the slot where the probe of hash `h` starts, so that the cache misses of a
@@ -276,28 +362,24 @@ impl<'a> SharedIndex<'a> {
         }
         let s = self.slots[h as usize & (self.slots.len() - 1)];
         if s != 0 && s & 0xffff_ffff_0000_0000 == h & 0xffff_ffff_0000_0000 {
-            let id = (s as u32 - 1) as usize;
-            let at = match self.width {
-                Some(w) => id * w,
-                None if id == 0 => 0,
-                None => self.ends[id - 1] as usize,
-            };
-            if at < self.bytes.len() {
-                prefetch(self.bytes[at..].as_ptr());
-            }
+            self.vectors.prefetch((s as u32 - 1) as usize);
         }
     }
 
     /// The id of `state` (hash `h`) if it is stored.
     #[inline]
-    pub fn find(&self, state: &[u8], h: u64) -> Option<StateId> {
-        let found = scan(self.slots, h, |id| {
-            Ok::<_, std::convert::Infallible>(eq_bytes(self.state(id), state).then_some(id))
-        });
-        match found {
-            Ok(x) => x,
-            Err(never) => match never {},
-        }
+    pub fn find(
+        &self,
+        r: &mut V::Reader,
+        state: &[u8],
+        h: u64,
+    ) -> Result<Option<StateId>, StorageError> {
+        scan(self.slots, h, |id| {
+            Ok(self
+                .vectors
+                .with(r, id, |v| eq_bytes(v, state))?
+                .then_some(id))
+        })
     }
 }
 
@@ -1049,6 +1131,17 @@ impl FullStore {
     }
 }
 
+impl FullStore {
+    fn set_seal_threads(&mut self, threads: usize) {
+        if let Arena::Seg { states, hashes } = &mut self.arena {
+            states.set_seal_threads(threads);
+            if let Some(h) = hashes {
+                h.set_seal_threads(threads);
+            }
+        }
+    }
+}
+
 impl WindowHost for FullStore {
     type Table = Slots;
     type Shape = ();
@@ -1136,15 +1229,26 @@ impl StateStore for FullStore {
     /// (sorted by hash against the runs, then compared in id order). The batch is bounded so
     /// that the window's young table takes it whole, and so that its vectors stay a small
     /// share of the budget.
-    fn shared_index(&self) -> Option<SharedIndex<'_>> {
-        match &self.arena {
-            Arena::Ram { bytes, ends } if self.spill.is_none() => Some(SharedIndex {
+    fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
+        if self.spill.is_some() {
+            return None;
+        }
+        match &mut self.arena {
+            Arena::Ram { bytes, ends } => Some(SharedIndex::Ram(Index {
                 slots: &self.slots,
-                bytes,
-                ends,
-                width: self.width,
-            }),
-            _ => None,
+                vectors: RamVectors {
+                    bytes,
+                    ends,
+                    width: self.width,
+                },
+            })),
+            // Under a budget, while the index is all in RAM; the threads read the vectors
+            // through the vector's block cache, under its lock.
+            Arena::Seg { states, .. } if self.width.is_some() => Some(SharedIndex::Seg(Index {
+                slots: &self.slots,
+                vectors: SegView { states },
+            })),
+            Arena::Seg { .. } => None,
         }
     }
 
@@ -1169,6 +1273,32 @@ impl StateStore for FullStore {
             self.check(s, count as u64)?;
             total += s.len();
         }
+        if let Arena::Seg { .. } = self.arena {
+            // Under a budget: the index grows (or spills) as for any batch, then each state
+            // is appended to the segment vector and indexed, on this thread.
+            // The other threads wait meanwhile: full hot blocks are compressed on all of them.
+            // Room is made a few states at a time: a chunk may hold more new states than a
+            // spilled index's young table takes between rotations.
+            self.set_seal_threads(threads);
+            let r = (0..count).try_for_each(|i| {
+                if i % 64 == 0 {
+                    self.reserve((count - i).min(64) as u64)?;
+                }
+                let (s, h) = new(i);
+                let id = self.count;
+                match self.insert_hashed(s, h)? {
+                    Insert::New(got) if got == id => Ok(()),
+                    other => Err(StoreError::Invalid {
+                        store: "full",
+                        message: format!(
+                            "state {id} of a parallel chunk was not new to the store ({other:?})"
+                        ),
+                    }),
+                }
+            });
+            self.set_seal_threads(1);
+            return r;
+        }
         let first = self.count;
         let grow = (first + count as u64) * 4 > self.slots.len() as u64 * 3;
         if grow {
@@ -1182,7 +1312,7 @@ impl StateStore for FullStore {
             self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
         }
         let Arena::Ram { bytes, ends } = &mut self.arena else {
-            unreachable!("add_new follows shared_index, which only RAM arenas offer")
+            unreachable!("segment arenas were handled above")
         };
         let start = bytes.len();
         if bytes.capacity() - start < total {

@@ -262,7 +262,7 @@ pub trait StateStore {
     /// changed (parallel BFS, engine/parallel.rs): it finds states stored before it was taken
     /// and reads their vectors. `None` (the default): workers only generate successors and
     /// every one of them goes through [`StateStore::insert_batch`] on the main thread.
-    fn shared_index(&self) -> Option<full::SharedIndex<'_>> {
+    fn shared_index(&mut self) -> Option<full::SharedIndex<'_>> {
         None
     }
     /// With a [`StateStore::shared_index`]: stores `count` states known to be new (in
@@ -398,6 +398,12 @@ impl StateBatch {
     /// Bytes of state vectors held.
     pub fn bytes(&self) -> usize {
         self.bytes.len()
+    }
+    /// RAM the batch's buffers hold (their capacities).
+    pub fn ram_bytes(&self) -> usize {
+        self.bytes.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.transitions.capacity() * std::mem::size_of::<TransitionId>()
     }
     #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
