@@ -442,12 +442,12 @@ fn parallel_sealing_writes_the_same_file() {
     assert!(files[1] == files[0] && files[2] == files[0]);
 }
 
-/// Threads reading one vector at once (`with_shared`, parallel BFS under a budget) get every
-/// record right — hot, cached and sealed-but-uncached ones, the last read outside the cache's
-/// lock and then offered to it — through a cache of two blocks that they keep evicting from
-/// each other; a reader told to forget sees a record changed in between.
+/// Threads reading one vector at once through a view (parallel BFS under a budget) get
+/// every record right — hot, cached, and sealed but uncached ones, which each thread reads
+/// into its own reader — through a cache of two blocks; the cache then adopts the blocks the
+/// threads read, and a record changed after that is read back changed.
 #[test]
-fn threads_share_a_vector_through_its_cache() {
+fn threads_share_a_vector_through_a_view() {
     let dir = tempfile::tempdir().unwrap();
     let mut v = SegVec::create(
         dir.path(),
@@ -464,7 +464,7 @@ fn threads_share_a_vector_through_its_cache() {
     }
     let mut readers: Vec<SegReader> = (0..3).map(|_| SegReader::default()).collect();
     for round in 0..2u64 {
-        let shared = &v;
+        let view = v.view();
         std::thread::scope(|s| {
             for (k, r) in readers.iter_mut().enumerate() {
                 s.spawn(move || {
@@ -476,17 +476,17 @@ fn threads_share_a_vector_through_its_cache() {
                         if round == 1 && i == 5 {
                             want = record(12, 99, 5);
                         }
-                        let same = shared.with_shared(r, i, |got| got == want).unwrap();
+                        let same = view.with(r, i, |got| got == want).unwrap();
                         assert!(same, "record {i}, thread {k}, round {round}");
                     }
                 });
             }
         });
-        // A sealed record changes between the rounds: the readers must not keep old copies.
-        v.set(5, &record(12, 99, 5)).unwrap();
         for r in &mut readers {
-            r.forget();
+            v.adopt(r).unwrap();
         }
+        // A sealed record changes between the rounds: the readers hold no old copy.
+        v.set(5, &record(12, 99, 5)).unwrap();
     }
     let (hits, misses) = v.cache_counts();
     assert!(

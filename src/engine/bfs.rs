@@ -345,8 +345,9 @@ fn expand_chunk(
     w.expand(model, view, |parts| {
         chunk.number(parts, base, &mut head, run, levels)
     })?;
-    // The threads have stopped reading the store: the new vectors go in, in id order, and
-    // are indexed on every thread.
+    // The threads have stopped reading the store: it takes back the blocks they read
+    // themselves; then the new vectors go in, in id order, and are indexed on every thread.
+    store.adopt_reads(w.readers())?;
     let parts = w.parts();
     let new = |i: usize| {
         let (k, c) = chunk.new[i];

@@ -283,6 +283,12 @@ impl Workers {
             + (THREAD_BYTES * self.forks.len()) as u64
     }
 
+    /// The threads' readers of vectors in segment files, to hand to
+    /// [`StateStore::adopt_reads`](crate::store::StateStore::adopt_reads) after a chunk.
+    pub fn readers(&mut self) -> &mut [SegReader] {
+        &mut self.readers
+    }
+
     /// Threads that expand states (the calling one included).
     pub fn threads(&self) -> usize {
         self.forks.len() + 1
@@ -335,10 +341,6 @@ impl Workers {
                 )
                 .err();
         };
-        // The vectors may have changed since the last chunk.
-        for r in &mut self.readers {
-            r.forget();
-        }
         let (reader, fork_readers) = self.readers.split_first_mut().expect("a reader per thread");
         let result = std::thread::scope(|s| {
             for (m, r) in self.forks.iter_mut().zip(fork_readers) {

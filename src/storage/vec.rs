@@ -20,10 +20,12 @@ use super::segment::{
     SegmentFile,
 };
 use crate::error::{Corruption, StorageError};
+use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Sizes of a segment container.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -70,8 +72,8 @@ enum Dirty {
 struct Slot {
     block: u64,
     dirty: Dirty,
-    /// CLOCK reference bit.
-    referenced: bool,
+    /// CLOCK reference bit (atomic: threads sharing a [`SegView`] set it on their hits).
+    referenced: AtomicBool,
 }
 
 /// Decompressed blocks of sealed records.
@@ -141,7 +143,7 @@ impl Cache {
     }
 }
 
-/// The sealed part: segment file, block index, cache. Behind a `Mutex` so that reads through
+/// The sealed part: segment file, block index, cache. Behind a `RefCell` so that reads through
 /// `&self` can fill the cache.
 struct Cold {
     block_bytes: usize,
@@ -192,7 +194,7 @@ pub struct SegVec {
     /// Kept open for as long as the window maps it.
     _hot_file: File,
     hot_path: PathBuf,
-    cold: Mutex<Cold>,
+    cold: RefCell<Cold>,
     account: Account,
     budget: Option<Arc<Budget>>,
     /// Cache size when there is no budget.
@@ -321,7 +323,7 @@ impl SegVec {
             window,
             _hot_file: hot_file,
             hot_path,
-            cold: Mutex::new(Cold {
+            cold: RefCell::new(Cold {
                 block_bytes,
                 seg,
                 index,
@@ -425,10 +427,7 @@ impl SegVec {
         let nblocks = index.len() as u64;
         let last_raw = index.last().map_or(0, |m| m.raw_len as usize);
         let mut v = Self::assemble(dir, name, width, shift, opts, seg, index, account, budget)?;
-        v.cold
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .garbage = garbage;
+        v.cold.get_mut().garbage = garbage;
         v.sealed = nblocks;
         v.len = match nblocks {
             0 => 0,
@@ -449,7 +448,7 @@ impl SegVec {
             let b = nblocks - 1;
             let mut buf = Vec::new();
             {
-                let cold = v.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+                let cold = v.cold.get_mut();
                 let meta = cold.index[b as usize];
                 cold.reader
                     .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
@@ -509,7 +508,7 @@ impl SegVec {
             Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
             Place::Sealed { block, offset } => (block, offset),
         };
-        let mut cold = self.cold();
+        let mut cold = self.cold.borrow_mut();
         let s = cold.load(b)?;
         Ok(f(&cold.cache.data(s)[off..off + self.width]))
     }
@@ -526,7 +525,7 @@ impl SegVec {
             Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
             Place::Sealed { block, offset } => (block, offset),
         };
-        let mut cold = self.cold();
+        let mut cold = self.cold.borrow_mut();
         let cold = &mut *cold;
         if let Some(s) = cold.cache.get(b) {
             return Ok(f(&cold.cache.data(s)[off..off + self.width]));
@@ -552,7 +551,7 @@ impl SegVec {
             }
             Place::Sealed { block, offset } => (block, offset),
         };
-        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let cold = self.cold.get_mut();
         if cold.stream.0 == b {
             cold.stream.0 = u64::MAX;
         }
@@ -568,7 +567,7 @@ impl SegVec {
         match self.locate(i) {
             Ok(Place::Hot(_)) => true,
             Ok(Place::Sealed { block, .. }) => {
-                let cold = self.cold();
+                let cold = self.cold.borrow();
                 cold.cache
                     .get(block)
                     .is_some_and(|s| cold.cache.slots[s].dirty == Dirty::Dirty)
@@ -584,7 +583,7 @@ impl SegVec {
         let mut i = 0u64;
         let rpb = 1u64 << self.shift;
         for b in 0..self.sealed {
-            let mut cold = self.cold();
+            let mut cold = self.cold.borrow_mut();
             let cold = &mut *cold;
             let data: &[u8] = match cold.cache.get(b) {
                 Some(s) => cold.cache.data(s),
@@ -612,7 +611,7 @@ impl SegVec {
     /// Writes every dirty cached block and every hot record to the segment file and syncs
     /// it. The returned mark reopens the vector as it is now ([`SegVec::open`]).
     pub fn flush(&mut self) -> Result<VecMark, StorageError> {
-        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let cold = self.cold.get_mut();
         cold.write_back_all()?;
         let nblocks = self.len.div_ceil(1u64 << self.shift);
         for b in self.sealed..nblocks {
@@ -641,7 +640,7 @@ impl SegVec {
     /// structure claims budget).
     pub fn trim_cache(&mut self) -> Result<(), StorageError> {
         let cap = self.cap_slots();
-        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let cold = self.cold.get_mut();
         cold.cache.cap = cap;
         cold.shrink(cap)?;
         self.update_account();
@@ -655,7 +654,7 @@ impl SegVec {
 
     /// Bytes resident in RAM: the touched part of the hot window, the cache, the block index.
     pub fn ram_bytes(&self) -> u64 {
-        let cold = self.cold();
+        let cold = self.cold.borrow();
         let blocks = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks);
         blocks * self.block_bytes as u64
             + cold.cache.resident_bytes()
@@ -666,31 +665,31 @@ impl SegVec {
 
     /// Bytes on disk: the segment file (garbage included) and the hot file.
     pub fn disk_bytes(&self) -> u64 {
-        self.cold().seg.len() + self.window.len() as u64
+        self.cold.borrow().seg.len() + self.window.len() as u64
     }
 
     /// File bytes of superseded block versions.
     pub fn garbage_bytes(&self) -> u64 {
-        self.cold().garbage
+        self.cold.borrow().garbage
     }
 
     /// Cache hits and misses on sealed records.
     pub fn cache_counts(&self) -> (u64, u64) {
-        let c = self.cold();
+        let c = self.cold.borrow();
         (c.cache.hits, c.cache.misses)
     }
 
     /// The segment file's path.
     pub fn path(&self) -> PathBuf {
-        self.cold().seg.path().to_path_buf()
+        self.cold.borrow().seg.path().to_path_buf()
     }
 
     /// Publishes RAM/disk figures to the account (and so to the budget and the stats).
     pub fn update_account(&self) {
         let cap = self.cap_slots();
-        self.cold().cache.cap = cap;
+        self.cold.borrow_mut().cache.cap = cap;
         let sealed_raw = self.sealed.min(self.len >> self.shift) * self.block_bytes as u64;
-        let sealed_disk = self.cold().seg.len();
+        let sealed_disk = self.cold.borrow().seg.len();
         self.account.set(
             self.ram_bytes(),
             sealed_disk,
@@ -729,7 +728,7 @@ impl SegVec {
         let bytes = match &self.budget {
             Some(b) => match b.headroom(&self.account) {
                 Some(room) => {
-                    let cold = self.cold();
+                    let cold = self.cold.borrow();
                     let own_fixed = self.len.div_ceil(1u64 << self.shift).min(self.hot_blocks)
                         * self.block_bytes as u64
                         + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
@@ -748,7 +747,7 @@ impl SegVec {
     fn seal_oldest(&mut self) -> Result<(), StorageError> {
         let b = self.sealed;
         let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
-        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let cold = self.cold.get_mut();
         let raw = &self.window.bytes()[start..start + self.block_bytes];
         let meta = cold.seg.append(b, raw)?;
         cold.put_index(b, meta);
@@ -770,7 +769,7 @@ impl SegVec {
             let start = ((b & (hot - 1)) as usize) * bb;
             &window[start..start + bb]
         };
-        let cold = self.cold.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let cold = self.cold.get_mut();
         let per = k.div_ceil(self.seal_threads as u64).max(1);
         let format = cold.seg.format();
         let encoders = (0..k.div_ceil(per))
@@ -834,13 +833,6 @@ impl SegVec {
         Ok(())
     }
 
-    /// The sealed part (a poisoned lock is taken over: a panic elsewhere aborts the run
-    /// anyway, and the cache is consistent between its statements).
-    #[inline]
-    fn cold(&self) -> MutexGuard<'_, Cold> {
-        self.cold.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn out_of_range(&self, i: u64) -> StorageError {
         StorageError::Invalid(format!(
             "{}: record {i} out of range (length {})",
@@ -850,95 +842,173 @@ impl SegVec {
     }
 }
 
-/// One thread's state for reading a [`SegVec`] shared with other threads
-/// ([`SegVec::with_shared`]): the last block it read itself, and what it reads blocks with.
-#[derive(Default)]
-pub struct SegReader {
-    record: Vec<u8>,
-    /// The block last read by this thread (its number, or `u64::MAX`) and its bytes.
-    block: (u64, Vec<u8>),
-    /// The segment file (a duplicate descriptor: blocks are read without the vector's lock),
-    /// its path and a decompressor, made at the first miss.
-    file: Option<(File, PathBuf, BlockReader)>,
+/// A read-only view of a [`SegVec`] that several threads read at once (parallel BFS under a
+/// budget): the hot window, the sealed blocks' index and file, and the block cache as it is.
+/// It holds the vector borrowed mutably (past its `RefCell`), so nothing changes under the
+/// readers and a cache hit takes no lock. A sealed block the cache lacks is read by the
+/// reading thread into its own [`SegReader`]; [`SegVec::adopt`] puts those blocks into the
+/// cache once the threads are done, so the cache follows what they read.
+#[derive(Clone, Copy)]
+pub struct SegView<'a> {
+    width: usize,
+    shift: u32,
+    block_bytes: usize,
+    len: u64,
+    sealed: u64,
+    hot_blocks: u64,
+    window: &'a [u8],
+    index: &'a [BlockMeta],
+    file: &'a File,
+    path: &'a Path,
+    header: &'a Header,
+    cache: &'a Cache,
 }
 
-impl SegReader {
-    /// Drops what ties the reader to one vector's contents: call it whenever the vector
-    /// may have changed since the reader last read it (buffers are kept).
-    pub fn forget(&mut self) {
-        self.block.0 = u64::MAX;
-        self.file = None;
-    }
+/// One thread's reader of [`SegView`]s: the blocks it read itself (replaced round-robin)
+/// and a decompressor. Its blocks belong to the view's vector as it was: hand them to
+/// [`SegVec::adopt`] (which empties it) before the vector changes.
+#[derive(Default)]
+pub struct SegReader {
+    reader: Option<BlockReader>,
+    blocks: Vec<(u64, Vec<u8>)>,
+    next: usize,
+    /// Sealed reads that found no block in the cache or in `blocks`.
+    misses: u64,
+}
 
+/// Blocks a [`SegReader`] keeps: misses are rare (a few thousand in a run of millions of
+/// reads, on the benchmark nets), so a few blocks catch a part's repeated reads of one.
+const READER_BLOCKS: usize = 8;
+
+impl SegReader {
     /// RAM the reader holds (counted by whoever owns it; a decompressor's context is
     /// about 100 KiB).
     pub fn ram_bytes(&self) -> u64 {
-        (self.record.capacity() + self.block.1.capacity()) as u64
-            + if self.file.is_some() { 128 << 10 } else { 0 }
+        let blocks: usize = self.blocks.iter().map(|(_, b)| b.capacity()).sum();
+        blocks as u64 + if self.reader.is_some() { 128 << 10 } else { 0 }
     }
 }
 
 impl SegVec {
-    /// Like [`SegVec::with`], for threads that share the vector (parallel BFS under a
-    /// budget; nothing may change the vector meanwhile, and `r` must be told to
-    /// [`SegReader::forget`] it before it is shared again after a change). A hot record is
-    /// read in place; a sealed one is copied out of the block cache, whose lock is held only
-    /// for that. A block the cache lacks is read and decompressed by this thread *outside*
-    /// the lock (so the other threads' hits do not wait for it), then offered to the cache;
-    /// the thread keeps it, so a run of reads in one block takes no lock.
+    /// A view that threads may read at once (see [`SegView`]).
+    pub fn view(&mut self) -> SegView<'_> {
+        let cold = self.cold.get_mut();
+        SegView {
+            width: self.width,
+            shift: self.shift,
+            block_bytes: self.block_bytes,
+            len: self.len,
+            sealed: self.sealed,
+            hot_blocks: self.hot_blocks,
+            window: self.window.bytes(),
+            index: &cold.index,
+            file: cold.seg.file(),
+            path: cold.seg.path(),
+            header: cold.seg.header(),
+            cache: &cold.cache,
+        }
+    }
+
+    /// Puts the blocks `r` read through a view of this vector into the block cache (the
+    /// threads' misses, so that the next view finds them) and empties `r`'s blocks. Call
+    /// it for every reader before the vector changes.
+    pub fn adopt(&mut self, r: &mut SegReader) -> Result<(), StorageError> {
+        let cold = self.cold.get_mut();
+        cold.cache.misses += std::mem::take(&mut r.misses);
+        for (b, bytes) in &mut r.blocks {
+            let b = std::mem::replace(b, u64::MAX);
+            if b != u64::MAX && cold.cache.get(b).is_none() && (b as usize) < cold.index.len() {
+                cold.insert_clean(b, bytes)?;
+                if let Some(s) = cold.cache.get(b) {
+                    *cold.cache.slots[s].referenced.get_mut() = true;
+                }
+            }
+        }
+        r.next = 0;
+        Ok(())
+    }
+}
+
+impl SegView<'_> {
+    /// Where record `i` is in RAM now (the hot window or a cached block), if it is: for a
+    /// prefetch ahead of the read.
     #[inline]
-    pub fn with_shared<R>(
+    pub fn address(&self, i: u64) -> Option<*const u8> {
+        if i >= self.len {
+            return None;
+        }
+        let block = i >> self.shift;
+        let rec = (i & ((1u64 << self.shift) - 1)) as usize * self.width;
+        if block >= self.sealed {
+            let at = ((block & (self.hot_blocks - 1)) as usize) * self.block_bytes + rec;
+            return Some(self.window[at..].as_ptr());
+        }
+        let s = self.cache.get(block)?;
+        Some(self.cache.data(s)[rec..].as_ptr())
+    }
+
+    /// Calls `f` with record `i`: from the hot window, the shared cache (marking the block
+    /// used), or a block `r` keeps or reads itself.
+    #[inline]
+    pub fn with<R>(
         &self,
         r: &mut SegReader,
         i: u64,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, StorageError> {
-        let (b, off) = match self.locate(i)? {
-            Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),
-            Place::Sealed { block, offset } => (block, offset),
-        };
-        let w = self.width;
-        if r.block.0 != b {
-            let meta = {
-                let mut cold = self.cold();
-                if let Some(s) = cold.cache.get(b) {
-                    cold.cache.slots[s].referenced = true;
-                    cold.cache.hits += 1;
-                    r.record.clear();
-                    r.record
-                        .extend_from_slice(&cold.cache.data(s)[off..off + w]);
-                    drop(cold);
-                    return Ok(f(&r.record));
-                }
-                cold.cache.misses += 1;
-                if r.file.is_none() {
-                    let path = cold.seg.path().to_path_buf();
-                    let file = cold
-                        .seg
-                        .file()
-                        .try_clone()
-                        .map_err(io_err(&path, "duplicate the descriptor of"))?;
-                    let mut reader = BlockReader::new(&path)?;
-                    reader.set_format(cold.seg.header());
-                    r.file = Some((file, path, reader));
-                }
-                cold.index[b as usize]
-            };
-            let Some((file, path, reader)) = &mut r.file else {
-                unreachable!("made above")
-            };
-            r.block.0 = u64::MAX;
-            reader.read(path, file, &meta, &mut r.block.1)?;
-            r.block.0 = b;
-            let mut cold = self.cold();
-            if cold.cache.get(b).is_none() {
-                cold.insert_clean(b, &r.block.1)?;
-                if let Some(s) = cold.cache.get(b) {
-                    cold.cache.slots[s].referenced = true;
-                }
-            }
+        if i >= self.len {
+            return Err(StorageError::Invalid(format!(
+                "{}: record {i} out of range (length {})",
+                self.path.display(),
+                self.len
+            )));
         }
-        Ok(f(&r.block.1[off..off + w]))
+        let block = i >> self.shift;
+        let rec = (i & ((1u64 << self.shift) - 1)) as usize * self.width;
+        if block >= self.sealed {
+            let at = ((block & (self.hot_blocks - 1)) as usize) * self.block_bytes + rec;
+            return Ok(f(&self.window[at..at + self.width]));
+        }
+        if let Some(s) = self.cache.get(block) {
+            let used = &self.cache.slots[s].referenced;
+            // Read before written: a store to a line the other threads read costs more.
+            if !used.load(Ordering::Relaxed) {
+                used.store(true, Ordering::Relaxed);
+            }
+            return Ok(f(&self.cache.data(s)[rec..rec + self.width]));
+        }
+        let k = match r.blocks.iter().position(|(b, _)| *b == block) {
+            Some(k) => k,
+            None => {
+                r.misses += 1;
+                let reader = match &mut r.reader {
+                    Some(x) => x,
+                    None => {
+                        let mut x = BlockReader::new(self.path)?;
+                        x.set_format(self.header);
+                        r.reader.insert(x)
+                    }
+                };
+                let k = if r.blocks.len() < READER_BLOCKS {
+                    r.blocks.push((u64::MAX, Vec::new()));
+                    r.blocks.len() - 1
+                } else {
+                    r.next = (r.next + 1) % READER_BLOCKS;
+                    r.next
+                };
+                let slot = &mut r.blocks[k];
+                slot.0 = u64::MAX;
+                reader.read(
+                    self.path,
+                    self.file,
+                    &self.index[block as usize],
+                    &mut slot.1,
+                )?;
+                slot.0 = block;
+                k
+            }
+        };
+        Ok(f(&r.blocks[k].1[rec..rec + self.width]))
     }
 }
 
@@ -982,7 +1052,9 @@ impl Cold {
             }
         }
         if let Some(s) = self.cache.get(b) {
-            self.cache.slots[s].referenced = true;
+            self.cache.slots[s]
+                .referenced
+                .store(true, Ordering::Relaxed);
             self.cache.last = Some((b, s));
             self.cache.hits += 1;
             return Ok(s);
@@ -1003,7 +1075,7 @@ impl Cold {
         let slot = &mut self.cache.slots[s];
         slot.block = b;
         slot.dirty = Dirty::Clean;
-        slot.referenced = true;
+        *slot.referenced.get_mut() = true;
         self.cache.put(b, s);
         self.cache.last = Some((b, s));
         Ok(s)
@@ -1016,7 +1088,7 @@ impl Cold {
         let slot = &mut self.cache.slots[s];
         slot.block = b;
         slot.dirty = Dirty::Clean;
-        slot.referenced = false;
+        *slot.referenced.get_mut() = false;
         self.cache.put(b, s);
         Ok(())
     }
@@ -1039,7 +1111,7 @@ impl Cold {
             self.cache.slots.push(Slot {
                 block: u64::MAX,
                 dirty: Dirty::Clean,
-                referenced: false,
+                referenced: AtomicBool::new(false),
             });
             return Ok(self.cache.slots.len() - 1);
         }
@@ -1048,8 +1120,8 @@ impl Cold {
             let h = self.cache.hand % n;
             self.cache.hand = (h + 1) % n;
             let slot = &mut self.cache.slots[h];
-            if slot.referenced {
-                slot.referenced = false;
+            if *slot.referenced.get_mut() {
+                *slot.referenced.get_mut() = false;
                 continue;
             }
             self.evict(h)?;

@@ -26,7 +26,7 @@ use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::storage::runs::HashRuns;
 use crate::storage::segment::HashId;
-use crate::storage::vec::SegReader;
+use crate::storage::vec::{SegReader, SegView};
 use crate::storage::{Account, Budget, FileMark, MemoryLimit, SegVec, Storage, VecMark};
 use std::sync::Arc;
 
@@ -245,14 +245,8 @@ pub enum SharedIndex<'a> {
     Seg(Index<'a, SegView<'a>>),
 }
 
-/// A segment vector shared by the threads.
-#[derive(Clone, Copy)]
-pub struct SegView<'a> {
-    states: &'a SegVec,
-}
-
 /// How a [`SharedIndex`] reaches the stored vectors; `Reader` is a thread's own state for
-/// that (none in RAM; a record buffer for a segment vector).
+/// that (none in RAM; the blocks it read itself for a segment vector).
 pub trait Vectors: Copy + Sync {
     type Reader: Default + Send;
     /// Calls `f` with the vector of state `id`.
@@ -310,11 +304,16 @@ impl Vectors for SegView<'_> {
         id: StateId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, StorageError> {
-        self.states.with_shared(r, id, f)
+        SegView::with(self, r, id, f)
     }
 
-    /// A segment vector's record may need a block read: nothing to prefetch.
-    fn prefetch(&self, _: usize) {}
+    /// Only a record in RAM (hot or cached) is prefetched; another needs a block read.
+    #[inline]
+    fn prefetch(&self, id: usize) {
+        if let Some(p) = self.address(id as u64) {
+            prefetch(p);
+        }
+    }
 }
 
 /// The index and one way to the vectors.
@@ -1246,10 +1245,19 @@ impl StateStore for FullStore {
             // through the vector's block cache, under its lock.
             Arena::Seg { states, .. } if self.width.is_some() => Some(SharedIndex::Seg(Index {
                 slots: &self.slots,
-                vectors: SegView { states },
+                vectors: states.view(),
             })),
             Arena::Seg { .. } => None,
         }
+    }
+
+    fn adopt_reads(&mut self, readers: &mut [SegReader]) -> Result<(), StoreError> {
+        if let Arena::Seg { states, .. } = &mut self.arena {
+            for r in readers {
+                states.adopt(r)?;
+            }
+        }
+        Ok(())
     }
 
     /// Each of `threads` threads copies a contiguous share of the vectors into the arena's

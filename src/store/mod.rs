@@ -16,6 +16,7 @@ pub mod window;
 
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
+use crate::storage::vec::SegReader;
 use crate::storage::{FileMark, Storage};
 
 pub use config::StoreConfig;
@@ -264,6 +265,12 @@ pub trait StateStore {
     /// every one of them goes through [`StateStore::insert_batch`] on the main thread.
     fn shared_index(&mut self) -> Option<full::SharedIndex<'_>> {
         None
+    }
+    /// After the threads have read a [`StateStore::shared_index`] and before the store
+    /// changes: takes back what they read on their own (a segment vector's blocks, which
+    /// its cache adopts). The default has nothing to take.
+    fn adopt_reads(&mut self, _readers: &mut [SegReader]) -> Result<(), StoreError> {
+        Ok(())
     }
     /// With a [`StateStore::shared_index`]: stores `count` states known to be new (in
     /// neither the index nor one another) under the next ids, the `i`-th with the vector and
