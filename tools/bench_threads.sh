@@ -7,7 +7,8 @@
 #
 # Environment: SPILLWAY (binary, default target/release/spillway), MODELS_DIR (default
 # ../shared/models/mcc), THREADS (default 2), STORE (default full), REPEAT (runs per
-# configuration, the fastest wall time is kept; default 3), OUTPUT (1: write .slts files).
+# configuration, the fastest wall time is kept; default 3), OUTPUT (1: write .slts files),
+# MEMORY (a --memory budget, e.g. 256M: the bounded path, vectors in segment files).
 # Prints a Markdown table: wall and CPU time, states/s, the speed-up of N threads over one,
 # and peak RSS (VmHWM of the whole process, from /usr/bin/time).
 set -euo pipefail
@@ -18,6 +19,7 @@ THREADS=${THREADS:-2}
 STORE=${STORE:-full}
 REPEAT=${REPEAT:-3}
 OUTPUT=${OUTPUT:-0}
+MEMORY=${MEMORY:-}
 if [ $# -eq 0 ]; then
   set -- "$DIR/Kanban/Kanban-PT-00005.pnml" "$DIR/SharedMemory/SharedMemory-PT-000010.pnml" \
     "$DIR/Peterson/Peterson-PT-3.pnml" "$DIR/Anderson/Anderson-PT-06.pnml"
@@ -25,6 +27,7 @@ fi
 [ -x "$BIN" ] || cargo build --release
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+[ -n "$MEMORY" ] && echo "(--memory $MEMORY)"
 echo "| model | store | threads | states | transitions | wall s | CPU s | states/s | speed-up | peak RSS MiB | LTS |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for m in "$@"; do
@@ -35,6 +38,7 @@ for m in "$@"; do
     for _ in $(seq "$REPEAT"); do
       out=()
       [ "$OUTPUT" = 1 ] && out=(-o "$tmp/$name-$t.slts" --force)
+      [ -n "$MEMORY" ] && out+=(--memory "$MEMORY")
       /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$BIN" explore "$m" --store "$STORE" \
         --threads "$t" --no-progress -q --stats-json "$tmp/stats.json" "${out[@]}"
       read -r wall user sys rss < "$tmp/time"

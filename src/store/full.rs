@@ -1241,12 +1241,15 @@ impl StateStore for FullStore {
                     width: self.width,
                 },
             })),
-            // Under a budget, while the index is all in RAM; the threads read the vectors
-            // through the vector's block cache, under its lock.
-            Arena::Seg { states, .. } if self.width.is_some() => Some(SharedIndex::Seg(Index {
-                slots: &self.slots,
-                vectors: states.view(),
-            })),
+            // Under a budget, while the index is all in RAM: the threads read the vectors
+            // through a view of the segment vector (its block cache, and their own reads).
+            // Zero-width states are stored as one byte there: the one-parent loop serves them.
+            Arena::Seg { states, .. } if self.width.is_some_and(|w| w > 0) => {
+                Some(SharedIndex::Seg(Index {
+                    slots: &self.slots,
+                    vectors: states.view(),
+                }))
+            }
             Arena::Seg { .. } => None,
         }
     }
