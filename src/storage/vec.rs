@@ -176,6 +176,36 @@ enum Place {
     Sealed { block: u64, offset: usize },
 }
 
+/// How records map to blocks and to the hot ring (a [`SegVec`]'s, copied into its views).
+#[derive(Clone, Copy)]
+struct Geometry {
+    width: usize,
+    /// log2 of records per block.
+    shift: u32,
+    block_bytes: usize,
+    hot_blocks: u64,
+}
+
+impl Geometry {
+    /// Where record `i` (of a vector whose blocks below `sealed` are sealed) lives.
+    #[inline(always)]
+    fn place(&self, i: u64, sealed: u64) -> Place {
+        let block = i >> self.shift;
+        if block >= sealed {
+            return Place::Hot(self.hot_offset(i));
+        }
+        let offset = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
+        Place::Sealed { block, offset }
+    }
+
+    #[inline(always)]
+    fn hot_offset(&self, i: u64) -> usize {
+        let b = i >> self.shift;
+        let r = (i & ((1u64 << self.shift) - 1)) as usize;
+        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes + r * self.width
+    }
+}
+
 /// A vector of fixed-width records backed by a segment file (see the module docs).
 pub struct SegVec {
     width: usize,
@@ -707,19 +737,22 @@ impl SegVec {
         if i >= self.len {
             return Err(self.out_of_range(i));
         }
-        let block = i >> self.shift;
-        if block >= self.sealed {
-            return Ok(Place::Hot(self.hot_offset(i)));
-        }
-        let offset = ((i & ((1u64 << self.shift) - 1)) as usize) * self.width;
-        Ok(Place::Sealed { block, offset })
+        Ok(self.geometry().place(i, self.sealed))
     }
 
     #[inline(always)]
     fn hot_offset(&self, i: u64) -> usize {
-        let b = i >> self.shift;
-        let r = (i & ((1u64 << self.shift) - 1)) as usize;
-        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes + r * self.width
+        self.geometry().hot_offset(i)
+    }
+
+    #[inline(always)]
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            width: self.width,
+            shift: self.shift,
+            block_bytes: self.block_bytes,
+            hot_blocks: self.hot_blocks,
+        }
     }
 
     /// Cache slots allowed now (recomputed whenever the account is updated, i.e. once per
@@ -850,12 +883,9 @@ impl SegVec {
 /// cache once the threads are done, so the cache follows what they read.
 #[derive(Clone, Copy)]
 pub struct SegView<'a> {
-    width: usize,
-    shift: u32,
-    block_bytes: usize,
+    geometry: Geometry,
     len: u64,
     sealed: u64,
-    hot_blocks: u64,
     window: &'a [u8],
     index: &'a [BlockMeta],
     file: &'a File,
@@ -872,7 +902,9 @@ pub struct SegReader {
     reader: Option<BlockReader>,
     blocks: Vec<(u64, Vec<u8>)>,
     next: usize,
-    /// Sealed reads that found no block in the cache or in `blocks`.
+    /// Sealed reads that found their block in the cache, and those that found it neither
+    /// there nor in `blocks` (the cache's statistics, added at [`SegVec::adopt`]).
+    hits: u64,
     misses: u64,
 }
 
@@ -892,14 +924,12 @@ impl SegReader {
 impl SegVec {
     /// A view that threads may read at once (see [`SegView`]).
     pub fn view(&mut self) -> SegView<'_> {
+        let geometry = self.geometry();
         let cold = self.cold.get_mut();
         SegView {
-            width: self.width,
-            shift: self.shift,
-            block_bytes: self.block_bytes,
+            geometry,
             len: self.len,
             sealed: self.sealed,
-            hot_blocks: self.hot_blocks,
             window: self.window.bytes(),
             index: &cold.index,
             file: cold.seg.file(),
@@ -914,6 +944,7 @@ impl SegVec {
     /// it for every reader before the vector changes.
     pub fn adopt(&mut self, r: &mut SegReader) -> Result<(), StorageError> {
         let cold = self.cold.get_mut();
+        cold.cache.hits += std::mem::take(&mut r.hits);
         cold.cache.misses += std::mem::take(&mut r.misses);
         for (b, bytes) in &mut r.blocks {
             let b = std::mem::replace(b, u64::MAX);
@@ -937,14 +968,13 @@ impl SegView<'_> {
         if i >= self.len {
             return None;
         }
-        let block = i >> self.shift;
-        let rec = (i & ((1u64 << self.shift) - 1)) as usize * self.width;
-        if block >= self.sealed {
-            let at = ((block & (self.hot_blocks - 1)) as usize) * self.block_bytes + rec;
-            return Some(self.window[at..].as_ptr());
+        match self.geometry.place(i, self.sealed) {
+            Place::Hot(at) => Some(self.window[at..].as_ptr()),
+            Place::Sealed { block, offset } => {
+                let s = self.cache.get(block)?;
+                Some(self.cache.data(s)[offset..].as_ptr())
+            }
         }
-        let s = self.cache.get(block)?;
-        Some(self.cache.data(s)[rec..].as_ptr())
     }
 
     /// Calls `f` with record `i`: from the hot window, the shared cache (marking the block
@@ -963,19 +993,19 @@ impl SegView<'_> {
                 self.len
             )));
         }
-        let block = i >> self.shift;
-        let rec = (i & ((1u64 << self.shift) - 1)) as usize * self.width;
-        if block >= self.sealed {
-            let at = ((block & (self.hot_blocks - 1)) as usize) * self.block_bytes + rec;
-            return Ok(f(&self.window[at..at + self.width]));
-        }
+        let w = self.geometry.width;
+        let (block, rec) = match self.geometry.place(i, self.sealed) {
+            Place::Hot(at) => return Ok(f(&self.window[at..at + w])),
+            Place::Sealed { block, offset } => (block, offset),
+        };
         if let Some(s) = self.cache.get(block) {
             let used = &self.cache.slots[s].referenced;
             // Read before written: a store to a line the other threads read costs more.
             if !used.load(Ordering::Relaxed) {
                 used.store(true, Ordering::Relaxed);
             }
-            return Ok(f(&self.cache.data(s)[rec..rec + self.width]));
+            r.hits += 1;
+            return Ok(f(&self.cache.data(s)[rec..rec + w]));
         }
         let k = match r.blocks.iter().position(|(b, _)| *b == block) {
             Some(k) => k,
@@ -1008,7 +1038,7 @@ impl SegView<'_> {
                 k
             }
         };
-        Ok(f(&r.blocks[k].1[rec..rec + self.width]))
+        Ok(f(&r.blocks[k].1[rec..rec + w]))
     }
 }
 
