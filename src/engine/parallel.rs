@@ -40,15 +40,13 @@ const GROUP: usize = 8;
 
 /// Bytes of successor vectors a chunk takes per thread: large enough that starting the
 /// threads costs little against the work (a few milliseconds per chunk), small enough that
-/// a part stays in cache.
-/// The chunked path runs only when the store keeps its vectors in RAM, i.e. without a
-/// budget; its buffers (a few MiB per thread) count in the process's RSS like the rest.
+/// a part stays in cache. Under a budget, less (see [`Workers::new`]).
 const PART_BYTES: usize = 2 << 20;
 
 /// Resident bytes a worker thread holds besides its buffers: the touched part of its stack,
-/// its allocator arena's slack, its copy of the model's scratch (measured on the bounded
-/// suite's toggles nets: about 1 MiB more RSS with two threads than with one beyond the
-/// counted buffers).
+/// its allocator arena's slack, its copy of the model's scratch. An estimate, on the high
+/// side of what was measured: toggles-2^21 under `--memory 20M` peaked 1.3 MiB higher with
+/// two threads than with one, buffers included.
 const THREAD_BYTES: usize = 1 << 20;
 
 /// [`Workers::expected_bytes`] of `threads` threads taking `part_bytes` each.
