@@ -89,6 +89,19 @@ fn explore(args: &ExploreArgs) -> i32 {
             }
         })
         .run();
+    // `--threads` is taken by every run (it defaults to the cores); say so when one given
+    // explicitly could not be used, rather than leave the user to wonder.
+    if let (Ok(stats), Some(n), false) = (&result, args.threads, quiet) {
+        if stats.threads < u64::from(n) {
+            eprintln!(
+                "spillway: note: --threads {n}: {} ran; parallel BFS needs the full store with its index in RAM, a P/T net or DVE model, and under --memory at least 32 MiB per extra thread (README, \"Parallel exploration\")",
+                match stats.threads {
+                    1 => "one thread".to_string(),
+                    t => format!("{t} threads"),
+                }
+            );
+        }
+    }
     finish(result, quiet, args.stats_json.as_deref())
 }
 

@@ -591,3 +591,32 @@ fn counter_overflow_while_exploring_names_the_model() {
     assert_eq!(o.status.code(), Some(6), "{err}");
     assert!(err.contains("--token-bits"), "{err}");
 }
+
+/// An explicit `--threads` that the run could not use is noted (it defaults to the cores, so
+/// it is never refused); a parallel run says nothing, and `-q` silences the note.
+#[test]
+fn unused_threads_are_noted() {
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let model = model.to_str().unwrap();
+    let o = spillway(&["explore", model, "--store", "comback", "--threads", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: --threads 2: one thread ran"),
+        "{}",
+        stderr(&o)
+    );
+    let o = spillway(&["explore", model, "--threads", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--threads 2:"), "{}", stderr(&o));
+    let o = spillway(&[
+        "explore",
+        model,
+        "--store",
+        "comback",
+        "--threads",
+        "2",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
+}
