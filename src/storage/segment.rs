@@ -470,10 +470,7 @@ impl SegmentFile {
             header,
             end: HEADER_LEN,
             level: ZSTD_LEVEL,
-            enc: Encoder {
-                compressor: compressor(path, ZSTD_LEVEL)?,
-                filtered: Vec::new(),
-            },
+            enc: Encoder::new(path, ZSTD_LEVEL)?,
             out: Vec::new(),
         })
     }
@@ -553,10 +550,7 @@ impl SegmentFile {
                 header,
                 end,
                 level: ZSTD_LEVEL,
-                enc: Encoder {
-                    compressor: compressor(path, ZSTD_LEVEL)?,
-                    filtered: Vec::new(),
-                },
+                enc: Encoder::new(path, ZSTD_LEVEL)?,
                 out: Vec::new(),
             },
             blocks,
@@ -585,17 +579,14 @@ impl SegmentFile {
     /// uncompressed: a block then decompresses about twice as fast, for records that compress
     /// mostly by matches.
     pub fn set_level(&mut self, level: i32) -> Result<(), StorageError> {
-        self.enc.compressor = compressor(&self.path, level)?;
+        self.enc = Encoder::new(&self.path, level)?;
         self.level = level;
         Ok(())
     }
 
     /// An encoder for another thread, at this file's level (see [`BlockFormat::encode`]).
     pub fn encoder(&self) -> Result<Encoder, StorageError> {
-        Ok(Encoder {
-            compressor: compressor(&self.path, self.level)?,
-            filtered: Vec::new(),
-        })
+        Encoder::new(&self.path, self.level)
     }
 
     /// Filters and compresses `raw` and appends it as block `no`.
@@ -708,8 +699,15 @@ fn encode_block(
     Ok(meta)
 }
 
-fn compressor(path: &Path, level: i32) -> Result<zstd::bulk::Compressor<'static>, StorageError> {
-    zstd::bulk::Compressor::new(level).map_err(io_err(path, "start zstd compressor"))
+impl Encoder {
+    /// An encoder compressing at `level` (`path` names the file in an error).
+    fn new(path: &Path, level: i32) -> Result<Encoder, StorageError> {
+        Ok(Encoder {
+            compressor: zstd::bulk::Compressor::new(level)
+                .map_err(io_err(path, "start zstd compressor"))?,
+            filtered: Vec::new(),
+        })
+    }
 }
 
 fn decode_block_header(

@@ -200,9 +200,14 @@ impl Geometry {
 
     #[inline(always)]
     fn hot_offset(&self, i: u64) -> usize {
-        let b = i >> self.shift;
         let r = (i & ((1u64 << self.shift) - 1)) as usize;
-        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes + r * self.width
+        self.hot_start(i >> self.shift) + r * self.width
+    }
+
+    /// Where hot block `b` starts in the window (its slot in the ring).
+    #[inline(always)]
+    fn hot_start(&self, b: u64) -> usize {
+        ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes
     }
 }
 
@@ -483,7 +488,7 @@ impl SegVec {
                 cold.reader
                     .read(cold.seg.path(), cold.seg.file(), &meta, &mut buf)?;
             }
-            let at = (b & (v.hot_blocks - 1)) as usize * block_bytes;
+            let at = v.geometry().hot_start(b);
             v.window.bytes_mut()[at..at + buf.len()].copy_from_slice(&buf);
             v.sealed = b;
         }
@@ -641,11 +646,12 @@ impl SegVec {
     /// Writes every dirty cached block and every hot record to the segment file and syncs
     /// it. The returned mark reopens the vector as it is now ([`SegVec::open`]).
     pub fn flush(&mut self) -> Result<VecMark, StorageError> {
+        let g = self.geometry();
         let cold = self.cold.get_mut();
         cold.write_back_all()?;
         let nblocks = self.len.div_ceil(1u64 << self.shift);
         for b in self.sealed..nblocks {
-            let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+            let start = g.hot_start(b);
             let records = (self.len - (b << self.shift)).min(1 << self.shift) as usize;
             let raw = &self.window.bytes()[start..start + records * self.width];
             let meta = cold.seg.append(b, raw)?;
@@ -779,7 +785,7 @@ impl SegVec {
 
     fn seal_oldest(&mut self) -> Result<(), StorageError> {
         let b = self.sealed;
-        let start = ((b & (self.hot_blocks - 1)) as usize) * self.block_bytes;
+        let start = self.geometry().hot_start(b);
         let cold = self.cold.get_mut();
         let raw = &self.window.bytes()[start..start + self.block_bytes];
         let meta = cold.seg.append(b, raw)?;
@@ -796,12 +802,9 @@ impl SegVec {
     /// [`SegVec::seal_threads`] threads and writing them in order: the same file as `k`
     /// calls of [`SegVec::seal_oldest`].
     fn seal_many(&mut self, k: u64) -> Result<(), StorageError> {
-        let (first, bb, hot) = (self.sealed, self.block_bytes, self.hot_blocks);
+        let (first, g) = (self.sealed, self.geometry());
         let window = self.window.bytes();
-        let raw = move |b: u64| {
-            let start = ((b & (hot - 1)) as usize) * bb;
-            &window[start..start + bb]
-        };
+        let raw = move |b: u64| &window[g.hot_start(b)..g.hot_start(b) + g.block_bytes];
         let cold = self.cold.get_mut();
         let per = k.div_ceil(self.seal_threads as u64).max(1);
         let format = cold.seg.format();
