@@ -25,6 +25,7 @@ pub mod error;
 pub mod files;
 pub mod lts;
 pub mod model;
+pub mod par;
 pub mod plot;
 pub mod post;
 pub mod run;

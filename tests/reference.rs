@@ -26,7 +26,7 @@ mod common;
 use common::{reference_rows, Reference};
 use spillway::engine::{EngineOptions, Order};
 use spillway::run::{ExploreConfig, Search};
-use spillway::storage::{SegOptions, SpillPolicy, StorageConfig};
+use spillway::storage::{MemoryLimit, SegOptions, SpillPolicy, StorageConfig};
 use spillway::store::comback::{
     CombackOptions, MoveToFront, PathOptimisation, Reconstruction, WaitingSet,
 };
@@ -52,6 +52,8 @@ struct Case {
     order: Order,
     store: StoreConfig,
     spill: Spill,
+    /// `--memory`, in bytes (none: unlimited).
+    memory: Option<u64>,
     /// Appended to failure messages to name the variant.
     variant: String,
 }
@@ -62,6 +64,7 @@ impl Case {
             order,
             store,
             spill: Spill::InRam,
+            memory: None,
             variant: String::new(),
         }
     }
@@ -73,7 +76,7 @@ impl Case {
     }
 
     fn config(&self) -> ExploreConfig {
-        let storage = match self.spill {
+        let mut storage = match self.spill {
             Spill::InRam => StorageConfig::default(),
             Spill::Forced => StorageConfig {
                 spill: SpillPolicy::Always,
@@ -90,6 +93,9 @@ impl Case {
                 ..StorageConfig::default()
             },
         };
+        if let Some(bytes) = self.memory {
+            storage.memory = MemoryLimit::Bytes(bytes);
+        }
         ExploreConfig {
             order: self.order,
             store: self.store.clone(),
@@ -531,8 +537,21 @@ fn two_threads_write_the_one_thread_lts(min: u64, max: u64) {
     let rows = reference_rows(min, max);
     assert!(!rows.is_empty());
     let full = Case::new(Order::Bfs, StoreConfig::Full(FullOptions::default()));
-    let cases = [full.clone(), full.spill(Spill::Forced)];
+    // Under a budget with an index of at most 1,024 slots: every model past a few hundred
+    // states spills its index, and the delayed batches resolve on the threads
+    // (`FullStore::insert_many_parallel`).
+    let mut spilled = Case::new(
+        Order::Bfs,
+        StoreConfig::Full(FullOptions {
+            index_slots: Some(1024),
+        }),
+    )
+    .spill(Spill::Forced);
+    spilled.memory = Some(64 << 20);
+    spilled.variant = " Forced, index spilled".into();
+    let cases = [full.clone(), full.spill(Spill::Forced), spilled];
     let mut differ = Vec::new();
+    let mut spilled_runs = 0;
     for r in &rows {
         for case in &cases {
             let store = &case.store;
@@ -561,6 +580,11 @@ fn two_threads_write_the_one_thread_lts(min: u64, max: u64) {
                     "{}{} threads {threads}",
                     r.rel, case.variant
                 );
+                if case.memory.is_some() && s.store_details.contains_key("index_spilled_states") {
+                    let on = s.store_details["index_threads"].as_u64();
+                    assert_eq!(on, Some(threads as u64), "{}{}", r.rel, case.variant);
+                    spilled_runs += 1;
+                }
                 files.push(std::fs::read(&out).unwrap());
             }
             if files[0] != files[1] {
@@ -572,8 +596,16 @@ fn two_threads_write_the_one_thread_lts(min: u64, max: u64) {
         differ.is_empty(),
         "two threads wrote another LTS than one: {differ:?}"
     );
+    // The models of more than a few hundred states spill their 1,024-slot index (a third
+    // of the default suite's rows, two runs each).
+    assert!(
+        spilled_runs >= rows.len() / 2,
+        "only {spilled_runs} runs of {} rows spilled their index",
+        rows.len()
+    );
     eprintln!(
-        "{} models × {} full-store cases: identical BFS files with one and two threads",
+        "{} models × {} full-store cases: identical BFS files with one and two threads \
+         ({spilled_runs} runs resolved batches of a spilled index)",
         rows.len(),
         cases.len()
     );

@@ -417,6 +417,40 @@ fn threads_do_not_change_the_output() {
     assert_eq!(checked, 4 * THREADED.len() * 4);
 }
 
+/// Once the full store's index has spilled (under a budget, its table capped at 8,192
+/// slots), its delayed batches are resolved on every thread (`index_threads`): with 2 and 4
+/// threads the LTS is the one-thread run's, byte for byte.
+#[test]
+fn spilled_index_batches_on_threads_write_one_file() {
+    let t = tempfile::tempdir().unwrap();
+    let net = ring(12, 8);
+    let expect = net.counts();
+    let model = t.path().join("ring.pnml");
+    std::fs::write(&model, net.pnml()).unwrap();
+    let mut files = Vec::new();
+    for threads in ["1", "2", "4"] {
+        let out = t.path().join(format!("spilled-{threads}.slts"));
+        let mut args = vec!["--threads", threads, "-o", out.to_str().unwrap()];
+        args.extend(["--memory", "128M", "--full-index-slots", "8192"]);
+        let v = stats(&model, t.path(), &args);
+        assert_eq!(triple(&v), expect, "{threads} threads");
+        let d = &v["store_details"];
+        // Several rotations of the window, and runs looked up on disk.
+        assert!(d["index_rotations"].as_u64() > Some(2), "{d}");
+        assert!(d["index_disk_found"].as_u64() > Some(0), "{d}");
+        assert_eq!(d["index_threads"].to_string(), threads, "{d}");
+        files.push(std::fs::read(&out).unwrap());
+    }
+    assert!(
+        files[1] == files[0],
+        "2 threads: the LTS differs from 1 thread's"
+    );
+    assert!(
+        files[2] == files[0],
+        "4 threads: the LTS differs from 1 thread's"
+    );
+}
+
 /// Twenty runs with four threads on two cores (heavy interleaving) write the same file,
 /// byte for byte, as one thread does.
 #[test]

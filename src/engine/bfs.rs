@@ -119,6 +119,8 @@ pub fn explore(
     // to the store at once (`Pending`), and their edges are written when the batch is
     // resolved, in the same order as one by one.
     let mut delayed = store.delayed_batch();
+    // A spilled index resolves its delayed batches on the threads its budget allows.
+    store.set_threads(opts.threads);
     // The chunked path's threads and buffers, made when it is first taken (with their
     // account in the run's budget).
     let mut workers: Option<(Workers, Chunk, Option<Account>)> = None;

@@ -20,6 +20,7 @@
 
 use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
+use crate::par::THREAD_BYTES;
 use crate::storage::vec::SegReader;
 use crate::store::full::{eq_bytes, Index, SharedIndex, Vectors};
 use crate::store::StateBatch;
@@ -43,15 +44,10 @@ const GROUP: usize = 8;
 /// a part stays in cache. Under a budget, less (see [`Workers::new`]).
 const PART_BYTES: usize = 2 << 20;
 
-/// Resident bytes a worker thread holds besides its buffers: the touched part of its stack,
-/// its allocator arena's slack, its copy of the model's scratch. An estimate, on the high
-/// side of what was measured: toggles-2^21 under `--memory 20M` peaked 1.3 MiB higher with
-/// two threads than with one, buffers included.
-const THREAD_BYTES: usize = 1 << 20;
-
-/// [`Workers::expected_bytes`] of `threads` threads taking `part_bytes` each.
+/// [`Workers::expected_bytes`] of `threads` threads taking `part_bytes` each (and
+/// [`THREAD_BYTES`] for each thread but the main one).
 fn expected_bytes(part_bytes: usize, threads: usize) -> u64 {
-    (2 * part_bytes * threads + THREAD_BYTES * (threads - 1)) as u64
+    2 * (part_bytes * threads) as u64 + THREAD_BYTES * (threads as u64 - 1)
 }
 
 /// What a thread found for one part of a chunk, in parent order.
@@ -278,7 +274,7 @@ impl Workers {
             .sum();
         parts
             + self.readers.iter().map(SegReader::ram_bytes).sum::<u64>()
-            + (THREAD_BYTES * self.forks.len()) as u64
+            + THREAD_BYTES * self.forks.len() as u64
     }
 
     /// The threads' readers of vectors in segment files, to hand to

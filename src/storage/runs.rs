@@ -362,15 +362,17 @@ impl<'a> RunReader<'a> {
     }
 }
 
-/// A direct-mapped cache of run blocks.
+/// A direct-mapped cache of run blocks (allocated at the first read).
 struct BlockCache {
+    blocks: usize,
     keys: Vec<(u64, u64)>,
     data: Vec<u8>,
 }
 
 impl BlockCache {
-    fn new() -> BlockCache {
+    fn new(blocks: usize) -> BlockCache {
         BlockCache {
+            blocks,
             keys: Vec::new(),
             data: Vec::new(),
         }
@@ -380,9 +382,38 @@ impl BlockCache {
         self.data.capacity() as u64
     }
 
-    fn slot(gen: u64, b: u64) -> usize {
+    fn slot(&self, gen: u64, b: u64) -> usize {
         let x = (gen.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ b).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        (x >> 40) as usize % CACHE_BLOCKS
+        (x >> 40) as usize % self.blocks
+    }
+}
+
+/// Blocks the cache of a [`RunLookup`] holds: its lookups come sorted by hash, so a block is
+/// wanted again only by the next few.
+const LOOKUP_BLOCKS: usize = 16;
+
+/// One thread's share of a batched lookup ([`HashRuns::find_sorted_in`]): its own small
+/// block cache and counters, which [`HashRuns::absorb`] adds to the index's.
+pub struct RunLookup {
+    cache: BlockCache,
+    stats: RunStats,
+}
+
+impl Default for RunLookup {
+    fn default() -> Self {
+        RunLookup {
+            cache: BlockCache::new(LOOKUP_BLOCKS),
+            stats: RunStats::default(),
+        }
+    }
+}
+
+impl RunLookup {
+    /// RAM it holds once it has read a block (counted by its owner).
+    pub const RAM_BYTES: u64 = (LOOKUP_BLOCKS * (BLOCK + 16)) as u64;
+
+    pub fn ram_bytes(&self) -> u64 {
+        self.cache.bytes() + (self.cache.keys.capacity() * 16) as u64
     }
 }
 
@@ -446,7 +477,7 @@ impl HashRuns {
             kept,
             runs: Vec::new(),
             next_gen: 0,
-            cache: BlockCache::new(),
+            cache: BlockCache::new(CACHE_BLOCKS),
             account,
             budget,
             retired: Vec::new(),
@@ -732,10 +763,28 @@ impl HashRuns {
     pub fn find_sorted(
         &mut self,
         wanted: &[(u64, u32)],
+        emit: impl FnMut(u32, u64),
+    ) -> Result<(), StorageError> {
+        let mut own = RunLookup {
+            cache: std::mem::replace(&mut self.cache, BlockCache::new(CACHE_BLOCKS)),
+            stats: RunStats::default(),
+        };
+        let r = self.find_sorted_in(&mut own, wanted, emit);
+        self.cache = std::mem::replace(&mut own.cache, BlockCache::new(0));
+        self.absorb(&mut own);
+        r
+    }
+
+    /// [`HashRuns::find_sorted`] for one of several threads that share a batch's lookups
+    /// (each a contiguous part of the sorted pairs): the runs are only read, through the
+    /// thread's own cache `look`.
+    pub fn find_sorted_in(
+        &self,
+        look: &mut RunLookup,
+        wanted: &[(u64, u32)],
         mut emit: impl FnMut(u32, u64),
     ) -> Result<(), StorageError> {
-        for r in (0..self.runs.len()).rev() {
-            let run = &self.runs[r];
+        for run in self.runs.iter().rev() {
             let mut probed = 0u64;
             let mut w = 0;
             while w < wanted.len() {
@@ -750,7 +799,7 @@ impl HashRuns {
                 // run's pairs with this hash, which may cross block boundaries.
                 let tags_end = w + wanted[w..].iter().take_while(|x| x.0 == h).count();
                 'blocks: while b < run.blocks() && run.firsts[b as usize] <= h {
-                    let blk = Self::load(&mut self.cache, &mut self.stats, run, b)?;
+                    let blk = Self::load(&mut look.cache, &mut look.stats, run, b)?;
                     let count = u32::from_le_bytes(blk[0..4].try_into().unwrap()) as usize;
                     let start = lower_bound(blk, count, h);
                     for i in start..count {
@@ -766,19 +815,29 @@ impl HashRuns {
                 }
                 w = tags_end;
             }
-            self.stats.probes += probed;
+            look.stats.probes += probed;
         }
         Ok(())
+    }
+
+    /// Adds the counters of a [`RunLookup`] to the index's, and clears them.
+    pub fn absorb(&mut self, look: &mut RunLookup) {
+        let st = std::mem::take(&mut look.stats);
+        self.stats.probes += st.probes;
+        self.stats.block_reads += st.block_reads;
+        self.stats.bytes_read += st.bytes_read;
     }
 
     /// Counts ids handed out by [`HashRuns::find_sorted`] that were (`true`) or were not the
     /// state looked for.
     pub fn count_outcome(&mut self, found: bool) {
-        if found {
-            self.stats.found += 1;
-        } else {
-            self.stats.false_matches += 1;
-        }
+        self.count_outcomes(found as u64, !found as u64);
+    }
+
+    /// Counts `found` ids that were the state looked for and `unequal` ones that were not.
+    pub fn count_outcomes(&mut self, found: u64, unequal: u64) {
+        self.stats.found += found;
+        self.stats.false_matches += unequal;
     }
 
     /// Block `b` of `run`, from the cache or the file (checked).
@@ -789,10 +848,10 @@ impl HashRuns {
         b: u64,
     ) -> Result<&'c [u8], StorageError> {
         if cache.data.is_empty() {
-            cache.data = vec![0u8; CACHE_BLOCKS * BLOCK];
-            cache.keys = vec![(u64::MAX, u64::MAX); CACHE_BLOCKS];
+            cache.data = vec![0u8; cache.blocks * BLOCK];
+            cache.keys = vec![(u64::MAX, u64::MAX); cache.blocks];
         }
-        let s = BlockCache::slot(run.gen, b);
+        let s = cache.slot(run.gen, b);
         let data = &mut cache.data[s * BLOCK..(s + 1) * BLOCK];
         if cache.keys[s] != (run.gen, b) {
             cache.keys[s] = (u64::MAX, u64::MAX);

@@ -915,16 +915,39 @@ pub struct SegReader {
 /// reads, on the benchmark nets), so a few blocks catch a part's repeated reads of one.
 const READER_BLOCKS: usize = 8;
 
+/// RAM a [`SegReader`]'s decompressor holds (its context is about 100 KiB).
+const READER_CONTEXT_BYTES: u64 = 128 << 10;
+
 impl SegReader {
-    /// RAM the reader holds (counted by whoever owns it; a decompressor's context is
-    /// about 100 KiB).
+    /// RAM the reader holds (counted by whoever owns it).
     pub fn ram_bytes(&self) -> u64 {
         let blocks: usize = self.blocks.iter().map(|(_, b)| b.capacity()).sum();
-        blocks as u64 + if self.reader.is_some() { 128 << 10 } else { 0 }
+        blocks as u64
+            + if self.reader.is_some() {
+                READER_CONTEXT_BYTES
+            } else {
+                0
+            }
+    }
+
+    /// Forgets the blocks read (keeping their buffers) and the counts, instead of handing
+    /// them to [`SegVec::adopt`]: for reads in id order, whose blocks are not worth caching
+    /// (as [`SegVec::with_sequential`] does).
+    pub fn forget(&mut self) {
+        for (b, _) in &mut self.blocks {
+            *b = u64::MAX;
+        }
+        self.next = 0;
+        (self.hits, self.misses) = (0, 0);
     }
 }
 
 impl SegVec {
+    /// The most RAM a [`SegReader`] of this vector holds.
+    pub fn reader_bytes(&self) -> u64 {
+        (READER_BLOCKS * self.geometry().block_bytes) as u64 + READER_CONTEXT_BYTES
+    }
+
     /// A view that threads may read at once (see [`SegView`]).
     pub fn view(&mut self) -> SegView<'_> {
         let geometry = self.geometry();

@@ -24,7 +24,8 @@ use super::{
 };
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
-use crate::storage::runs::HashRuns;
+use crate::par;
+use crate::storage::runs::{HashRuns, RunLookup};
 use crate::storage::segment::HashId;
 use crate::storage::vec::{SegReader, SegView};
 use crate::storage::{Account, Budget, FileMark, MemoryLimit, SegVec, Storage, VecMark};
@@ -84,12 +85,64 @@ pub struct FullStore {
     /// A delayed batch's `(id, candidate)` matches and `(hash, candidate)` disk lookups.
     #[allow(clippy::type_complexity)]
     scratch: (Vec<(u64, u32)>, Vec<(u64, u32)>),
+    /// One per thread that resolves a spilled delayed batch ([`StateStore::set_threads`]),
+    /// the calling thread's first.
+    shares: Vec<BatchShare>,
+    /// What the shares hold in RAM (registered at the first spilled batch).
+    threads_account: Option<Account>,
     /// The state [`StateStore::get`] read last from the segment vector.
     got: Vec<u8>,
     /// A checkpointed run without a budget: the RAM arena's copy in segment files.
     mirror: Option<Mirror>,
     /// States stored when a mirrored arena moved to its segment files.
     moved_at: Option<u64>,
+}
+
+/// One thread's buffers for resolving a spilled delayed batch: its reader of the state
+/// vectors, its run lookups' cache, and what it found (kept between batches).
+#[derive(Default)]
+struct BatchShare {
+    reader: SegReader,
+    runs: RunLookup,
+    found: Vec<(u64, u32)>,
+}
+
+/// Candidates a thread takes at a time in a spilled batch's probes (of the window's tables
+/// and the runs' filters: a memory load each).
+const PROBE_PIECE: usize = 512;
+/// The same for its run lookups and compares, which may read and decompress a block each:
+/// small pieces, so that a thread that meets many uncached blocks takes fewer of them.
+const READ_PIECE: usize = 64;
+
+/// Every share's `found`, in share order, into `all` (cleared first), sorted.
+fn gather(shares: &[BatchShare], all: &mut Vec<(u64, u32)>) {
+    all.clear();
+    for sh in shares {
+        all.extend_from_slice(&sh.found);
+    }
+    all.sort_unstable();
+}
+
+/// Compares every `(id, candidate)` of `matches` (sorted by id) with the stored vector,
+/// the threads taking pieces of them in id order through `view`; leaves in the shares'
+/// `found` (cleared first) the matches whose vectors are equal.
+fn compare_shares(
+    view: SegView<'_>,
+    shares: &mut [BatchShare],
+    matches: &[(u64, u32)],
+    batch: &StateBatch,
+) -> Result<(), StoreError> {
+    shares.iter_mut().for_each(|sh| sh.found.clear());
+    par::pieces(shares, matches.len(), READ_PIECE, |sh, piece| {
+        for &(id, i) in &matches[piece] {
+            let st = batch.get(i as usize);
+            if view.with(&mut sh.reader, id, |r| eq_bytes(&r[..st.len()], st))? {
+                sh.found.push((id, i));
+            }
+        }
+        Ok::<_, StorageError>(())
+    })?;
+    Ok(())
 }
 
 /// The state vectors of a RAM arena copied into the run's segment vectors (the files and
@@ -510,6 +563,8 @@ impl FullStore {
             batch_account: Account::detached("bfs.batch"),
             scratch: Default::default(),
             index_slots: None,
+            shares: Vec::new(),
+            threads_account: None,
             got: Vec::new(),
             mirror: None,
             moved_at: None,
@@ -978,80 +1033,121 @@ impl FullStore {
     }
 
     /// [`StateStore::insert_many`] once the index has spilled: (1) every candidate is looked
-    /// up in the RAM window; (2) those some run's filter lets through are sorted by hash and
-    /// looked up in the runs in one sweep, and their hash matches compared with the stored
-    /// vectors in id order (each vector block read once per batch); (3) the rest are new or
+    /// up in the RAM window, the hash matches compared with the stored vectors in id order;
+    /// (2) those some run's filter lets through are sorted by hash and looked up in the runs
+    /// in ascending sweeps, and their hash matches compared with the stored vectors in id
+    /// order (so a vector block is read about once per batch); (3) the rest are new or
     /// repeat an earlier candidate of the batch: inserted in order, which numbers them as a
-    /// one-by-one insertion would.
+    /// one-by-one insertion would. Steps (1) and (2) run on every thread of
+    /// [`FullStore::shares`], which take pieces of each (see [`par::pieces`]); step (3)
+    /// stays on this thread, in candidate order, so the result is the one-thread result
+    /// whatever the threads' timing.
     fn insert_many_spilled(
         &mut self,
         batch: &StateBatch,
         hashes: &[u64],
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        // Kept between batches (and charged to the batch's account): allocating them per
-        // batch left freed heap pages resident.
+        const OPEN: Insert = Insert::Seen(StateId::MAX);
+        if self.shares.is_empty() {
+            // The engine did not say (a store that took the states over, a test).
+            self.set_threads(1);
+        }
+        if self.threads_account.is_none() {
+            // Registered with the first spilled batch: before, the shares hold nothing.
+            let budget = &self
+                .index_account
+                .as_ref()
+                .expect("spilled under a budget")
+                .1;
+            self.threads_account = Some(budget.account("full.threads"));
+        }
+        let n = hashes.len();
+        out.clear();
+        out.resize(n, OPEN);
         let (mut matches, mut maybe) = std::mem::take(&mut self.scratch);
-        matches.clear();
-        maybe.clear();
-        {
+        let r = (|| {
             let FullStore {
                 slots,
                 spill,
                 arena,
+                shares,
+                threads_account,
                 ..
             } = self;
             let sp = spill.as_mut().expect("spilled");
-            let Arena::Seg { states, .. } = &*arena else {
+            let Arena::Seg { states, .. } = arena else {
                 unreachable!("only spilling stores spill their index")
             };
-            // (1) The window: every id whose stored hash bits match, compared below in id
-            // order, so that a block of vectors is read once per batch, not once per match.
-            for &h in hashes {
-                let i = out.len() as u32;
-                collect(slots, h, |id| matches.push((id, i)));
-                collect(&sp.old, h, |id| matches.push((id, i)));
-                out.push(Insert::Seen(OPEN));
+            if let Some(a) = threads_account {
+                let t = shares.len() as u64;
+                let held: u64 = shares
+                    .iter()
+                    .map(|sh| sh.reader.ram_bytes() + sh.runs.ram_bytes())
+                    .sum();
+                let expected = t * (states.reader_bytes() + RunLookup::RAM_BYTES);
+                a.set(held.max(expected) + (t - 1) * par::THREAD_BYTES, 0, 0);
             }
-            // Through the block cache: the window's blocks are the ones worth keeping.
-            matches.sort_unstable();
-            for &(id, i) in &matches {
-                if out[i as usize] == Insert::Seen(OPEN) {
-                    let st = batch.get(i as usize);
-                    if states.with(id, |r| eq_bytes(&r[..st.len()], st))? {
-                        out[i as usize] = Insert::Seen(id);
-                    }
+            // (1) The window: probed by shares of the candidates, the matches compared in
+            // id order through the block cache (the window's blocks are the ones worth
+            // keeping: the cache adopts what the threads read).
+            let (young, old) = (&*slots, &sp.old);
+            shares.iter_mut().for_each(|sh| sh.found.clear());
+            par::pieces(shares, n, PROBE_PIECE, |sh, piece| {
+                for i in piece {
+                    collect(young, hashes[i], |id| sh.found.push((id, i as u32)));
+                    collect(old, hashes[i], |id| sh.found.push((id, i as u32)));
+                }
+                Ok::<_, StoreError>(())
+            })?;
+            gather(shares, &mut matches);
+            compare_shares(states.view(), shares, &matches, batch)?;
+            for sh in shares.iter_mut() {
+                states.adopt(&mut sh.reader)?;
+                for &(id, i) in &sh.found {
+                    out[i as usize] = Insert::Seen(id);
                 }
             }
             // (2) The runs, for what the window did not hold and some filter lets through.
-            for (i, &h) in hashes.iter().enumerate() {
-                if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(h) {
-                    maybe.push((h, i as u32));
-                }
-            }
-            if !maybe.is_empty() {
-                maybe.sort_unstable();
-                matches.clear();
-                sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
-                matches.sort_unstable();
-                for &(id, i) in &matches {
-                    if out[i as usize] != Insert::Seen(OPEN) {
-                        continue;
-                    }
-                    let st = batch.get(i as usize);
-                    let equal = states.with_sequential(id, |r| eq_bytes(&r[..st.len()], st))?;
-                    sp.runs.count_outcome(equal);
-                    if equal {
-                        out[i as usize] = Insert::Seen(id);
+            let (runs, undecided) = (&sp.runs, &out[..]);
+            shares.iter_mut().for_each(|sh| sh.found.clear());
+            par::pieces(shares, n, PROBE_PIECE, |sh, piece| {
+                for i in piece {
+                    if undecided[i] == OPEN && runs.may_contain(hashes[i]) {
+                        sh.found.push((hashes[i], i as u32));
                     }
                 }
+                Ok::<_, StoreError>(())
+            })?;
+            gather(shares, &mut maybe);
+            if maybe.is_empty() {
+                return Ok(());
             }
-        }
+            shares.iter_mut().for_each(|sh| sh.found.clear());
+            par::pieces(shares, maybe.len(), READ_PIECE, |sh, piece| {
+                let found = &mut sh.found;
+                runs.find_sorted_in(&mut sh.runs, &maybe[piece], |i, id| found.push((id, i)))
+            })?;
+            gather(shares, &mut matches);
+            // Old blocks, read in id order: not worth caching (`with_sequential`).
+            compare_shares(states.view(), shares, &matches, batch)?;
+            let mut equal = 0;
+            for sh in shares.iter_mut() {
+                sh.reader.forget();
+                sp.runs.absorb(&mut sh.runs);
+                equal += sh.found.len() as u64;
+                for &(id, i) in &sh.found {
+                    out[i as usize] = Insert::Seen(id);
+                }
+            }
+            sp.runs.count_outcomes(equal, matches.len() as u64 - equal);
+            Ok::<_, StoreError>(())
+        })();
         self.scratch = (matches, maybe);
+        r?;
         // (3) New states, or repeats of an earlier candidate of this batch.
-        for i in 0..batch.len() {
-            if out[i] == Insert::Seen(OPEN) {
+        for i in 0..n {
+            if out[i] == OPEN {
                 out[i] = self.insert_young(batch.get(i), hashes[i])?;
             }
         }
@@ -1252,6 +1348,22 @@ impl StateStore for FullStore {
             }
             Arena::Seg { .. } => None,
         }
+    }
+
+    /// Threads for the spilled delayed batches: as many as `threads` whose readers fit a
+    /// sixteenth of the budget (the delayed batch's own share), at least one.
+    fn set_threads(&mut self, threads: usize) {
+        let (Arena::Seg { states, .. }, Some((_, budget))) = (&self.arena, &self.index_account)
+        else {
+            return;
+        };
+        let room = match budget.limit() {
+            MemoryLimit::Bytes(b) => Some(b / 16),
+            MemoryLimit::Unlimited => None,
+        };
+        let per = states.reader_bytes() + RunLookup::RAM_BYTES;
+        let t = par::threads_within(threads, per, room);
+        self.shares = (0..t).map(|_| BatchShare::default()).collect();
     }
 
     fn adopt_reads(&mut self, readers: &mut [SegReader]) -> Result<(), StoreError> {
@@ -1547,6 +1659,8 @@ impl StateStore for FullStore {
         }
         if let Some(sp) = &self.spill {
             sp.report(&mut m, self.count);
+            // Threads its delayed batches are resolved on (`set_threads`).
+            m.insert("index_threads".into(), self.shares.len().max(1).into());
         }
         if let Some(at) = self.moved_at {
             m.insert("full_vectors_to_disk_at".into(), at.into());

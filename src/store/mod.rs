@@ -266,6 +266,10 @@ pub trait StateStore {
     fn shared_index(&mut self) -> Option<full::SharedIndex<'_>> {
         None
     }
+    /// Threads the store may use for its own batch work: resolving a delayed batch once its
+    /// index has spilled (the full store). The engine says it once, before the first batch,
+    /// with the threads the run's budget leaves room for; the default ignores it.
+    fn set_threads(&mut self, _threads: usize) {}
     /// After the threads have read a [`StateStore::shared_index`] and before the store
     /// changes: takes back what they read on their own (a segment vector's blocks, which
     /// its cache adopts). The default has nothing to take.

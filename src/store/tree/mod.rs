@@ -177,6 +177,8 @@ pub struct TreeStore {
     handed: Option<Box<Handed>>,
     /// See [`TreeOptions::index_slots`].
     index_slots: Option<u64>,
+    /// [`StateStore::set_threads`], for the full store once the states are handed over.
+    threads: usize,
 }
 
 /// The balanced fold of `leaves` leaves (each node splits its leaves in halves, the larger
@@ -288,6 +290,7 @@ impl TreeStore {
                 .filter(|st| st.config.memory != MemoryLimit::Unlimited)
                 .map(Storage::handle),
             handed: None,
+            threads: 1,
             index_slots: None,
         })
     }
@@ -396,6 +399,7 @@ impl TreeStore {
         self.got.id = NONE;
         self.last.id = NONE;
         full.index_adopted()?;
+        full.set_threads(self.threads);
         self.handed = Some(Box::new(Handed {
             full,
             at: n,
@@ -732,6 +736,13 @@ impl StateStore for TreeStore {
         self.got.vals = pv;
         self.batch_vals = vals;
         r
+    }
+
+    fn set_threads(&mut self, threads: usize) {
+        self.threads = threads;
+        if let Some(h) = &mut self.handed {
+            h.full.set_threads(threads);
+        }
     }
 
     /// Once handed over, the full store's delayed batches (before, one parent at a time).
