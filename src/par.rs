@@ -68,9 +68,32 @@ pub fn pieces<S: Send, E: Send>(
     })
 }
 
+/// Sets `out[i] = f(i)` for every `i`, on `threads` threads (the calling one included), each
+/// taking one contiguous share: for work that costs the same for every item, such as hashing
+/// a batch of equal-width states.
+pub fn fill<T: Send>(out: &mut [T], threads: usize, f: impl Fn(usize) -> T + Sync) {
+    let share = out.len().div_ceil(threads.max(1)).max(1);
+    let work = |start: usize, part: &mut [T]| {
+        for (k, x) in part.iter_mut().enumerate() {
+            *x = f(start + k);
+        }
+    };
+    let mut parts = out.chunks_mut(share).enumerate();
+    let Some((_, first)) = parts.next() else {
+        return;
+    };
+    let work = &work;
+    std::thread::scope(|scope| {
+        for (k, part) in parts {
+            scope.spawn(move || work(k * share, part));
+        }
+        work(0, first);
+    });
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{pieces, threads_within, THREAD_BYTES};
+    use super::{fill, pieces, threads_within, THREAD_BYTES};
 
     #[test]
     fn pieces_cover_the_range_once() {
@@ -88,6 +111,19 @@ mod tests {
                 all,
                 (0..n).collect::<Vec<_>>(),
                 "{threads} threads, {n} items"
+            );
+        }
+    }
+
+    #[test]
+    fn fill_sets_every_item() {
+        for (threads, n) in [(1, 10), (2, 11), (4, 3), (3, 0), (8, 1000)] {
+            let mut out = vec![usize::MAX; n];
+            fill(&mut out, threads, |i| i * 3);
+            assert_eq!(
+                out,
+                (0..n).map(|i| i * 3).collect::<Vec<_>>(),
+                "{threads}/{n}"
             );
         }
     }

@@ -1145,12 +1145,17 @@ impl FullStore {
         })();
         self.scratch = (matches, maybe);
         r?;
-        // (3) New states, or repeats of an earlier candidate of this batch.
-        for i in 0..n {
+        // (3) New states, or repeats of an earlier candidate of this batch. A full hot window
+        // of the vectors is compressed on every thread meanwhile (same files).
+        self.set_seal_threads(self.shares.len());
+        let r = (0..n).try_for_each(|i| -> Result<(), StoreError> {
             if out[i] == OPEN {
                 out[i] = self.insert_young(batch.get(i), hashes[i])?;
             }
-        }
+            Ok(())
+        });
+        self.set_seal_threads(1);
+        r?;
         Ok(())
     }
 
@@ -1164,8 +1169,9 @@ impl FullStore {
     }
 
     /// Inserts a batch in order: pass 1 hashes every state and touches its bucket so that
-    /// the cache misses overlap; pass 2 probes and inserts in order — one state at a time,
-    /// or, for a delayed batch once the index has spilled, in the three sorted steps of
+    /// the cache misses overlap; pass 2 probes and inserts in order, one state at a time.
+    /// A delayed batch once the index has spilled is hashed on the threads of
+    /// [`FullStore::shares`] and resolved in the three sorted steps of
     /// [`FullStore::insert_many_spilled`].
     fn insert_all(
         &mut self,
@@ -1182,19 +1188,23 @@ impl FullStore {
             self.check(batch.get(i), n as u64)?;
         }
         self.reserve(n as u64)?;
-        let mask = self.slots.len() - 1;
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.slots[h as usize & mask];
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
         let r = if delayed && self.spill.is_some() {
+            // Hashed on the threads that resolve the batch, and not touched here: its first
+            // step probes the window on those threads.
+            hashes.resize(n, 0);
+            par::fill(&mut hashes, self.shares.len(), |i| state_hash(batch.get(i)));
             self.insert_many_spilled(batch, &hashes, out)
         } else {
+            let mask = self.slots.len() - 1;
+            let mut touch = 0u64;
+            for i in 0..n {
+                let h = state_hash(batch.get(i));
+                touch ^= self.slots[h as usize & mask];
+                hashes.push(h);
+            }
+            std::hint::black_box(touch);
             hashes.iter().enumerate().try_for_each(|(i, &h)| {
                 out.push(self.insert_hashed(batch.get(i), h)?);
                 Ok(())
