@@ -37,35 +37,52 @@ pub fn pieces<S: Send, E: Send>(
     piece: usize,
     f: impl Fn(&mut S, Range<usize>) -> Result<(), E> + Sync,
 ) -> Result<(), E> {
+    pieces_while(states, n, piece, || true, f).map(|_| ())
+}
+
+/// [`pieces`] that claims no further piece once `more()` is false: the pieces done are
+/// then `0..end` (returned; `n` when every piece was done), since a piece is claimed only
+/// after every piece before it and each claimed piece is finished. Up to one piece per
+/// thread may start after `more()` turns false.
+pub fn pieces_while<S: Send, E: Send>(
+    states: &mut [S],
+    n: usize,
+    piece: usize,
+    more: impl Fn() -> bool + Sync,
+    f: impl Fn(&mut S, Range<usize>) -> Result<(), E> + Sync,
+) -> Result<usize, E> {
     let piece = piece.max(1);
     let threads = states.len().min(n.div_ceil(piece)).max(1);
     let next = AtomicUsize::new(0);
     let work = |s: &mut S| -> Result<(), E> {
-        loop {
+        while more() {
             let start = next.fetch_add(piece, Ordering::Relaxed);
             if start >= n {
                 return Ok(());
             }
             f(s, start..(start + piece).min(n))?;
         }
+        Ok(())
     };
     let (first, rest) = states.split_at_mut(1);
     if threads == 1 {
-        return work(&mut first[0]);
+        work(&mut first[0])?;
+    } else {
+        let work = &work;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = rest[..threads - 1]
+                .iter_mut()
+                .map(|s| scope.spawn(move || work(s)))
+                .collect();
+            let mut r = work(&mut first[0]);
+            for h in handles {
+                let got = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                r = r.and(got);
+            }
+            r
+        })?;
     }
-    let work = &work;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = rest[..threads - 1]
-            .iter_mut()
-            .map(|s| scope.spawn(move || work(s)))
-            .collect();
-        let mut r = work(&mut first[0]);
-        for h in handles {
-            let got = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            r = r.and(got);
-        }
-        r
-    })
+    Ok(next.load(Ordering::Relaxed).min(n))
 }
 
 /// Sets `out[i] = f(i)` for every `i`, on `threads` threads (the calling one included), each
@@ -93,7 +110,8 @@ pub fn fill<T: Send>(out: &mut [T], threads: usize, f: impl Fn(usize) -> T + Syn
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, pieces, threads_within, THREAD_BYTES};
+    use super::{fill, pieces, pieces_while, threads_within, THREAD_BYTES};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn pieces_cover_the_range_once() {
@@ -125,6 +143,31 @@ mod tests {
                 (0..n).map(|i| i * 3).collect::<Vec<_>>(),
                 "{threads}/{n}"
             );
+        }
+    }
+
+    #[test]
+    fn pieces_while_do_a_prefix() {
+        for threads in [1, 2, 4] {
+            let total = AtomicUsize::new(0);
+            let mut states = vec![Vec::new(); threads];
+            let end = pieces_while(
+                &mut states,
+                1000,
+                7,
+                || total.load(Ordering::Relaxed) < 100,
+                |s: &mut Vec<usize>, r| {
+                    total.fetch_add(r.len(), Ordering::Relaxed);
+                    s.extend(r);
+                    Ok::<_, ()>(())
+                },
+            )
+            .unwrap();
+            let mut all: Vec<usize> = states.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..end).collect::<Vec<_>>(), "{threads} threads");
+            // At most one piece per thread past the limit.
+            assert!((100..100 + 7 * (threads + 1)).contains(&end), "{end}");
         }
     }
 

@@ -1,7 +1,8 @@
 //! What the operating system says about this process and this machine: peak and current
 //! resident memory, CPU time, and how much memory the machine (or the cgroup the process
 //! runs in) can give. Linux `/proc` and `/sys/fs/cgroup`; elsewhere the figures are 0 or
-//! unknown, never an error.
+//! unknown, never an error. And one CPU hint, [`prefetch`], for the batched probes of the
+//! stores' tables and the spilled index's filters.
 
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
 pub fn peak_rss_bytes() -> u64 {
@@ -318,6 +319,21 @@ pub fn activity(phase: &str, what: &str, done: u64, total: u64) {
         "\r\x1b[K{phase}: {what}, {done} of {total} ({pct:.0}%), RSS {} MiB",
         rss_bytes() >> 20
     );
+}
+
+/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
+/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
+/// overlap even with the work between them (the hash tables of the stores, the filters of a
+/// spilled index).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]

@@ -418,8 +418,9 @@ fn threads_do_not_change_the_output() {
 }
 
 /// Once the full store's index has spilled (under a budget, its table capped at 8,192
-/// slots), its delayed batches are resolved on every thread (`index_threads`): with 2 and 4
-/// threads the LTS is the one-thread run's, byte for byte.
+/// slots), its delayed batches are expanded (the `bfs.expand` account) and resolved
+/// (`index_threads`) on every thread: with 2 and 4 threads the LTS is the one-thread run's,
+/// byte for byte.
 #[test]
 fn spilled_index_batches_on_threads_write_one_file() {
     let t = tempfile::tempdir().unwrap();
@@ -439,6 +440,18 @@ fn spilled_index_batches_on_threads_write_one_file() {
         assert!(d["index_rotations"].as_u64() > Some(2), "{d}");
         assert!(d["index_disk_found"].as_u64() > Some(0), "{d}");
         assert_eq!(d["index_threads"].to_string(), threads, "{d}");
+        let expand = v["structures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "bfs.expand");
+        match threads {
+            "1" => assert!(expand.is_none(), "one thread expands alone: {expand:?}"),
+            _ => assert!(
+                expand.is_some_and(|s| s["ram_bytes"].as_u64() > Some(0)),
+                "{threads} threads: the delayed batches were not expanded on threads"
+            ),
+        }
         files.push(std::fs::read(&out).unwrap());
     }
     assert!(

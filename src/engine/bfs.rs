@@ -7,7 +7,7 @@
 //! when every state of level `d` has been expanded.
 
 use super::observe::{Phase, Position};
-use super::parallel::{Part, Workers, CANDIDATE, SAME};
+use super::parallel::{Expanders, Part, Workers, CANDIDATE, SAME};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::{EngineMark, OpenMark};
 use crate::error::{ExploreError, StoreError};
@@ -124,6 +124,9 @@ pub fn explore(
     // The chunked path's threads and buffers, made when it is first taken (with their
     // account in the run's budget).
     let mut workers: Option<(Workers, Chunk, Option<Account>)> = None;
+    // The threads that expand a spilled index's delayed batches (`None` inside when fewer
+    // than two threads would run), made when first wanted.
+    let mut expanders: Option<Option<(Expanders, Option<Account>)>> = None;
     loop {
         if p.parents.is_empty() {
             polls += 1;
@@ -193,6 +196,66 @@ pub fn explore(
                 crate::sys::release_freed_memory();
                 if let Some(a) = account {
                     a.set(0, 0, 0);
+                }
+            }
+        }
+        // A delayed batch of a store that shares its vectors (a spilled index): its parents
+        // are expanded on every thread, a prefix of the level at a time.
+        if let (Some(limit), Open::ById { next }) = (delayed, &mut open) {
+            let avail = if lv.level_left == 0 {
+                lv.next_level
+            } else {
+                lv.level_left
+            };
+            let count = avail.min(store.len() - *next);
+            // (Asked first: the threads and their account are made only for a store that
+            // shares its vectors.)
+            if count > 1 && opts.threads > 1 && store.shared_vectors().is_some() {
+                let ex = expanders.get_or_insert_with(|| {
+                    let limit = storage.and_then(|st| match st.budget.limit() {
+                        MemoryLimit::Bytes(b) => Some(b),
+                        MemoryLimit::Unlimited => None,
+                    });
+                    let ex = Expanders::new(model, opts.threads, limit);
+                    let account = ex.as_ref().and_then(|ex| {
+                        let a = storage.map(|st| st.budget.account("bfs.expand"))?;
+                        // Counted before the first round fills them.
+                        a.set(ex.expected_bytes(), 0, 0);
+                        Some(a)
+                    });
+                    ex.map(|ex| (ex, account))
+                });
+                if let (Some((ex, account)), Some(vectors)) = (ex, store.shared_vectors()) {
+                    let first = *next;
+                    let room = limit.saturating_sub(p.batch.len());
+                    let done = ex.expand(
+                        vectors,
+                        first..first + count,
+                        room,
+                        &mut p.batch,
+                        &mut p.labels,
+                        &mut p.parents,
+                    )?;
+                    if let Some(a) = account {
+                        a.set(ex.ram_bytes(), 0, 0);
+                    }
+                    run.threads = run.threads.max(ex.threads() as u64);
+                    *next += done;
+                    let parents = &p.parents[p.parents.len() - done as usize..];
+                    for &(head, count) in parents {
+                        lv.take(&mut run);
+                        if count == 0 {
+                            run.deadlocks += 1;
+                        }
+                        if head & 0x3fff == 0 {
+                            run.tick(store, lv.position())?;
+                        }
+                    }
+                    if lv.level_left == 0 || p.batch.len() >= limit {
+                        p.resolve(store, &mut run, &mut lv, &mut open, &mut rec)?;
+                        delayed = store.delayed_batch();
+                    }
+                    continue;
                 }
             }
         }

@@ -20,9 +20,9 @@
 
 use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
-use crate::par::THREAD_BYTES;
+use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
-use crate::store::full::{eq_bytes, Index, SharedIndex, Vectors};
+use crate::store::full::{eq_bytes, Index, SharedIndex, SharedVectors, Vectors};
 use crate::store::StateBatch;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -385,5 +385,216 @@ impl Workers {
         self.seen.0 += len;
         self.seen.1 += succs as u64;
         Ok(())
+    }
+}
+
+/// Parents a thread of [`Expanders`] claims at a time: few, so that a round stops close to
+/// its bound; enough that claiming costs nothing against expanding them.
+const EXPAND_PIECE: usize = 16;
+
+/// Bytes a successor takes in an [`Expanders`] round beside its vector: its end offset,
+/// transition and label.
+const PER_SUCCESSOR: usize = 24;
+
+/// Parallel expansion of a delayed batch's parents once the store's index has spilled
+/// (`--threads`, docs/ARCHITECTURE.md "Parallel BFS"). The parents are consecutive ids of
+/// the open set, read through [`StateStore::shared_vectors`](crate::store::StateStore::shared_vectors);
+/// each thread expands pieces of [`EXPAND_PIECE`] parents with its own copy of the model
+/// into its own buffers, and the calling thread appends the pieces to the delayed batch in
+/// parent order: the batch is the one the one-parent loop would have collected, so its
+/// resolution, the numbering and the LTS do not depend on the threads.
+pub(super) struct Expanders {
+    shares: Vec<Expander>,
+    /// Successors a round may take, all threads together (bounds the buffers).
+    round: usize,
+    /// Bytes of successor vectors a round takes per thread.
+    part_bytes: usize,
+}
+
+/// One thread's model copy, vector reader and buffers.
+struct Expander {
+    reader: SegReader,
+    out: Expanded,
+}
+
+/// What a thread expanded in a round: per piece `(first parent, end parent, first count,
+/// first successor)` (offsets from the round's first parent), the successor counts, the
+/// successors and their labels.
+struct Expanded {
+    model: Box<dyn Model + Send>,
+    pieces: Vec<(usize, usize, usize, usize)>,
+    counts: Vec<u32>,
+    labels: Vec<LabelId>,
+    batch: StateBatch,
+}
+
+impl Expanded {
+    fn clear(&mut self) {
+        self.pieces.clear();
+        self.counts.clear();
+        self.labels.clear();
+        self.batch.clear();
+    }
+
+    /// Expands the parents `first + piece`; returns their successors.
+    fn fill<V: Vectors>(
+        &mut self,
+        v: &V,
+        r: &mut V::Reader,
+        first: u64,
+        piece: Range<usize>,
+    ) -> Result<usize, ExploreError> {
+        let (counts_at, at) = (self.counts.len(), self.batch.len());
+        let Expanded {
+            model,
+            counts,
+            labels,
+            batch,
+            ..
+        } = self;
+        for k in piece.clone() {
+            let before = batch.len();
+            v.with(r, first + k as u64, |s| {
+                model.successors(s, &mut |t, label, succ| {
+                    batch.push(t, succ);
+                    labels.push(label);
+                })
+            })??;
+            counts.push((batch.len() - before) as u32);
+        }
+        self.pieces.push((piece.start, piece.end, counts_at, at));
+        Ok(self.batch.len() - at)
+    }
+}
+
+impl Expanders {
+    /// Expanders for `threads` threads (the calling one included) whose buffers take at
+    /// most a sixteenth of `budget` (the run's memory limit, if any), as [`Workers::new`]
+    /// sizes a chunk's; `None` when fewer than two threads would run or the model cannot
+    /// be copied.
+    pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>) -> Option<Expanders> {
+        let part_bytes = |threads: usize| {
+            budget.map_or(PART_BYTES, |b| {
+                (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
+            })
+        };
+        let mut threads = threads.max(1);
+        if let Some(b) = budget {
+            while threads > 1 && expected_bytes(part_bytes(threads), threads) > b / 16 {
+                threads -= 1;
+            }
+        }
+        let forks: Vec<_> = (0..threads).map_while(|_| model.fork()).collect();
+        if forks.len() < 2 {
+            return None;
+        }
+        let part_bytes = part_bytes(forks.len());
+        let width = model.state_len().unwrap_or(64);
+        Some(Expanders {
+            round: (part_bytes * forks.len() / (width + PER_SUCCESSOR)).max(EXPAND_PIECE),
+            part_bytes,
+            shares: forks
+                .into_iter()
+                .map(|model| Expander {
+                    reader: SegReader::default(),
+                    out: Expanded {
+                        model,
+                        pieces: Vec::new(),
+                        counts: Vec::new(),
+                        labels: Vec::new(),
+                        batch: StateBatch::default(),
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.shares.len()
+    }
+
+    /// RAM the buffers will hold once filled (as [`Workers::expected_bytes`]).
+    pub fn expected_bytes(&self) -> u64 {
+        expected_bytes(self.part_bytes, self.threads())
+    }
+
+    /// RAM the buffers and readers hold now, and what each extra thread holds beside them.
+    pub fn ram_bytes(&self) -> u64 {
+        let held: usize = self
+            .shares
+            .iter()
+            .map(|s| {
+                let o = &s.out;
+                o.batch.ram_bytes()
+                    + o.counts.capacity() * 4
+                    + o.labels.capacity() * std::mem::size_of::<LabelId>()
+                    + o.pieces.capacity() * 32
+            })
+            .sum();
+        let readers: u64 = self.shares.iter().map(|s| s.reader.ram_bytes()).sum();
+        held as u64 + readers + THREAD_BYTES * (self.threads() as u64 - 1)
+    }
+
+    /// Expands the parents `ids` on every thread until about `room` (at most one round of)
+    /// successors were found, and appends them in parent order to `batch`, `labels` and
+    /// `parents` (each parent with its number of successors), as the one-parent loop does.
+    /// Returns how many parents were expanded: a prefix of `ids`, at least one parent when
+    /// `ids` is not empty.
+    pub fn expand(
+        &mut self,
+        vectors: SharedVectors<'_>,
+        ids: Range<u64>,
+        room: usize,
+        batch: &mut StateBatch,
+        labels: &mut Vec<LabelId>,
+        parents: &mut Vec<(u64, u32)>,
+    ) -> Result<u64, ExploreError> {
+        let room = room.clamp(1, self.round);
+        let (first, n) = (
+            ids.start,
+            (ids.end - ids.start).min(u32::MAX as u64) as usize,
+        );
+        let found = AtomicUsize::new(0);
+        let more = || found.load(Ordering::Relaxed) < room;
+        let done = match vectors {
+            SharedVectors::Ram(v) => {
+                par::pieces_while(&mut self.shares, n, EXPAND_PIECE, more, |sh, p| {
+                    let got = sh.out.fill(&v, &mut (), first, p)?;
+                    found.fetch_add(got, Ordering::Relaxed);
+                    Ok::<_, ExploreError>(())
+                })
+            }
+            SharedVectors::Seg(v) => {
+                par::pieces_while(&mut self.shares, n, EXPAND_PIECE, more, |sh, p| {
+                    let got = sh.out.fill(&v, &mut sh.reader, first, p)?;
+                    found.fetch_add(got, Ordering::Relaxed);
+                    Ok::<_, ExploreError>(())
+                })
+            }
+        };
+        // Parents are read in id order once: their blocks are not worth caching.
+        let mut pieces = Vec::new();
+        for (t, sh) in self.shares.iter_mut().enumerate() {
+            sh.reader.forget();
+            pieces.extend(sh.out.pieces.iter().map(|&p| (p, t)));
+        }
+        let r = done.map(|done| {
+            pieces.sort_unstable_by_key(|&((start, ..), _)| start);
+            for &((start, end, counts_at, at), t) in &pieces {
+                let o = &self.shares[t].out;
+                let counts = &o.counts[counts_at..counts_at + (end - start)];
+                let succs = counts.iter().map(|&c| c as usize).sum::<usize>();
+                batch.extend_from(&o.batch, at..at + succs);
+                labels.extend_from_slice(&o.labels[at..at + succs]);
+                for (k, &c) in counts.iter().enumerate() {
+                    parents.push((first + (start + k) as u64, c));
+                }
+            }
+            done as u64
+        });
+        for sh in &mut self.shares {
+            sh.out.clear();
+        }
+        r
     }
 }

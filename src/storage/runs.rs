@@ -133,6 +133,13 @@ impl Filter {
     }
 
     #[inline]
+    fn prefetch(&self, h: u64) {
+        if self.k != 0 {
+            let (line, _) = self.spot(h);
+            crate::sys::prefetch(self.lines[line].as_ptr() as *const u8);
+        }
+    }
+
     fn may_contain(&self, h: u64) -> bool {
         if self.k == 0 {
             return true;
@@ -754,6 +761,15 @@ impl HashRuns {
     #[inline]
     pub fn may_contain(&self, h: u64) -> bool {
         self.runs.iter().any(|r| r.filter.may_contain(h))
+    }
+
+    /// Asks for the filter lines [`HashRuns::may_contain`] will read for `h` (a cache miss
+    /// each, in filters of up to gigabytes), so that a batch's misses overlap.
+    #[inline]
+    pub fn prefetch_filters(&self, h: u64) {
+        for r in &self.runs {
+            r.filter.prefetch(h);
+        }
     }
 
     /// The batched lookup: for `wanted`, `(hash, tag)` pairs sorted by hash, calls

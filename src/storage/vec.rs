@@ -987,6 +987,13 @@ impl SegVec {
 }
 
 impl SegView<'_> {
+    /// The block that holds record `i` (sealed or not): threads that read records by
+    /// blocks split their work at these boundaries, so that no two decompress one block.
+    #[inline]
+    pub fn block_of(&self, i: u64) -> u64 {
+        i >> self.geometry.shift
+    }
+
     /// Where record `i` is in RAM now (the hot window or a cached block), if it is: for a
     /// prefetch ahead of the read.
     #[inline]

@@ -88,6 +88,8 @@ pub struct FullStore {
     /// One per thread that resolves a spilled delayed batch ([`StateStore::set_threads`]),
     /// the calling thread's first.
     shares: Vec<BatchShare>,
+    /// Where each vector block's matches start in a spilled batch's sorted matches.
+    block_starts: Vec<usize>,
     /// What the shares hold in RAM (registered at the first spilled batch).
     threads_account: Option<Account>,
     /// The state [`StateStore::get`] read last from the segment vector.
@@ -110,9 +112,11 @@ struct BatchShare {
 /// Candidates a thread takes at a time in a spilled batch's probes (of the window's tables
 /// and the runs' filters: a memory load each).
 const PROBE_PIECE: usize = 512;
-/// The same for its run lookups and compares, which may read and decompress a block each:
-/// small pieces, so that a thread that meets many uncached blocks takes fewer of them.
+/// The same for its run lookups, which may read a block each: small pieces, so that a
+/// thread that meets many uncached blocks takes fewer of them.
 const READ_PIECE: usize = 64;
+/// Vector blocks whose matches a thread compares at a time (each may be decompressed).
+const COMPARE_BLOCKS: usize = 2;
 
 /// Every share's `found`, in share order, into `all` (cleared first), sorted.
 fn gather(shares: &[BatchShare], all: &mut Vec<(u64, u32)>) {
@@ -124,17 +128,32 @@ fn gather(shares: &[BatchShare], all: &mut Vec<(u64, u32)>) {
 }
 
 /// Compares every `(id, candidate)` of `matches` (sorted by id) with the stored vector,
-/// the threads taking pieces of them in id order through `view`; leaves in the shares'
-/// `found` (cleared first) the matches whose vectors are equal.
+/// the threads taking pieces of [`COMPARE_BLOCKS`] vector blocks' matches in id order
+/// through `view` (cut at block boundaries, so that no two threads decompress one block;
+/// `starts`: scratch); leaves in the shares' `found` (cleared first) the matches whose
+/// vectors are equal.
 fn compare_shares(
     view: SegView<'_>,
     shares: &mut [BatchShare],
     matches: &[(u64, u32)],
+    starts: &mut Vec<usize>,
     batch: &StateBatch,
 ) -> Result<(), StoreError> {
     shares.iter_mut().for_each(|sh| sh.found.clear());
-    par::pieces(shares, matches.len(), READ_PIECE, |sh, piece| {
-        for &(id, i) in &matches[piece] {
+    // Where each block's matches start, and the end.
+    starts.clear();
+    let mut last = u64::MAX;
+    for (k, &(id, _)) in matches.iter().enumerate() {
+        let b = view.block_of(id);
+        if b != last {
+            starts.push(k);
+            last = b;
+        }
+    }
+    starts.push(matches.len());
+    let starts = &starts[..];
+    par::pieces(shares, starts.len() - 1, COMPARE_BLOCKS, |sh, blocks| {
+        for &(id, i) in &matches[starts[blocks.start]..starts[blocks.end]] {
             let st = batch.get(i as usize);
             if view.with(&mut sh.reader, id, |r| eq_bytes(&r[..st.len()], st))? {
                 sh.found.push((id, i));
@@ -260,6 +279,19 @@ fn probe(
     })?)
 }
 
+/// Asks for the slot of `slots` where the probe of hash `h` starts (see [`prefetch`]).
+#[inline(always)]
+fn prefetch_home(slots: &[u64], h: u64) {
+    if !slots.is_empty() {
+        prefetch(&slots[h as usize & (slots.len() - 1)] as *const u64 as *const u8);
+    }
+}
+
+/// How far ahead of its probes a spilled batch's loop asks for the slots and filter lines
+/// it will probe: enough misses in flight to cover the memory latency of tables of
+/// gigabytes (a TLB miss and a cache miss each).
+const AHEAD: usize = 8;
+
 /// Calls `f(id)` for every entry of `slots` whose stored hash bits match `h`.
 #[inline]
 fn collect(slots: &Slots, h: u64, mut f: impl FnMut(u64)) {
@@ -296,6 +328,15 @@ fn find_in_spill(
 pub enum SharedIndex<'a> {
     Ram(Index<'a, RamVectors<'a>>),
     Seg(Index<'a, SegView<'a>>),
+}
+
+/// A read-only view of the full store's state vectors alone (see
+/// [`StateStore::shared_vectors`]), for threads that expand a delayed batch's parents once
+/// the index has spilled.
+#[derive(Clone, Copy)]
+pub enum SharedVectors<'a> {
+    Ram(RamVectors<'a>),
+    Seg(SegView<'a>),
 }
 
 /// How a [`SharedIndex`] reaches the stored vectors; `Reader` is a thread's own state for
@@ -564,6 +605,7 @@ impl FullStore {
             scratch: Default::default(),
             index_slots: None,
             shares: Vec::new(),
+            block_starts: Vec::new(),
             threads_account: None,
             got: Vec::new(),
             mirror: None,
@@ -1073,6 +1115,7 @@ impl FullStore {
                 arena,
                 shares,
                 threads_account,
+                block_starts,
                 ..
             } = self;
             let sp = spill.as_mut().expect("spilled");
@@ -1094,14 +1137,22 @@ impl FullStore {
             let (young, old) = (&*slots, &sp.old);
             shares.iter_mut().for_each(|sh| sh.found.clear());
             par::pieces(shares, n, PROBE_PIECE, |sh, piece| {
-                for i in piece {
+                for &h in &hashes[piece.start..(piece.start + AHEAD).min(piece.end)] {
+                    prefetch_home(young, h);
+                    prefetch_home(old, h);
+                }
+                for i in piece.clone() {
+                    if let Some(&h) = hashes[..piece.end].get(i + AHEAD) {
+                        prefetch_home(young, h);
+                        prefetch_home(old, h);
+                    }
                     collect(young, hashes[i], |id| sh.found.push((id, i as u32)));
                     collect(old, hashes[i], |id| sh.found.push((id, i as u32)));
                 }
                 Ok::<_, StoreError>(())
             })?;
             gather(shares, &mut matches);
-            compare_shares(states.view(), shares, &matches, batch)?;
+            compare_shares(states.view(), shares, &matches, block_starts, batch)?;
             for sh in shares.iter_mut() {
                 states.adopt(&mut sh.reader)?;
                 for &(id, i) in &sh.found {
@@ -1112,7 +1163,16 @@ impl FullStore {
             let (runs, undecided) = (&sp.runs, &out[..]);
             shares.iter_mut().for_each(|sh| sh.found.clear());
             par::pieces(shares, n, PROBE_PIECE, |sh, piece| {
-                for i in piece {
+                let ahead = |i: usize| {
+                    if undecided[i] == OPEN {
+                        runs.prefetch_filters(hashes[i]);
+                    }
+                };
+                (piece.start..(piece.start + AHEAD).min(piece.end)).for_each(ahead);
+                for i in piece.clone() {
+                    if i + AHEAD < piece.end {
+                        ahead(i + AHEAD);
+                    }
                     if undecided[i] == OPEN && runs.may_contain(hashes[i]) {
                         sh.found.push((hashes[i], i as u32));
                     }
@@ -1130,7 +1190,7 @@ impl FullStore {
             })?;
             gather(shares, &mut matches);
             // Old blocks, read in id order: not worth caching (`with_sequential`).
-            compare_shares(states.view(), shares, &matches, batch)?;
+            compare_shares(states.view(), shares, &matches, block_starts, batch)?;
             let mut equal = 0;
             for sh in shares.iter_mut() {
                 sh.reader.forget();
@@ -1149,6 +1209,9 @@ impl FullStore {
         // of the vectors is compressed on every thread meanwhile (same files).
         self.set_seal_threads(self.shares.len());
         let r = (0..n).try_for_each(|i| -> Result<(), StoreError> {
+            if out.get(i + AHEAD) == Some(&OPEN) {
+                prefetch_home(&self.slots, hashes[i + AHEAD]);
+            }
             if out[i] == OPEN {
                 out[i] = self.insert_young(batch.get(i), hashes[i])?;
             }
@@ -1355,6 +1418,23 @@ impl StateStore for FullStore {
                     slots: &self.slots,
                     vectors: states.view(),
                 }))
+            }
+            Arena::Seg { .. } => None,
+        }
+    }
+
+    /// Only once the index has spilled (before, [`StateStore::shared_index`] serves the
+    /// threads), and not for zero-width states (one byte each in the segment vector).
+    fn shared_vectors(&mut self) -> Option<SharedVectors<'_>> {
+        self.spill.as_ref()?;
+        match &mut self.arena {
+            Arena::Ram { bytes, ends } => Some(SharedVectors::Ram(RamVectors {
+                bytes,
+                ends,
+                width: self.width,
+            })),
+            Arena::Seg { states, .. } if self.width.is_some_and(|w| w > 0) => {
+                Some(SharedVectors::Seg(states.view()))
             }
             Arena::Seg { .. } => None,
         }

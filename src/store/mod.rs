@@ -266,6 +266,13 @@ pub trait StateStore {
     fn shared_index(&mut self) -> Option<full::SharedIndex<'_>> {
         None
     }
+    /// Once the store's index has spilled (its delayed batches): its state vectors, for
+    /// threads that read them at once to expand a batch's parents while the store is
+    /// borrowed. `None` (the default) when it has none to share; the parents are then read
+    /// with [`StateStore::get`] on the calling thread.
+    fn shared_vectors(&mut self) -> Option<full::SharedVectors<'_>> {
+        None
+    }
     /// Threads the store may use for its own batch work: resolving a delayed batch once its
     /// index has spilled (the full store). The engine says it once, before the first batch,
     /// with the threads the run's budget leaves room for; the default ignores it.
@@ -420,6 +427,27 @@ impl StateBatch {
     pub fn get(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
+    }
+    /// Appends the states `range` of `other`, in order.
+    pub fn extend_from(&mut self, other: &StateBatch, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        let from = if range.start == 0 {
+            0
+        } else {
+            other.ends[range.start - 1]
+        };
+        let to = other.ends[range.end - 1];
+        let shift = self.bytes.len() as isize - from as isize;
+        self.bytes.extend_from_slice(&other.bytes[from..to]);
+        self.ends.extend(
+            other.ends[range.clone()]
+                .iter()
+                .map(|&e| (e as isize + shift) as usize),
+        );
+        self.transitions
+            .extend_from_slice(&other.transitions[range]);
     }
 }
 

@@ -70,16 +70,6 @@ impl DerefMut for Slots {
     }
 }
 
-/// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a
-/// load, a prefetch does not hold up the instructions after it, so the misses of a batch
-/// overlap even with the work between them (the hash tables of ComBack and the tree store).
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+/// The prefetch hint the tables' batched probes use (it lives in `sys`, below `storage`,
+/// whose run filters use it too).
+pub use crate::sys::prefetch;

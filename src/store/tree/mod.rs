@@ -34,7 +34,7 @@
 
 mod table;
 
-use super::full::FullStore;
+use super::full::{FullStore, SharedVectors};
 use super::window::INDEX_SHARE;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark,
@@ -736,6 +736,10 @@ impl StateStore for TreeStore {
         self.got.vals = pv;
         self.batch_vals = vals;
         r
+    }
+
+    fn shared_vectors(&mut self) -> Option<SharedVectors<'_>> {
+        self.handed.as_mut()?.full.shared_vectors()
     }
 
     fn set_threads(&mut self, threads: usize) {
