@@ -50,6 +50,27 @@ fn expected_bytes(part_bytes: usize, threads: usize) -> u64 {
     2 * (part_bytes * threads) as u64 + THREAD_BYTES * (threads as u64 - 1)
 }
 
+/// Bytes of successor vectors each of `threads` threads takes under `budget` (the run's
+/// memory limit, if any): [`PART_BYTES`], or 1/64 of the budget shared by the threads (at
+/// least 64 KiB each).
+fn part_bytes(budget: Option<u64>, threads: usize) -> usize {
+    budget.map_or(PART_BYTES, |b| {
+        (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
+    })
+}
+
+/// The most threads, up to `threads` and at least one, whose buffers
+/// ([`expected_bytes`]) take at most 1/16 of `budget`.
+fn threads_within_budget(threads: usize, budget: Option<u64>) -> usize {
+    let mut threads = threads.max(1);
+    if let Some(b) = budget {
+        while threads > 1 && expected_bytes(part_bytes(budget, threads), threads) > b / 16 {
+            threads -= 1;
+        }
+    }
+    threads
+}
+
 /// What a thread found for one part of a chunk, in parent order.
 #[derive(Default)]
 pub(super) struct Part {
@@ -230,17 +251,7 @@ impl Workers {
     /// a cache too small for both thrash it (toggles-2^21 under `--memory 20M`: 58 times the
     /// misses and twice the time of one thread).
     pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>) -> Workers {
-        let mut threads = threads.max(1);
-        let part_bytes = |threads: usize| {
-            budget.map_or(PART_BYTES, |b| {
-                (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
-            })
-        };
-        if let Some(b) = budget {
-            while threads > 1 && expected_bytes(part_bytes(threads), threads) > b / 16 {
-                threads -= 1;
-            }
-        }
+        let threads = threads_within_budget(threads, budget);
         let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
         let parts = if forks.is_empty() {
             1
@@ -249,7 +260,7 @@ impl Workers {
         };
         Workers {
             slots: (0..parts).map(|_| Slot::default()).collect(),
-            part_bytes: part_bytes(forks.len() + 1),
+            part_bytes: part_bytes(budget, forks.len() + 1),
             readers: (0..=forks.len()).map(|_| SegReader::default()).collect(),
             forks,
             parents: 0..0,
@@ -473,22 +484,12 @@ impl Expanders {
     /// sizes a chunk's; `None` when fewer than two threads would run or the model cannot
     /// be copied.
     pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>) -> Option<Expanders> {
-        let part_bytes = |threads: usize| {
-            budget.map_or(PART_BYTES, |b| {
-                (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
-            })
-        };
-        let mut threads = threads.max(1);
-        if let Some(b) = budget {
-            while threads > 1 && expected_bytes(part_bytes(threads), threads) > b / 16 {
-                threads -= 1;
-            }
-        }
+        let threads = threads_within_budget(threads, budget);
         let forks: Vec<_> = (0..threads).map_while(|_| model.fork()).collect();
         if forks.len() < 2 {
             return None;
         }
-        let part_bytes = part_bytes(forks.len());
+        let part_bytes = part_bytes(budget, forks.len());
         let width = model.state_len().unwrap_or(64);
         Some(Expanders {
             round: (part_bytes * forks.len() / (width + PER_SUCCESSOR)).max(EXPAND_PIECE),
