@@ -292,6 +292,20 @@ fn prefetch_home(slots: &[u64], h: u64) {
 /// gigabytes (a TLB miss and a cache miss each).
 const AHEAD: usize = 8;
 
+/// Calls `body(i)` for every `i` of `items`, and `ahead(i + AHEAD)` just before it (and
+/// `ahead` of the first [`AHEAD`] items first), so that the misses `ahead` asks for are in
+/// flight when `body` needs them.
+#[inline(always)]
+fn prefetched(items: std::ops::Range<usize>, ahead: impl Fn(usize), mut body: impl FnMut(usize)) {
+    (items.start..(items.start + AHEAD).min(items.end)).for_each(&ahead);
+    for i in items.clone() {
+        if i + AHEAD < items.end {
+            ahead(i + AHEAD);
+        }
+        body(i);
+    }
+}
+
 /// Calls `f(id)` for every entry of `slots` whose stored hash bits match `h`.
 #[inline]
 fn collect(slots: &Slots, h: u64, mut f: impl FnMut(u64)) {
@@ -1137,18 +1151,14 @@ impl FullStore {
             let (young, old) = (&*slots, &sp.old);
             shares.iter_mut().for_each(|sh| sh.found.clear());
             par::pieces(shares, n, PROBE_PIECE, |sh, piece| {
-                for &h in &hashes[piece.start..(piece.start + AHEAD).min(piece.end)] {
-                    prefetch_home(young, h);
-                    prefetch_home(old, h);
-                }
-                for i in piece.clone() {
-                    if let Some(&h) = hashes[..piece.end].get(i + AHEAD) {
-                        prefetch_home(young, h);
-                        prefetch_home(old, h);
-                    }
+                let ahead = |i: usize| {
+                    prefetch_home(young, hashes[i]);
+                    prefetch_home(old, hashes[i]);
+                };
+                prefetched(piece, ahead, |i| {
                     collect(young, hashes[i], |id| sh.found.push((id, i as u32)));
                     collect(old, hashes[i], |id| sh.found.push((id, i as u32)));
-                }
+                });
                 Ok::<_, StoreError>(())
             })?;
             gather(shares, &mut matches);
@@ -1168,15 +1178,11 @@ impl FullStore {
                         runs.prefetch_filters(hashes[i]);
                     }
                 };
-                (piece.start..(piece.start + AHEAD).min(piece.end)).for_each(ahead);
-                for i in piece.clone() {
-                    if i + AHEAD < piece.end {
-                        ahead(i + AHEAD);
-                    }
+                prefetched(piece, ahead, |i| {
                     if undecided[i] == OPEN && runs.may_contain(hashes[i]) {
                         sh.found.push((hashes[i], i as u32));
                     }
-                }
+                });
                 Ok::<_, StoreError>(())
             })?;
             gather(shares, &mut maybe);

@@ -423,22 +423,25 @@ impl StateBatch {
             + self.ends.capacity() * std::mem::size_of::<usize>()
             + self.transitions.capacity() * std::mem::size_of::<TransitionId>()
     }
+    /// Where state `i`'s bytes start.
+    #[inline]
+    fn start(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.ends[i - 1]
+        }
+    }
     #[inline]
     pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
+        &self.bytes[self.start(i)..self.ends[i]]
     }
     /// Appends the states `range` of `other`, in order.
     pub fn extend_from(&mut self, other: &StateBatch, range: std::ops::Range<usize>) {
         if range.is_empty() {
             return;
         }
-        let from = if range.start == 0 {
-            0
-        } else {
-            other.ends[range.start - 1]
-        };
-        let to = other.ends[range.end - 1];
+        let (from, to) = (other.start(range.start), other.ends[range.end - 1]);
         let shift = self.bytes.len() as isize - from as isize;
         self.bytes.extend_from_slice(&other.bytes[from..to]);
         self.ends.extend(
