@@ -66,10 +66,15 @@ proptest! {
         hot in 1usize..4,
         cache in 0u64..4,
         seal in 1usize..4,
+        adaptive in any::<bool>(),
         ops in vec_ops(),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let opts = tiny(block, hot, cache);
+        let mut opts = tiny(block, hot, cache);
+        // The state vectors' codec: each block a zstd frame or byte columns.
+        if adaptive {
+            opts.codec = spillway::storage::segment::Codec::Adaptive;
+        }
         // `seal` > 1: half the hot window is compressed at once on that many threads.
         let mut v = SegVec::create(dir.path(), "v", width, &opts, Account::detached("v"), None).unwrap();
         v.set_seal_threads(seal);

@@ -253,13 +253,19 @@ impl Storage {
         (o.hot_blocks as u64 + 1) * o.block_bytes as u64
     }
 
-    /// A new vector of `width`-byte records named `name`, accounted to the budget.
+    /// A new vector of `width`-byte records named `name`, accounted to the budget. Its
+    /// blocks are zstd frames or byte columns, whichever is better for each
+    /// ([`segment::Codec::Adaptive`]): a store's state vectors, read at random.
     pub fn vec(&self, name: &str, width: usize) -> Result<SegVec, StorageError> {
+        let mut o = self.options();
+        if o.codec == segment::Codec::Zstd {
+            o.codec = segment::Codec::Adaptive;
+        }
         SegVec::create(
             self.dir(),
             name,
             width,
-            &self.options(),
+            &o,
             self.budget.account(name),
             Some(self.budget.clone()),
         )

@@ -7,7 +7,7 @@
 //!   0  magic  "SPILLSEG"            8
 //!   8  format version (1)         u16
 //!  10  layout (1 fixed-width records, 2 byte stream)   u8
-//!  11  compression id (1 = zstd, 2 = u32 columns) u8
+//!  11  compression id (1 = zstd, 2 = u32 columns, 3 = zstd or byte columns per block) u8
 //!  12  checksum id (1 = CRC-32/ISO-HDLC) u8
 //!  13  container kind (1 vec, 2 queue, 3 stack) u8
 //!  14  hash id (0 none, 1 xxh3-64 seed 0) u8
@@ -18,8 +18,9 @@
 //!  32  filter parameter (packed fields: low bits) u8
 //!  33  reserved (0)              27 bytes
 //!  60  CRC-32 of bytes 0..60     u32
-//! blocks, each a 32-byte header then `comp_len` bytes of payload (a zstd frame, or u32
-//! columns: see [`Codec::Columns`])
+//! blocks, each a 32-byte header then `comp_len` bytes of payload (a zstd frame, u32
+//! columns — see [`Codec::Columns`] — or, in a file of compression 3, either a zstd frame or
+//! byte columns, told apart by their first four bytes: see [`Codec::Adaptive`])
 //!   0  magic "SBLK"                4
 //!   4  reserved (0)              u32
 //!   8  block number              u64
@@ -63,6 +64,9 @@ pub const BLOCK_HEADER_LEN: u64 = 32;
 const BLOCK_MAGIC: &[u8; 4] = b"SBLK";
 const COMPRESSION_ZSTD: u8 = 1;
 const COMPRESSION_COLUMNS: u8 = 2;
+const COMPRESSION_ADAPTIVE: u8 = 3;
+/// First bytes of a byte-columns payload (a zstd frame starts `28 b5 2f fd`).
+const BYTE_COLUMNS_MAGIC: &[u8; 4] = b"SBYC";
 
 /// How a segment's blocks are compressed (header byte 11).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -76,6 +80,146 @@ pub enum Codec {
     /// than a zstd frame of a few KiB (no tables to build), for records of small, locally
     /// similar numbers (ComBack backedges: parent, transition, depth).
     Columns,
+    /// Fixed-width records, each block either a zstd frame or *byte columns*, whichever the
+    /// writer found better: byte columns when they take at most 5/4 of the frame's bytes.
+    /// Byte columns (see [`byte_columns_encode`]) store each byte position of the records
+    /// frame-of-reference, so wide state vectors whose bytes are mostly constant within a
+    /// block (Petri net markings: 80% of Anderson-PT-06's 229 columns in a block of 128)
+    /// decode several times faster than a zstd frame: the block is the first record's
+    /// minimums copied down, then the few varying columns patched. Random reads of sealed
+    /// states (a disk-resident index's compares) decompress a block each, so that speed is
+    /// what they cost.
+    Adaptive,
+}
+
+/// How a block of [`Codec::Adaptive`] would be stored as byte columns: each column's
+/// `(minimum, bits)`, and the payload's length.
+#[derive(Default)]
+pub struct ByteColumns {
+    cols: Vec<(u8, u8)>,
+    len: usize,
+}
+
+impl ByteColumns {
+    /// Plans `raw` (whole records of `width` bytes, at least one): one pass in record order,
+    /// the per-column minimum and maximum updated a record at a time (vectorised).
+    pub fn plan(&mut self, raw: &[u8], width: usize) {
+        let mut lo = raw[..width].to_vec();
+        let mut hi = lo.clone();
+        for rec in raw.chunks_exact(width).skip(1) {
+            for ((l, h), &v) in lo.iter_mut().zip(hi.iter_mut()).zip(rec) {
+                *l = (*l).min(v);
+                *h = (*h).max(v);
+            }
+        }
+        let n = raw.len() / width;
+        self.cols.clear();
+        self.len = BYTE_COLUMNS_MAGIC.len() + 2 * width + 8;
+        for (&l, &h) in lo.iter().zip(&hi) {
+            let bits = (8 - (h - l).leading_zeros()) as u8;
+            self.cols.push((l, bits));
+            self.len += (n * bits as usize).div_ceil(8);
+        }
+    }
+
+    /// Payload bytes of the planned block.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is planned.
+    pub fn is_empty(&self) -> bool {
+        self.cols.is_empty()
+    }
+}
+
+/// Appends the planned byte columns of `raw` (see [`ByteColumns::plan`]) to `out`:
+///
+/// ```text
+///   "SBYC"
+///   width × (min: u8, bits: u8)          bits in 0..=8
+///   for each column with bits > 0: the records' value − min, bits each, LE bit order,
+///   padded to a byte
+///   8 zero bytes
+/// ```
+pub fn byte_columns_encode(raw: &[u8], width: usize, plan: &ByteColumns, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(BYTE_COLUMNS_MAGIC);
+    for &(l, b) in &plan.cols {
+        out.push(l);
+        out.push(b);
+    }
+    for (j, &(l, bits)) in plan.cols.iter().enumerate() {
+        if bits == 0 {
+            continue;
+        }
+        let mut acc = 0u32;
+        let mut have = 0u32;
+        for rec in raw.chunks_exact(width) {
+            acc |= ((rec[j] - l) as u32) << have;
+            have += bits as u32;
+            if have >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                have -= 8;
+            }
+        }
+        if have > 0 {
+            out.push(acc as u8);
+        }
+    }
+    out.extend_from_slice(&[0u8; 8]);
+    debug_assert_eq!(out.len() - start, plan.len);
+}
+
+/// Decodes a byte-columns payload into `out` (whole records of `width`); false if the
+/// payload is malformed.
+pub fn byte_columns_decode(comp: &[u8], width: usize, out: &mut [u8]) -> bool {
+    let table = BYTE_COLUMNS_MAGIC.len();
+    let data = table + 2 * width;
+    if width == 0
+        || out.is_empty()
+        || !out.len().is_multiple_of(width)
+        || comp.len() < data + 8
+        || &comp[..table] != BYTE_COLUMNS_MAGIC
+    {
+        return false;
+    }
+    let n = out.len() / width;
+    // Every record starts as the minimums; then the varying columns are patched in.
+    for (j, o) in out[..width].iter_mut().enumerate() {
+        *o = comp[table + 2 * j];
+    }
+    let mut done = width;
+    while done < out.len() {
+        let k = done.min(out.len() - done);
+        out.copy_within(..k, done);
+        done += k;
+    }
+    let mut pos = data;
+    for j in 0..width {
+        let (min, bits) = (comp[table + 2 * j], comp[table + 2 * j + 1] as usize);
+        if bits == 0 {
+            continue;
+        }
+        if bits > 8 {
+            return false;
+        }
+        let bytes = (n * bits).div_ceil(8);
+        // Every 2-byte read below stays inside the payload: the 8 zero bytes at its end.
+        if pos + bytes + 8 > comp.len() {
+            return false;
+        }
+        let col = &comp[pos..pos + bytes + 8];
+        let mask = (1u16 << bits) - 1;
+        for (i, rec) in out.chunks_exact_mut(width).enumerate() {
+            let bit = i * bits;
+            let w = u16::from_le_bytes([col[bit / 8], col[bit / 8 + 1]]);
+            rec[j] = min.wrapping_add(((w >> (bit % 8)) & mask) as u8);
+        }
+        pos += bytes;
+    }
+    pos + 8 == comp.len()
 }
 
 /// Encodes `raw` (whole records of `width` bytes, `width % 4 == 0`) as [`Codec::Columns`].
@@ -237,6 +381,7 @@ impl Header {
         h[11] = match self.codec {
             Codec::Zstd => COMPRESSION_ZSTD,
             Codec::Columns => COMPRESSION_COLUMNS,
+            Codec::Adaptive => COMPRESSION_ADAPTIVE,
         };
         h[12] = CHECKSUM_CRC32;
         h[13] = self.kind as u8;
@@ -293,10 +438,13 @@ impl Header {
             (COMPRESSION_COLUMNS, Layout::Fixed { width }) if width.is_multiple_of(4) => {
                 Codec::Columns
             }
+            (COMPRESSION_ADAPTIVE, Layout::Fixed { .. }) => Codec::Adaptive,
             _ => {
                 return Err(corrupt(
                     11,
-                    "compression id 1 (zstd) or 2 (u32 columns, fixed width 4k)".into(),
+                    "compression id 1 (zstd), 2 (u32 columns, fixed width 4k) or 3 (zstd or \
+                     byte columns, fixed width)"
+                        .into(),
                     h[11].to_string(),
                 ))
             }
@@ -331,10 +479,10 @@ impl Header {
         }
         let filter = Filter::decode(h[15], h[32], width)
             .map_err(|e| corrupt(15, "a known block filter".into(), e))?;
-        if codec == Codec::Columns && !filter.is_none() {
+        if codec != Codec::Zstd && !filter.is_none() {
             return Err(corrupt(
                 15,
-                "no block filter with compression 2 (u32 columns)".into(),
+                "no block filter with compression 2 or 3 (columns)".into(),
                 format!("filter {}", h[15]),
             ));
         }
@@ -450,6 +598,8 @@ impl BlockFormat<'_> {
 pub struct Encoder {
     compressor: zstd::bulk::Compressor<'static>,
     filtered: Vec<u8>,
+    /// A block's byte-columns plan ([`Codec::Adaptive`]).
+    plan: ByteColumns,
 }
 
 impl SegmentFile {
@@ -677,7 +827,20 @@ fn encode_block(
                 .compress_to_buffer(input, &mut out[BLOCK_HEADER_LEN as usize..])
                 .map_err(io_err(path, "compress block"))?;
             out.truncate(BLOCK_HEADER_LEN as usize + comp_len);
-            comp_len
+            match (header.codec, header.layout) {
+                (Codec::Adaptive, Layout::Fixed { width }) if !raw.is_empty() => {
+                    // The frame is made anyway: which is smaller depends on the block.
+                    enc.plan.plan(raw, width as usize);
+                    if enc.plan.len() * 4 <= comp_len * 5 {
+                        out.truncate(BLOCK_HEADER_LEN as usize);
+                        byte_columns_encode(raw, width as usize, &enc.plan, out);
+                        out.len() - BLOCK_HEADER_LEN as usize
+                    } else {
+                        comp_len
+                    }
+                }
+                _ => comp_len,
+            }
         }
     };
     let crc = crc32fast::hash(&out[BLOCK_HEADER_LEN as usize..]);
@@ -706,6 +869,7 @@ impl Encoder {
             compressor: zstd::bulk::Compressor::new(level)
                 .map_err(io_err(path, "start zstd compressor"))?,
             filtered: Vec::new(),
+            plan: ByteColumns::default(),
         })
     }
 }
@@ -839,6 +1003,17 @@ impl BlockReader {
             }
             return Ok(());
         }
+        if self.codec == Codec::Adaptive && self.comp.starts_with(BYTE_COLUMNS_MAGIC) {
+            if !byte_columns_decode(&self.comp, self.width, out) {
+                return Err(StorageError::Corrupt(Corruption {
+                    path: path.to_path_buf(),
+                    offset: meta.offset + BLOCK_HEADER_LEN,
+                    expected: format!("byte columns of {}-byte records", self.width),
+                    found: "undecodable data".into(),
+                }));
+            }
+            return Ok(());
+        }
         let undecodable = |e: std::io::Error| {
             StorageError::Corrupt(Corruption {
                 path: path.to_path_buf(),
@@ -933,6 +1108,108 @@ mod column_tests {
             raw.extend_from_slice(&v.to_le_bytes());
         }
         round_trip(&raw, 4);
+    }
+
+    fn byte_round_trip(raw: &[u8], width: usize) -> Vec<u8> {
+        let mut plan = ByteColumns::default();
+        plan.plan(raw, width);
+        let mut comp = vec![7u8; 3];
+        byte_columns_encode(raw, width, &plan, &mut comp);
+        assert_eq!(comp.len() - 3, plan.len());
+        let mut out = vec![0xAAu8; raw.len()];
+        assert!(byte_columns_decode(&comp[3..], width, &mut out));
+        assert_eq!(out, raw, "width {width}");
+        comp.split_off(3)
+    }
+
+    #[test]
+    fn byte_columns_round_trip() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for width in [1usize, 3, 9, 16, 229] {
+            for n in [1usize, 2, 7, 128, 255] {
+                for spread in [1u64, 2, 3, 16, 200, 256] {
+                    let base: Vec<u8> = (0..width).map(|_| next() as u8).collect();
+                    let mut raw = Vec::new();
+                    for _ in 0..n {
+                        for &b in &base {
+                            // Most columns constant, some varying by up to `spread`.
+                            let v = if next() % 4 == 0 { next() % spread } else { 0 };
+                            raw.push(b.wrapping_add(v as u8));
+                        }
+                    }
+                    let comp = byte_round_trip(&raw, width);
+                    if spread == 1 && n >= 128 {
+                        assert_eq!(comp.len(), 4 + 2 * width + 8);
+                    }
+                }
+            }
+        }
+        // Full-range columns: 0 and 255 in one block (8 bits a value).
+        byte_round_trip(&[0, 255, 255, 0, 128, 1], 2);
+    }
+
+    #[test]
+    fn malformed_byte_columns_are_refused() {
+        let raw: Vec<u8> = (0..96u8).map(|i| i % 5).collect();
+        let comp = byte_round_trip(&raw, 12);
+        let mut out = vec![0u8; raw.len()];
+        assert!(!byte_columns_decode(&comp[..comp.len() - 1], 12, &mut out));
+        assert!(!byte_columns_decode(&comp[..10], 12, &mut out));
+        let mut bad = comp.clone();
+        bad[5] = 9;
+        assert!(!byte_columns_decode(&bad, 12, &mut out));
+        let mut bad = comp.clone();
+        bad[0] = b'X';
+        assert!(!byte_columns_decode(&bad, 12, &mut out));
+        assert!(!byte_columns_decode(&comp, 10, &mut out));
+        assert!(!byte_columns_decode(&comp, 12, &mut out[..95]));
+        assert!(!byte_columns_decode(&comp, 12, &mut []));
+    }
+
+    /// An adaptive file keeps each block in the smaller form: byte columns for records whose
+    /// bytes barely vary, zstd frames for a block that repeats one long varying pattern.
+    #[test]
+    fn adaptive_blocks_take_the_better_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.seg");
+        let width = 64u32;
+        let header = Header {
+            kind: Kind::Vec,
+            codec: Codec::Adaptive,
+            hash: HashId::None,
+            layout: Layout::Fixed { width },
+            block_bytes: 64 * 64,
+            first_block: 0,
+            filter: Filter::None,
+        };
+        let mut seg = SegmentFile::create(&path, header).unwrap();
+        // Block 0: each record a counter in one column. Block 1: every record the same
+        // 64 distinct bytes but rotated, so every column takes all 64 values.
+        let a: Vec<u8> = (0..64 * 64)
+            .map(|i| if i % 64 == 5 { (i / 64) as u8 } else { 1 })
+            .collect();
+        let b: Vec<u8> = (0..64 * 64)
+            .map(|i| ((i % 64 + i / 64) % 64) as u8 * 3)
+            .collect();
+        let ma = seg.append(0, &a).unwrap();
+        let mb = seg.append(1, &b).unwrap();
+        let mut r = BlockReader::new(&path).unwrap();
+        r.set_format(seg.header());
+        let mut out = Vec::new();
+        r.read(&path, seg.file(), &ma, &mut out).unwrap();
+        assert_eq!(out, a);
+        r.read(&path, seg.file(), &mb, &mut out).unwrap();
+        assert_eq!(out, b);
+        let bytes = std::fs::read(&path).unwrap();
+        let payload = |m: &BlockMeta| &bytes[(m.offset + BLOCK_HEADER_LEN) as usize..][..4];
+        assert_eq!(payload(&ma), BYTE_COLUMNS_MAGIC);
+        assert_eq!(payload(&mb), &[0x28, 0xb5, 0x2f, 0xfd]);
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub struct SegOptions {
     /// reopened vector reads and writes with the filter it was created with).
     pub filter: super::filter::Filter,
     /// How new files compress their blocks ([`Codec::Columns`] only for widths that are a
-    /// multiple of 4; others use zstd). A reopened file keeps the codec of its header.
+    /// multiple of 4; others use zstd; none but zstd with a filter). A reopened file keeps
+    /// the codec of its header.
     pub codec: Codec,
 }
 
@@ -298,10 +299,10 @@ impl SegVec {
         let header = Header {
             kind: Kind::Vec,
             // A filter feeds zstd: filtered vectors always use it.
-            codec: if width.is_multiple_of(4) && opts.filter.is_none() {
-                opts.codec
-            } else {
-                Codec::Zstd
+            codec: match opts.codec {
+                _ if !opts.filter.is_none() => Codec::Zstd,
+                Codec::Columns if !width.is_multiple_of(4) => Codec::Zstd,
+                c => c,
             },
             hash,
             layout: Layout::Fixed {
