@@ -211,11 +211,23 @@ pub fn byte_columns_decode(comp: &[u8], width: usize, out: &mut [u8]) -> bool {
             return false;
         }
         let col = &comp[pos..pos + bytes + 8];
-        let mask = (1u16 << bits) - 1;
-        for (i, rec) in out.chunks_exact_mut(width).enumerate() {
-            let bit = i * bits;
-            let w = u16::from_le_bytes([col[bit / 8], col[bit / 8 + 1]]);
-            rec[j] = min.wrapping_add(((w >> (bit % 8)) & mask) as u8);
+        // Record i's byte j is at i·width + j (stepped, not divided or chunked: this loop
+        // is what a sealed read costs).
+        let mut at = j;
+        if bits == 1 {
+            // The common case (a place holding 0 or 1 token).
+            for i in 0..n {
+                out[at] = min.wrapping_add((col[i >> 3] >> (i & 7)) & 1);
+                at += width;
+            }
+        } else {
+            let mask = (1u16 << bits) - 1;
+            for i in 0..n {
+                let bit = i * bits;
+                let w = u16::from_le_bytes([col[bit / 8], col[bit / 8 + 1]]);
+                out[at] = min.wrapping_add(((w >> (bit % 8)) & mask) as u8);
+                at += width;
+            }
         }
         pos += bytes;
     }
