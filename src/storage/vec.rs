@@ -684,6 +684,15 @@ impl SegVec {
         Ok(())
     }
 
+    /// Bytes of cached blocks beyond the one a budgeted cache always keeps: what
+    /// [`SegVec::trim_cache`] gives back when the budget's headroom is gone.
+    pub fn spare_cache_bytes(&self) -> u64 {
+        let cold = self.cold.borrow();
+        cold.cache
+            .resident_bytes()
+            .saturating_sub(self.block_bytes as u64)
+    }
+
     /// Lowest RAM this vector needs whatever the budget: the hot window and one cached block.
     pub fn min_ram_bytes(&self) -> u64 {
         (self.hot_blocks + 1) * self.block_bytes as u64

@@ -448,6 +448,11 @@ impl Records {
         self.vec.ram_bytes()
     }
 
+    /// See [`SegVec::spare_cache_bytes`].
+    pub fn spare_cache_bytes(&self) -> u64 {
+        self.vec.spare_cache_bytes()
+    }
+
     pub fn disk_bytes(&self) -> u64 {
         self.vec.disk_bytes()
     }

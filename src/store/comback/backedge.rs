@@ -296,6 +296,11 @@ impl BackedgeTable {
         self.recs.ram_bytes() + self.descs.ram_bytes()
     }
 
+    /// Bytes of the two vectors' block caches that `trim_cache` can give back.
+    pub fn spare_cache_bytes(&self) -> u64 {
+        self.recs.spare_cache_bytes() + self.descs.spare_cache_bytes()
+    }
+
     pub fn disk_bytes(&self) -> u64 {
         self.recs.disk_bytes() + self.descs.disk_bytes()
     }

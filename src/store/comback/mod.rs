@@ -1110,9 +1110,9 @@ impl<'m> CombackStore<'m> {
     }
 
     /// Resizes an automatic cache to [`sizing::wanted_entries`], within the cap of
-    /// [`sizing::cap_bytes`] and, under `--memory`, only when the budget's headroom holds the
-    /// old and the new cache together plus the state table's next growth and the smallest
-    /// block cache.
+    /// [`sizing::cap_bytes`] and, under `--memory`, to what the budget's headroom (with what
+    /// the backedge block caches give back) holds next to the old cache, the state table's
+    /// next growth and the smallest block cache.
     #[cold]
     fn grow_cache(&mut self) -> Result<(), StoreError> {
         let width_hint = self.width.unwrap_or(self.initial.len());
@@ -1133,24 +1133,28 @@ impl<'m> CombackStore<'m> {
         let cap = (cap_bytes / entry)
             .min(sizing::states_cap(self.back.len()))
             .min(usize::MAX as u64 / 2) as usize;
-        let want = sizing::wanted_entries(self.levels.widest(), cur, cap);
-        if want > cur {
+        let mut want = sizing::wanted_entries(self.levels.widest(), cur, cap);
+        if let Some(room) = budget.headroom(&self.ram_account) {
+            // The backedge table's block caches live on what the budget leaves and give it
+            // back (`trim_cache` below) down to a block: a state cache that saves replays is
+            // worth more than blocks to replay from. The old and the new cache coexist while
+            // entries are copied (`others` holds the old one), next to the state table's
+            // next growth and the smallest block cache. What the rule wants and the budget
+            // cannot hold, the budget's share of it can.
+            let avail = (room + self.back.spare_cache_bytes())
+                .saturating_sub(others + self.table.grown_bytes() + backedge::MIN_CACHE);
+            let fit = (avail / entry).min(usize::MAX as u64 / 2) as usize;
+            want = want.min(fit);
+        }
+        // A resize copies the cache: not for less than an eighth more.
+        if want > cur + cur / 8 {
             let new_bytes = inner.cache.bytes_for(want, width_hint);
-            let fits = match budget.headroom(&self.ram_account) {
-                None => true,
-                Some(room) => {
-                    others + new_bytes + self.table.grown_bytes() + backedge::MIN_CACHE <= room
-                }
-            };
-            if fits {
-                // The old and the new cache coexist while entries are copied.
-                self.ram_account.set(others + new_bytes, 0, 0);
-                self.back.trim_cache()?;
-                let inner = &mut self.inner;
-                inner.cache.resize(want);
-                inner.cache.take_resized();
-                self.publish_ram();
-            }
+            self.ram_account.set(others + new_bytes, 0, 0);
+            self.back.trim_cache()?;
+            let inner = &mut self.inner;
+            inner.cache.resize(want);
+            inner.cache.take_resized();
+            self.publish_ram();
         }
         let inner = &mut self.inner;
         let covered = sizing::levels_held(inner.cache.entries());
