@@ -179,8 +179,15 @@ struct RunWriter {
     pairs: u64,
     firsts: Vec<u64>,
     hashes_for_filter: Filter,
+    /// The last [`FILTER_AHEAD`] hashes pushed, inserted into the filter that many pushes
+    /// later, their lines prefetched meanwhile: the pairs come sorted by hash, so their filter
+    /// lines are scattered over the whole filter and each insert would wait for memory.
+    ahead: [u64; FILTER_AHEAD],
     last: Option<(u64, u32)>,
 }
+
+/// Filter inserts a [`RunWriter`] keeps in flight.
+const FILTER_AHEAD: usize = 16;
 
 impl RunWriter {
     /// A new run file; `unlink`ed at once in a scratch directory (the handle keeps the data,
@@ -205,6 +212,7 @@ impl RunWriter {
             pairs: 0,
             firsts: Vec::new(),
             hashes_for_filter: filter,
+            ahead: [0; FILTER_AHEAD],
             last: None,
         })
     }
@@ -219,8 +227,13 @@ impl RunWriter {
         self.block[at..at + 8].copy_from_slice(&h.to_le_bytes());
         self.block[at + 8..at + 12].copy_from_slice(&id.to_le_bytes());
         self.count += 1;
+        let slot = self.pairs as usize % FILTER_AHEAD;
+        if self.pairs >= FILTER_AHEAD as u64 {
+            self.hashes_for_filter.insert(self.ahead[slot]);
+        }
+        self.hashes_for_filter.prefetch(h);
+        self.ahead[slot] = h;
         self.pairs += 1;
-        self.hashes_for_filter.insert(h);
         if self.count == PER_BLOCK {
             self.seal()?;
         }
@@ -245,6 +258,10 @@ impl RunWriter {
 
     fn finish(mut self, gen: u64) -> Result<Run, StorageError> {
         self.seal()?;
+        for p in self.pairs.saturating_sub(FILTER_AHEAD as u64)..self.pairs {
+            self.hashes_for_filter
+                .insert(self.ahead[p as usize % FILTER_AHEAD]);
+        }
         let file = self
             .out
             .into_inner()
