@@ -153,23 +153,30 @@ pub fn byte_columns_encode(raw: &[u8], width: usize, plan: &ByteColumns, out: &m
         if bits == 0 {
             continue;
         }
-        let mut acc = 0u32;
-        let mut have = 0u32;
-        for rec in raw.chunks_exact(width) {
-            acc |= ((rec[j] - l) as u32) << have;
-            have += bits as u32;
-            if have >= 8 {
-                out.push(acc as u8);
-                acc >>= 8;
-                have -= 8;
-            }
-        }
-        if have > 0 {
-            out.push(acc as u8);
-        }
+        let values = raw.chunks_exact(width).map(|rec| (rec[j] - l) as u64);
+        pack_bits(values, bits as u32, out);
     }
     out.extend_from_slice(&[0u8; 8]);
     debug_assert_eq!(out.len() - start, plan.len);
+}
+
+/// Appends `values` (each below 2^`bits`, `bits` ≤ 32), `bits` each, packed from the least
+/// significant bit of the first byte up and padded to a byte.
+fn pack_bits(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
+    let mut acc = 0u64;
+    let mut have = 0u32;
+    for v in values {
+        acc |= v << have;
+        have += bits;
+        while have >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            have -= 8;
+        }
+    }
+    if have > 0 {
+        out.push(acc as u8);
+    }
 }
 
 /// Decodes a byte-columns payload into `out` (whole records of `width`); false if the
@@ -258,20 +265,7 @@ pub fn columns_encode(raw: &[u8], width: usize, out: &mut Vec<u8>) {
         let bits = 32 - (hi - lo).leading_zeros();
         out.extend_from_slice(&lo.to_le_bytes());
         out.push(bits as u8);
-        let mut acc = 0u64;
-        let mut have = 0u32;
-        for i in 0..n {
-            acc |= ((col(i, j) - lo) as u64) << have;
-            have += bits;
-            while have >= 8 {
-                out.push(acc as u8);
-                acc >>= 8;
-                have -= 8;
-            }
-        }
-        if have > 0 {
-            out.push(acc as u8);
-        }
+        pack_bits((0..n).map(|i| (col(i, j) - lo) as u64), bits, out);
     }
     out.extend_from_slice(&[0u8; 8]);
 }
@@ -1004,23 +998,21 @@ impl BlockReader {
                 found: format!("{found:#010x}"),
             }));
         }
-        if self.codec == Codec::Columns {
-            if !columns_decode(&self.comp, self.width, out) {
+        // The column codecs decode without zstd; a payload they refuse is corrupt.
+        let columns = match self.codec {
+            Codec::Columns => Some(("u32", columns_decode as fn(&[u8], usize, &mut [u8]) -> bool)),
+            Codec::Adaptive if self.comp.starts_with(BYTE_COLUMNS_MAGIC) => Some((
+                "byte",
+                byte_columns_decode as fn(&[u8], usize, &mut [u8]) -> bool,
+            )),
+            _ => None,
+        };
+        if let Some((kind, decode)) = columns {
+            if !decode(&self.comp, self.width, out) {
                 return Err(StorageError::Corrupt(Corruption {
                     path: path.to_path_buf(),
                     offset: meta.offset + BLOCK_HEADER_LEN,
-                    expected: format!("u32 columns of {}-byte records", self.width),
-                    found: "undecodable data".into(),
-                }));
-            }
-            return Ok(());
-        }
-        if self.codec == Codec::Adaptive && self.comp.starts_with(BYTE_COLUMNS_MAGIC) {
-            if !byte_columns_decode(&self.comp, self.width, out) {
-                return Err(StorageError::Corrupt(Corruption {
-                    path: path.to_path_buf(),
-                    offset: meta.offset + BLOCK_HEADER_LEN,
-                    expected: format!("byte columns of {}-byte records", self.width),
+                    expected: format!("{kind} columns of {}-byte records", self.width),
                     found: "undecodable data".into(),
                 }));
             }
@@ -1069,6 +1061,16 @@ impl BlockReader {
 mod column_tests {
     use super::*;
 
+    /// A xorshift64 generator: test data that is the same on every run.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     fn round_trip(raw: &[u8], width: usize) -> Vec<u8> {
         let mut comp = Vec::new();
         columns_encode(raw, width, &mut comp);
@@ -1080,13 +1082,7 @@ mod column_tests {
 
     #[test]
     fn columns_round_trip() {
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def0u64);
         for width in [4usize, 8, 12, 24] {
             for n in [0usize, 1, 2, 7, 255, 256] {
                 for spread in [0u64, 1, 15, 1000, 1 << 20, 1 << 32] {
@@ -1136,13 +1132,7 @@ mod column_tests {
 
     #[test]
     fn byte_columns_round_trip() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for width in [1usize, 3, 9, 16, 229] {
             for n in [1usize, 2, 7, 128, 255] {
                 for spread in [1u64, 2, 3, 16, 200, 256] {
@@ -1151,7 +1141,11 @@ mod column_tests {
                     for _ in 0..n {
                         for &b in &base {
                             // Most columns constant, some varying by up to `spread`.
-                            let v = if next() % 4 == 0 { next() % spread } else { 0 };
+                            let v = if next().is_multiple_of(4) {
+                                next() % spread
+                            } else {
+                                0
+                            };
                             raw.push(b.wrapping_add(v as u8));
                         }
                     }
