@@ -347,17 +347,27 @@ impl Workers {
                 .err();
         };
         let (reader, fork_readers) = self.readers.split_first_mut().expect("a reader per thread");
-        let result = std::thread::scope(|s| {
-            for (m, r) in self.forks.iter_mut().zip(fork_readers) {
-                let (fill, claim, stop) = (&fill, &claim, &stop);
-                s.spawn(move || loop {
-                    let k = claim.fetch_add(1, Ordering::Relaxed);
-                    if k >= n || stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    fill(k, &**m, r);
-                });
+        // Each helper thread's model copy and reader (locked once per chunk, never contended).
+        let helpers: Vec<_> = self
+            .forks
+            .iter_mut()
+            .zip(fork_readers)
+            .map(Mutex::new)
+            .collect();
+        let helper = |t: usize| {
+            let mut h = helpers[t - 1]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let (m, r) = &mut *h;
+            loop {
+                let k = claim.fetch_add(1, Ordering::Relaxed);
+                if k >= n || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                fill(k, &***m, r);
             }
+        };
+        let result = par::with_workers(helpers.len() + 1, &helper, || {
             let mut done: Vec<MutexGuard<'_, Part>> = Vec::with_capacity(n);
             let mut result = Ok(());
             while done.len() < n {
@@ -370,7 +380,7 @@ impl Workers {
                     }
                     wait(&slots[k].done);
                 }
-                // Poisoned: the thread that filled it panicked; the scope passes it on.
+                // Poisoned: the thread that filled it panicked; the step passes it on.
                 let Ok(mut part) = slots[k].part.lock() else {
                     break;
                 };

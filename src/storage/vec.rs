@@ -822,29 +822,21 @@ impl SegVec {
             .map(|_| cold.seg.encoder())
             .collect::<Result<Vec<_>, _>>()?;
         type Encoded = Result<Vec<(Vec<u8>, BlockMeta)>, StorageError>;
-        let encoded: Vec<Encoded> = std::thread::scope(|s| {
-            let handles: Vec<_> = encoders
-                .into_iter()
-                .enumerate()
-                .map(|(t, mut enc)| {
-                    let blocks =
-                        first + t as u64 * per..(first + (t as u64 + 1) * per).min(first + k);
-                    s.spawn(move || -> Encoded {
-                        blocks
-                            .map(|b| {
-                                let mut out = Vec::new();
-                                let meta = format.encode(&mut enc, b, raw(b), &mut out)?;
-                                Ok((out, meta))
-                            })
-                            .collect()
+        // Each thread's encoder, and what it encoded (on the process's worker threads).
+        let mut shares: Vec<_> = encoders.into_iter().map(|enc| (enc, None)).collect();
+        crate::par::each(&mut shares, |t, (enc, out): &mut (_, Option<Encoded>)| {
+            let blocks = first + t as u64 * per..(first + (t as u64 + 1) * per).min(first + k);
+            *out = Some(
+                blocks
+                    .map(|b| {
+                        let mut out = Vec::new();
+                        let meta = format.encode(enc, b, raw(b), &mut out)?;
+                        Ok((out, meta))
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
+                    .collect(),
+            );
         });
+        let encoded = shares.into_iter().filter_map(|(_, out)| out);
         for part in encoded {
             for (out, meta) in part? {
                 // Each block is sealed as soon as it is written: an error leaves a

@@ -492,7 +492,10 @@ impl<V: Vectors> Index<'_, V> {
 
 /// Inserts ids `ids` (hashes by `hash`) into `table`, which other threads fill at the same
 /// time: an empty slot is claimed with compare-and-swap, a lost race moves on. The ids are
-/// distinct states, so no two threads insert the same one.
+/// distinct states, so no two threads insert the same one. Each id's home slot is asked
+/// for [`AHEAD`] ids before it is claimed (its hash kept in a ring meanwhile, so `hash` runs
+/// once per id): the homes are scattered over a table far larger than the caches, and one
+/// miss at a time made indexing most of a parallel chunk's serial tail.
 fn index_atomic(
     table: &[std::sync::atomic::AtomicU64],
     ids: std::ops::Range<u64>,
@@ -500,12 +503,24 @@ fn index_atomic(
 ) {
     use std::sync::atomic::Ordering;
     let mask = table.len() - 1;
-    for id in ids {
+    let mut ring = [0u64; AHEAD];
+    let ask = |ring: &mut [u64; AHEAD], id: u64| {
         let h = hash(id);
+        ring[id as usize % AHEAD] = h;
+        prefetch(&table[h as usize & mask] as *const _ as *const u8);
+    };
+    for id in ids.start..(ids.start + AHEAD as u64).min(ids.end) {
+        ask(&mut ring, id);
+    }
+    for id in ids.clone() {
+        let h = ring[id as usize % AHEAD];
+        if id + (AHEAD as u64) < ids.end {
+            ask(&mut ring, id + AHEAD as u64);
+        }
         let entry = (h & 0xffff_ffff_0000_0000) | (id + 1);
         let mut i = h as usize & mask;
         loop {
-            // Relaxed: the threads only claim slots; the scope's join publishes the table.
+            // Relaxed: the threads only claim slots; the step's end publishes the table.
             if table[i].load(Ordering::Relaxed) == 0
                 && table[i]
                     .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
@@ -528,15 +543,14 @@ impl FullStore {
         };
         let (bytes, ends, width) = (bytes.as_slice(), ends.as_slice(), self.width);
         let hash = |id: u64| state_hash(slice(bytes, ends, width, id as usize));
-        let per = self.count.div_ceil(threads.max(1) as u64).max(1 << 12);
-        std::thread::scope(|s| {
-            let mut start = per;
-            while start < self.count {
-                let end = (start + per).min(self.count);
-                s.spawn(move || index_atomic(table, start..end, hash));
-                start = end;
-            }
-            index_atomic(table, 0..per.min(self.count), hash);
+        let (count, per) = (
+            self.count,
+            self.count.div_ceil(threads.max(1) as u64).max(1 << 12),
+        );
+        let shares = count.div_ceil(per) as usize;
+        par::run(shares, &|t| {
+            let start = t as u64 * per;
+            index_atomic(table, start..(start + per).min(count), hash);
         });
     }
 }
@@ -1487,10 +1501,20 @@ impl StateStore for FullStore {
             return Ok(());
         }
         let mut total = 0;
-        for i in 0..count {
-            let s = new(i).0;
-            self.check(s, count as u64)?;
-            total += s.len();
+        match (&self.arena, self.width) {
+            // Fixed-width states in RAM: the threads' copies check every length (below), so
+            // the new vectors, written by other threads, are not read here first.
+            (Arena::Ram { .. }, Some(w)) => {
+                self.check(&vec![0; w], count as u64)?;
+                total = count * w;
+            }
+            _ => {
+                for i in 0..count {
+                    let s = new(i).0;
+                    self.check(s, count as u64)?;
+                    total += s.len();
+                }
+            }
         }
         if let Arena::Seg { .. } = self.arena {
             // Under a budget: the index grows (or spills) as for any batch, then each state
@@ -1549,42 +1573,56 @@ impl StateStore for FullStore {
         // Indexed with the copies unless the table is rebuilt anyway.
         let table = (!grow).then(|| self.slots.atomic());
         let per = count.div_ceil(threads.max(1)).max(1 << 10);
+        // Each share's destination: its first state's offset in the spare bytes.
+        let mut shares: Vec<(usize, &mut [std::mem::MaybeUninit<u8>])> = Vec::new();
         let mut spare = &mut bytes.spare_capacity_mut()[..total];
-        std::thread::scope(|s| {
-            let mut i = 0;
-            while i < count {
-                let end = (i + per).min(count);
-                let len = match self.width {
-                    Some(w) => (end - i) * w,
-                    None => (i..end).map(|k| new(k).0.len()).sum(),
-                };
-                let (dst, rest) = std::mem::take(&mut spare).split_at_mut(len);
-                spare = rest;
-                let ids = first + i as u64..first + end as u64;
-                let work = move || {
-                    let mut at = 0;
-                    for id in ids.clone() {
-                        let v = new((id - first) as usize).0;
-                        // (`write_copy_of_slice` is newer than the crate's MSRV; this
-                        // loop compiles to the same copy.)
-                        for (d, &b) in dst[at..at + v.len()].iter_mut().zip(v) {
-                            d.write(b);
-                        }
-                        at += v.len();
-                    }
-                    if let Some(table) = table {
-                        index_atomic(table, ids, |id| new((id - first) as usize).1);
-                    }
-                };
-                if end == count {
-                    work();
-                } else {
-                    s.spawn(work);
+        let mut i = 0;
+        while i < count {
+            let end = (i + per).min(count);
+            let len = match self.width {
+                Some(w) => (end - i) * w,
+                None => (i..end).map(|k| new(k).0.len()).sum(),
+            };
+            let (dst, rest) = std::mem::take(&mut spare).split_at_mut(len);
+            spare = rest;
+            shares.push((i, dst));
+            i = end;
+        }
+        let (bad, width) = (std::sync::atomic::AtomicU64::new(u64::MAX), self.width);
+        par::each(&mut shares, |_, (i, dst)| {
+            let ids = first + *i as u64..first + (*i + per).min(count) as u64;
+            let mut at = 0;
+            for id in ids.clone() {
+                let v = new((id - first) as usize).0;
+                if width.is_some_and(|w| v.len() != w) {
+                    // A state of another width: reported below, nothing is stored.
+                    bad.fetch_min(id - first, std::sync::atomic::Ordering::Relaxed);
+                    return;
                 }
-                i = end;
+                // (`write_copy_of_slice` is newer than the crate's MSRV; this loop
+                // compiles to the same copy.)
+                for (d, &b) in dst[at..at + v.len()].iter_mut().zip(v) {
+                    d.write(b);
+                }
+                at += v.len();
+            }
+            if let Some(table) = table {
+                index_atomic(table, ids, |id| new((id - first) as usize).1);
             }
         });
-        // SAFETY: the threads, all joined by the scope, wrote every byte of the `total`
+        let bad = bad.into_inner();
+        if bad != u64::MAX {
+            // A model bug; the run stops here (the index may hold some of the chunk's ids).
+            return Err(StoreError::Invalid {
+                store: "full",
+                message: format!(
+                    "state of {} bytes in a store of {}-byte states",
+                    new(bad as usize).0.len(),
+                    width.unwrap_or(0)
+                ),
+            });
+        }
+        // SAFETY: the threads, all finished with the step, wrote every byte of the `total`
         // spare bytes after `start` (their shares are disjoint and cover them).
         unsafe { bytes.set_len(start + total) };
         self.count += count as u64;
