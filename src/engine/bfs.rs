@@ -17,6 +17,7 @@ use crate::storage::frontier::Queue;
 use crate::storage::{Account, MemoryLimit};
 use crate::store::full::eq_bytes;
 use crate::store::{Insert, StateBatch, StateStore, StatesBack};
+use hashbrown::hash_table::Entry;
 use std::sync::MutexGuard;
 
 /// The open set: an id range when the store gives states back, else a queue of
@@ -473,17 +474,20 @@ impl Chunk {
                 let id = match known[i] {
                     CANDIDATE => {
                         let (s, h) = (cand.get(c), cand_hashes[c]);
-                        let found = self
-                            .table
-                            .find(h, |&(q, m)| q as usize != k && eq_bytes(vector(q, m), s));
-                        let id = match found {
-                            Some(&(q, m)) => earlier[q as usize].ids[m as usize],
-                            None => {
+                        // One probe finds an earlier part's equal or the empty slot for it.
+                        let same =
+                            |&(q, m): &(u32, u32)| q as usize != k && eq_bytes(vector(q, m), s);
+                        let id = match self.table.entry(h, same, hash) {
+                            Entry::Occupied(e) => {
+                                let &(q, m) = e.get();
+                                earlier[q as usize].ids[m as usize]
+                            }
+                            Entry::Vacant(v) => {
+                                v.insert((k as u32, c as u32));
                                 // The open set is the id range: nothing to queue.
                                 let id = base + self.new.len() as u64;
                                 self.new.push((k as u32, c as u32));
                                 levels.next_level += 1;
-                                self.table.insert_unique(h, (k as u32, c as u32), hash);
                                 id
                             }
                         };
