@@ -417,6 +417,34 @@ fn threads_do_not_change_the_output() {
     assert_eq!(checked, 4 * THREADED.len() * 4);
 }
 
+/// Without `-o` parallel BFS numbers only the candidates for new states (the edges are only
+/// counted): states, transitions, deadlocks and depth are those of a run that writes the
+/// LTS, with 1, 2 and 4 threads, on nets whose levels end inside a chunk's parts and whose
+/// chains end in deadlocks.
+#[test]
+fn runs_without_output_count_what_runs_with_output_count() {
+    let t = tempfile::tempdir().unwrap();
+    for net in [pipeline(5, 4), ring(12, 6), pipeline(3, 9)] {
+        let model = t.path().join(format!("{}.pnml", net.name));
+        std::fs::write(&model, net.pnml()).unwrap();
+        let expect = net.counts();
+        let out = t.path().join("with.slts");
+        let with = stats(
+            &model,
+            t.path(),
+            &["--threads", "2", "-o", out.to_str().unwrap()],
+        );
+        assert_eq!(triple(&with), expect, "{}", net.name);
+        for threads in ["1", "2", "4"] {
+            let v = stats(&model, t.path(), &["--threads", threads]);
+            let label = format!("{} without -o, {threads} threads", net.name);
+            assert_eq!(triple(&v), expect, "{label}");
+            assert_eq!(v["max_depth"], with["max_depth"], "{label}");
+            assert_eq!(v["threads"].to_string(), threads, "{label}");
+        }
+    }
+}
+
 /// Once the full store's index has spilled (under a budget, its table capped at 8,192
 /// slots), its delayed batches are expanded (the `bfs.expand` account) and resolved
 /// (`index_threads`) on every thread: with 2 and 4 threads the LTS is the one-thread run's,

@@ -454,6 +454,7 @@ impl Chunk {
         let k = earlier.len();
         let Part {
             counts,
+            cand_counts,
             labels,
             known,
             cand,
@@ -467,30 +468,52 @@ impl Chunk {
             q if q == k => cand_hashes[m as usize],
             q => earlier[q].cand_hashes[m as usize],
         };
+        // The id of the part's candidate `c`: an earlier part's equal's, or the next one.
+        let mut resolve = |c: usize, levels: &mut Levels| {
+            let (s, h) = (cand.get(c), cand_hashes[c]);
+            // One probe finds an earlier part's equal or the empty slot for it.
+            let same = |&(q, m): &(u32, u32)| q as usize != k && eq_bytes(vector(q, m), s);
+            match self.table.entry(h, same, hash) {
+                Entry::Occupied(e) => {
+                    let &(q, m) = e.get();
+                    earlier[q as usize].ids[m as usize]
+                }
+                Entry::Vacant(v) => {
+                    v.insert((k as u32, c as u32));
+                    // The open set is the id range: nothing to queue.
+                    let id = base + self.new.len() as u64;
+                    self.new.push((k as u32, c as u32));
+                    levels.next_level += 1;
+                    id
+                }
+            }
+        };
+        if !run.sink.wants_edges() {
+            // Only counted: the candidates are numbered, parent by parent (a level may end
+            // inside the part), and the other successors' ids are never looked at.
+            let mut c = 0;
+            for (&count, &n) in counts.iter().zip(cand_counts.iter()) {
+                levels.take(run);
+                for _ in 0..n {
+                    let id = resolve(c, levels);
+                    ids.push(id);
+                    c += 1;
+                }
+                if count == 0 {
+                    run.deadlocks += 1;
+                }
+                *head += 1;
+            }
+            run.transitions += labels.len() as u64;
+            return Ok(());
+        }
         let (mut at, mut c) = (0usize, 0usize);
         for &count in counts.iter() {
             levels.take(run);
             for i in at..at + count as usize {
                 let id = match known[i] {
                     CANDIDATE => {
-                        let (s, h) = (cand.get(c), cand_hashes[c]);
-                        // One probe finds an earlier part's equal or the empty slot for it.
-                        let same =
-                            |&(q, m): &(u32, u32)| q as usize != k && eq_bytes(vector(q, m), s);
-                        let id = match self.table.entry(h, same, hash) {
-                            Entry::Occupied(e) => {
-                                let &(q, m) = e.get();
-                                earlier[q as usize].ids[m as usize]
-                            }
-                            Entry::Vacant(v) => {
-                                v.insert((k as u32, c as u32));
-                                // The open set is the id range: nothing to queue.
-                                let id = base + self.new.len() as u64;
-                                self.new.push((k as u32, c as u32));
-                                levels.next_level += 1;
-                                id
-                            }
-                        };
+                        let id = resolve(c, levels);
                         ids.push(id);
                         c += 1;
                         id

@@ -74,8 +74,9 @@ fn threads_within_budget(threads: usize, budget: Option<u64>) -> usize {
 /// What a thread found for one part of a chunk, in parent order.
 #[derive(Default)]
 pub(super) struct Part {
-    /// Successors per parent.
+    /// Successors per parent, and candidates per parent.
     pub counts: Vec<u32>,
+    pub cand_counts: Vec<u32>,
     /// Per successor: its label, and its id if it was found in the shared index, else
     /// [`CANDIDATE`] or [`SAME`].
     pub labels: Vec<LabelId>,
@@ -98,7 +99,7 @@ pub(super) struct Part {
 impl Part {
     /// RAM the part's buffers hold.
     fn ram_bytes(&self) -> u64 {
-        (self.counts.capacity() * 4
+        ((self.counts.capacity() + self.cand_counts.capacity()) * 4
             + self.labels.capacity() * std::mem::size_of::<LabelId>()
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
             + self.hashes.capacity() * 8
@@ -109,6 +110,7 @@ impl Part {
 
     fn clear(&mut self) {
         self.counts.clear();
+        self.cand_counts.clear();
         self.labels.clear();
         self.known.clear();
         self.cand.clear();
@@ -144,6 +146,7 @@ impl Part {
         let mut start = parents.start;
         while start < parents.end {
             let group = start..(start + GROUP as u64).min(parents.end);
+            let group_len = (group.end - group.start) as usize;
             start = group.end;
             self.tmp.clear();
             for parent in group {
@@ -169,18 +172,25 @@ impl Part {
                 view.prefetch_state(h);
             }
             let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
-            for i in 0..self.tmp.len() {
-                let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                if let Some(id) = view.find(r, s, h)? {
-                    self.known.push(id);
-                } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
-                    self.known.push(SAME | m as u64);
-                } else {
-                    table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
-                    hashes.push(h);
-                    cand.push(self.tmp.transition(i), s);
-                    self.known.push(CANDIDATE);
+            let group_counts = &self.counts[self.counts.len() - group_len..];
+            let mut i = 0;
+            for &count in group_counts {
+                let before = cand.len();
+                for i in i..i + count as usize {
+                    let (s, h) = (self.tmp.get(i), self.hashes[i]);
+                    if let Some(id) = view.find(r, s, h)? {
+                        self.known.push(id);
+                    } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
+                        self.known.push(SAME | m as u64);
+                    } else {
+                        table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
+                        hashes.push(h);
+                        cand.push(self.tmp.transition(i), s);
+                        self.known.push(CANDIDATE);
+                    }
                 }
+                i += count as usize;
+                self.cand_counts.push((cand.len() - before) as u32);
             }
         }
         Ok(())

@@ -34,6 +34,12 @@ pub trait LtsSink {
     /// once (a search that forgot states and numbered them again, `--store cache`); formats
     /// that can say so record it (the native footer's flags), the others ignore it.
     fn states_may_repeat(&mut self) {}
+    /// Whether the sink does anything with edges: `false` lets an engine that only counts
+    /// them skip resolving the destination of each (parallel BFS then numbers only the
+    /// candidates for new states, not every edge).
+    fn wants_edges(&self) -> bool {
+        true
+    }
     /// Completes the file; a file whose writer never finished must not read as a valid LTS.
     fn finish(&mut self, summary: &LtsSummary) -> Result<(), LtsError>;
     /// Writes and syncs everything that can be written without changing the file a finished
@@ -347,6 +353,9 @@ impl LtsSink for NullSink {
     }
     fn edge(&mut self, _: u64, _: LabelId, _: u64) -> Result<(), LtsError> {
         Ok(())
+    }
+    fn wants_edges(&self) -> bool {
+        false
     }
     fn finish(&mut self, _: &LtsSummary) -> Result<(), LtsError> {
         Ok(())
