@@ -172,39 +172,51 @@ pub fn with_workers<R>(
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => {
             return std::thread::scope(|s| {
-                for t in 1..threads {
-                    s.spawn(move || worker(t));
-                }
-                main()
-            })
+                // A share whose thread cannot be started runs here after `main`.
+                let late: Vec<usize> = (1..threads)
+                    .filter(|&t| {
+                        std::thread::Builder::new()
+                            .spawn_scoped(s, move || worker(t))
+                            .is_err()
+                    })
+                    .collect();
+                let r = main();
+                late.into_iter().for_each(worker);
+                r
+            });
         }
     };
-    {
+    let workers = {
         let mut started = pool.workers.lock().unwrap_or_else(PoisonError::into_inner);
         while *started < threads - 1 {
             let w = *started;
-            std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("spillway-{}", w + 1))
-                .spawn(move || pool.work(w))
-                .expect("a worker thread could be started");
+                .spawn(move || pool.work(w));
+            if spawned.is_err() {
+                // Out of threads (a process limit): the shares without one run here.
+                break;
+            }
             *started += 1;
         }
-    }
+        (*started).min(threads - 1)
+    };
     // SAFETY (of the lifetime erasure): the workers dereference the job only between
     // seeing this step and decrementing `pending`; the guard below waits for `pending` to
     // reach zero before this function returns or unwinds, so `worker` outlives every use.
     let erased: &(dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(worker) };
     {
         let mut step = pool.step.lock().unwrap_or_else(PoisonError::into_inner);
-        pool.pending.store(threads - 1, Ordering::Relaxed);
+        pool.pending.store(workers, Ordering::Relaxed);
         step.epoch += 1;
         step.job = Some(JobRef(erased));
-        step.threads = threads;
+        step.threads = workers + 1;
         pool.epoch.store(step.epoch, Ordering::Release);
     }
     pool.wake.notify_all();
     let guard = StepGuard(pool);
     let r = main();
+    (workers + 1..threads).for_each(worker);
     drop(guard);
     if let Some(p) = pool
         .panic
