@@ -492,6 +492,42 @@ fn spilled_index_batches_on_threads_write_one_file() {
     );
 }
 
+/// A spilled index's delayed batches stay within its window when every parent has many
+/// successors: 14 toggles and 300 always-enabled self-loops, 314 successors a state, under
+/// a budget with an 8,192-slot index. Pieces of 16 parents let each thread run up to 5,024
+/// successors past the batch's bound and overflowed the window ("a batch of … successors
+/// does not fit the index window", exit 6) before pieces were sized from the fan-out.
+#[test]
+fn spilled_batches_of_a_wide_fanout_fit_the_window() {
+    let t = tempfile::tempdir().unwrap();
+    let (k, loops) = (14u32, 300u32);
+    let mut text = common::toggles_pnml(k);
+    let self_loops: String = (0..loops)
+        .map(|i| format!("<transition id=\"loop{i}\"/>\n"))
+        .collect();
+    text = text.replace("</page>", &format!("{self_loops}</page>"));
+    let model = t.path().join("wide.pnml");
+    std::fs::write(&model, text).unwrap();
+    let states = 1u64 << k;
+    let expect = (states, states * (k + loops) as u64, 0);
+    let mut files = Vec::new();
+    for threads in ["1", "2", "4"] {
+        let out = t.path().join(format!("wide-{threads}.slts"));
+        let mut args = vec!["--threads", threads, "-o", out.to_str().unwrap()];
+        args.extend(["--memory", "128M", "--full-index-slots", "8192"]);
+        let v = stats(&model, t.path(), &args);
+        assert_eq!(triple(&v), expect, "{threads} threads");
+        let d = &v["store_details"];
+        assert!(d["index_rotations"].as_u64() > Some(0), "{d}");
+        assert_eq!(d["index_threads"].to_string(), threads, "{d}");
+        files.push(std::fs::read(&out).unwrap());
+    }
+    assert!(
+        files[1] == files[0] && files[2] == files[0],
+        "the LTS depends on the threads"
+    );
+}
+
 /// Twenty runs with four threads on two cores (heavy interleaving) write the same file,
 /// byte for byte, as one thread does.
 #[test]

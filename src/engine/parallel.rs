@@ -419,8 +419,9 @@ impl Workers {
     }
 }
 
-/// Parents a thread of [`Expanders`] claims at a time: few, so that a round stops close to
-/// its bound; enough that claiming costs nothing against expanding them.
+/// Parents a thread of [`Expanders`] claims at a time, at most: few, so that a round stops
+/// close to its bound; enough that claiming costs nothing against expanding them (fewer
+/// when the room is small against the fan-out, see [`Expanders::expand`]).
 const EXPAND_PIECE: usize = 16;
 
 /// Bytes a successor takes in an [`Expanders`] round beside its vector: its end offset,
@@ -430,7 +431,7 @@ const PER_SUCCESSOR: usize = 24;
 /// Parallel expansion of a delayed batch's parents once the store's index has spilled
 /// (`--threads`, docs/ARCHITECTURE.md "Parallel BFS"). The parents are consecutive ids of
 /// the open set, read through [`StateStore::shared_vectors`](crate::store::StateStore::shared_vectors);
-/// each thread expands pieces of [`EXPAND_PIECE`] parents with its own copy of the model
+/// each thread expands pieces of up to [`EXPAND_PIECE`] parents with its own copy of the model
 /// into its own buffers, and the calling thread appends the pieces to the delayed batch in
 /// parent order: the batch is the one the one-parent loop would have collected, so its
 /// resolution, the numbering and the LTS do not depend on the threads.
@@ -440,6 +441,8 @@ pub(super) struct Expanders {
     round: usize,
     /// Bytes of successor vectors a round takes per thread.
     part_bytes: usize,
+    /// Parents expanded and successors found so far, to size the pieces.
+    seen: (u64, u64),
 }
 
 /// One thread's model copy, vector reader and buffers.
@@ -514,6 +517,7 @@ impl Expanders {
         Some(Expanders {
             round: (part_bytes * forks.len() / (width + PER_SUCCESSOR)).max(EXPAND_PIECE),
             part_bytes,
+            seen: (0, 0),
             shares: forks
                 .into_iter()
                 .map(|model| Expander {
@@ -571,22 +575,33 @@ impl Expanders {
         parents: &mut Vec<(u64, u32)>,
     ) -> Result<u64, ExploreError> {
         let room = room.clamp(1, self.round);
+        let batch_before = batch.len();
         let (first, n) = (
             ids.start,
             (ids.end - ids.start).min(u32::MAX as u64) as usize,
         );
+        // Every thread may finish one piece past `room`, and the batch must stay within
+        // what the store's window takes (four times the room): pieces of at most a quarter
+        // of the room shared by the threads, judged by the fan-out so far (a net with 73
+        // successors a parent overshot a 1,024-slot window by 2,300 with pieces of 16).
+        // Before any fan-out is known, one parent at a time.
+        let (parents_seen, succs_seen) = self.seen;
+        let fanout = succs_seen
+            .checked_div(parents_seen)
+            .map_or(usize::MAX, |f| f.max(1) as usize);
+        let piece = (room / (4 * self.threads()).saturating_mul(fanout)).clamp(1, EXPAND_PIECE);
         let found = AtomicUsize::new(0);
         let more = || found.load(Ordering::Relaxed) < room;
         let done = match vectors {
             SharedVectors::Ram(v) => {
-                par::pieces_while(&mut self.shares, n, EXPAND_PIECE, more, |sh, p| {
+                par::pieces_while(&mut self.shares, n, piece, more, |sh, p| {
                     let got = sh.out.fill(&v, &mut (), first, p)?;
                     found.fetch_add(got, Ordering::Relaxed);
                     Ok::<_, ExploreError>(())
                 })
             }
             SharedVectors::Seg(v) => {
-                par::pieces_while(&mut self.shares, n, EXPAND_PIECE, more, |sh, p| {
+                par::pieces_while(&mut self.shares, n, piece, more, |sh, p| {
                     let got = sh.out.fill(&v, &mut sh.reader, first, p)?;
                     found.fetch_add(got, Ordering::Relaxed);
                     Ok::<_, ExploreError>(())
@@ -615,6 +630,10 @@ impl Expanders {
         });
         for sh in &mut self.shares {
             sh.out.clear();
+        }
+        if let Ok(done) = r {
+            self.seen.0 += done;
+            self.seen.1 += (batch.len() - batch_before) as u64;
         }
         r
     }
