@@ -241,6 +241,22 @@ pub fn each<S: Send>(states: &mut [S], f: impl Fn(usize, &mut S) + Sync) {
     });
 }
 
+/// Calls `f` on every element of `items` on `threads` threads (the calling one included),
+/// each thread claiming the next unclaimed element: a thread slowed by page faults or by
+/// waking late takes fewer, so the threads finish together (equal static shares left the
+/// first to finish waiting for the other at every step).
+pub fn claim<T: Send>(threads: usize, items: &mut [T], f: impl Fn(&mut T) + Sync) {
+    let cells: Vec<Mutex<&mut T>> = items.iter_mut().map(Mutex::new).collect();
+    let next = AtomicUsize::new(0);
+    run(threads.min(cells.len()).max(1), &|_| loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(cell) = cells.get(k) else {
+            return;
+        };
+        f(&mut cell.lock().unwrap_or_else(PoisonError::into_inner));
+    });
+}
+
 /// RAM a thread holds beside its buffers: its stack as used, its allocator arena's slack, its
 /// copy of the model's scratch. An estimate, on the high side (measured: +1.3 MiB peak RSS
 /// for a second thread on toggles-2^21 under 20M).
@@ -327,7 +343,9 @@ pub fn fill<T: Send>(out: &mut [T], threads: usize, f: impl Fn(usize) -> T + Syn
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, pieces, pieces_while, run, threads_within, with_workers, THREAD_BYTES};
+    use super::{
+        claim, fill, pieces, pieces_while, run, threads_within, with_workers, THREAD_BYTES,
+    };
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
@@ -431,6 +449,15 @@ mod tests {
             7
         });
         assert_eq!((r, log.get_mut().as_slice()), (7, &[1][..]));
+    }
+
+    #[test]
+    fn claim_calls_every_item_once() {
+        for (threads, n) in [(1, 5), (2, 1000), (4, 3), (3, 0)] {
+            let mut items: Vec<(usize, usize)> = (0..n).map(|i| (i, 0)).collect();
+            claim(threads, &mut items, |(_, hits)| *hits += 1);
+            assert!(items.iter().all(|&(_, h)| h == 1), "{threads}/{n}");
+        }
     }
 
     #[test]

@@ -490,6 +490,10 @@ impl<V: Vectors> Index<'_, V> {
     }
 }
 
+/// States a thread of `add_new` or of an index rebuild claims at a time: small enough that
+/// the threads finish a step together, large enough that claiming costs nothing.
+const ADD_PIECE: usize = 512;
+
 /// Inserts ids `ids` (hashes by `hash`) into `table`, which other threads fill at the same
 /// time: an empty slot is claimed with compare-and-swap, a lost race moves on. The ids are
 /// distinct states, so no two threads insert the same one. Each id's home slot is asked
@@ -543,14 +547,13 @@ impl FullStore {
         };
         let (bytes, ends, width) = (bytes.as_slice(), ends.as_slice(), self.width);
         let hash = |id: u64| state_hash(slice(bytes, ends, width, id as usize));
-        let (count, per) = (
-            self.count,
-            self.count.div_ceil(threads.max(1) as u64).max(1 << 12),
-        );
-        let shares = count.div_ceil(per) as usize;
-        par::run(shares, &|t| {
-            let start = t as u64 * per;
-            index_atomic(table, start..(start + per).min(count), hash);
+        let count = self.count;
+        let mut pieces: Vec<_> = (0..count)
+            .step_by(ADD_PIECE)
+            .map(|start| start..(start + ADD_PIECE as u64).min(count))
+            .collect();
+        par::claim(threads, &mut pieces, |ids| {
+            index_atomic(table, ids.clone(), hash)
         });
     }
 }
@@ -1572,8 +1575,8 @@ impl StateStore for FullStore {
         }
         // Indexed with the copies unless the table is rebuilt anyway.
         let table = (!grow).then(|| self.slots.atomic());
-        let per = count.div_ceil(threads.max(1)).max(1 << 10);
-        // Each share's destination: its first state's offset in the spare bytes.
+        let per = ADD_PIECE;
+        // Each piece's first state and destination in the spare bytes.
         let mut shares: Vec<(usize, &mut [std::mem::MaybeUninit<u8>])> = Vec::new();
         let mut spare = &mut bytes.spare_capacity_mut()[..total];
         let mut i = 0;
@@ -1589,7 +1592,7 @@ impl StateStore for FullStore {
             i = end;
         }
         let (bad, width) = (std::sync::atomic::AtomicU64::new(u64::MAX), self.width);
-        par::each(&mut shares, |_, (i, dst)| {
+        par::claim(threads, &mut shares, |(i, dst)| {
             let ids = first + *i as u64..first + (*i + per).min(count) as u64;
             let mut at = 0;
             for id in ids.clone() {
