@@ -582,8 +582,8 @@ impl Expanders {
         );
         // Every thread may finish one piece past `room`, and the batch must stay within
         // what the store's window takes (four times the room): pieces of at most a quarter
-        // of the room shared by the threads, judged by the fan-out so far (a net with 73
-        // successors a parent overshot a 1,024-slot window by 2,300 with pieces of 16).
+        // of the room shared by the threads, judged by the fan-out so far (with pieces of
+        // 16, a net with 314 successors a parent overflowed a window of 4,096 slots).
         // Before any fan-out is known, one parent at a time.
         let (parents_seen, succs_seen) = self.seen;
         let fanout = succs_seen
