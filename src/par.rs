@@ -1,6 +1,7 @@
-//! Work split over threads, for the stores' batch work (resolving a delayed batch): every
-//! thread owns one element of a slice (its buffers and readers, kept between calls so that
-//! nothing is allocated per batch) and a contiguous share of `0..n`.
+//! Work split over threads: parallel BFS's chunks and indexing, the stores' batch work
+//! (resolving a delayed batch), the sealing of segment blocks. Every thread owns one element
+//! of a slice (its buffers and readers, kept between calls so that nothing is allocated per
+//! step) and claims pieces of the work, or takes a contiguous share of it.
 //!
 //! Every parallel step of a run goes through [`run`], which hands the step to the
 //! process's persistent worker threads: a parallel BFS takes thousands of short steps (a
