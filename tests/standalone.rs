@@ -445,6 +445,36 @@ fn runs_without_output_count_what_runs_with_output_count() {
     }
 }
 
+/// Runs `model` with 1, 2 and 4 threads under 128M with the full store's index capped at
+/// 8,192 slots (so that it spills), each writing an LTS: every run gives `expect`, resolves
+/// its delayed batches on all its threads (`index_threads`) and passes `check(threads,
+/// stats)`; the three files are the same, byte for byte.
+fn spilled_on_threads(
+    dir: &Path,
+    model: &Path,
+    expect: (u64, u64, u64),
+    check: impl Fn(&str, &serde_json::Value),
+) {
+    let mut files = Vec::new();
+    for threads in ["1", "2", "4"] {
+        let out = dir.join(format!("spilled-{threads}.slts"));
+        let mut args = vec!["--threads", threads, "-o", out.to_str().unwrap()];
+        args.extend(["--memory", "128M", "--full-index-slots", "8192"]);
+        let v = stats(model, dir, &args);
+        assert_eq!(triple(&v), expect, "{threads} threads");
+        let d = &v["store_details"];
+        assert_eq!(d["index_threads"].to_string(), threads, "{d}");
+        check(threads, &v);
+        files.push(std::fs::read(&out).unwrap());
+    }
+    for (threads, f) in ["2", "4"].iter().zip(&files[1..]) {
+        assert!(
+            *f == files[0],
+            "{threads} threads: the LTS differs from 1 thread's"
+        );
+    }
+}
+
 /// Once the full store's index has spilled (under a budget, its table capped at 8,192
 /// slots), its delayed batches are expanded (the `bfs.expand` account) and resolved
 /// (`index_threads`) on every thread: with 2 and 4 threads the LTS is the one-thread run's,
@@ -453,21 +483,13 @@ fn runs_without_output_count_what_runs_with_output_count() {
 fn spilled_index_batches_on_threads_write_one_file() {
     let t = tempfile::tempdir().unwrap();
     let net = ring(12, 8);
-    let expect = net.counts();
     let model = t.path().join("ring.pnml");
     std::fs::write(&model, net.pnml()).unwrap();
-    let mut files = Vec::new();
-    for threads in ["1", "2", "4"] {
-        let out = t.path().join(format!("spilled-{threads}.slts"));
-        let mut args = vec!["--threads", threads, "-o", out.to_str().unwrap()];
-        args.extend(["--memory", "128M", "--full-index-slots", "8192"]);
-        let v = stats(&model, t.path(), &args);
-        assert_eq!(triple(&v), expect, "{threads} threads");
+    spilled_on_threads(t.path(), &model, net.counts(), |threads, v| {
         let d = &v["store_details"];
         // Several rotations of the window, and runs looked up on disk.
         assert!(d["index_rotations"].as_u64() > Some(2), "{d}");
         assert!(d["index_disk_found"].as_u64() > Some(0), "{d}");
-        assert_eq!(d["index_threads"].to_string(), threads, "{d}");
         let expand = v["structures"]
             .as_array()
             .unwrap()
@@ -480,16 +502,7 @@ fn spilled_index_batches_on_threads_write_one_file() {
                 "{threads} threads: the delayed batches were not expanded on threads"
             ),
         }
-        files.push(std::fs::read(&out).unwrap());
-    }
-    assert!(
-        files[1] == files[0],
-        "2 threads: the LTS differs from 1 thread's"
-    );
-    assert!(
-        files[2] == files[0],
-        "4 threads: the LTS differs from 1 thread's"
-    );
+    });
 }
 
 /// A spilled index's delayed batches stay within its window when every parent has many
@@ -510,22 +523,10 @@ fn spilled_batches_of_a_wide_fanout_fit_the_window() {
     std::fs::write(&model, text).unwrap();
     let states = 1u64 << k;
     let expect = (states, states * (k + loops) as u64, 0);
-    let mut files = Vec::new();
-    for threads in ["1", "2", "4"] {
-        let out = t.path().join(format!("wide-{threads}.slts"));
-        let mut args = vec!["--threads", threads, "-o", out.to_str().unwrap()];
-        args.extend(["--memory", "128M", "--full-index-slots", "8192"]);
-        let v = stats(&model, t.path(), &args);
-        assert_eq!(triple(&v), expect, "{threads} threads");
+    spilled_on_threads(t.path(), &model, expect, |_, v| {
         let d = &v["store_details"];
         assert!(d["index_rotations"].as_u64() > Some(0), "{d}");
-        assert_eq!(d["index_threads"].to_string(), threads, "{d}");
-        files.push(std::fs::read(&out).unwrap());
-    }
-    assert!(
-        files[1] == files[0] && files[2] == files[0],
-        "the LTS depends on the threads"
-    );
+    });
 }
 
 /// Twenty runs with four threads on two cores (heavy interleaving) write the same file,
