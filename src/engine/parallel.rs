@@ -71,6 +71,12 @@ fn threads_within_budget(threads: usize, budget: Option<u64>) -> usize {
     threads
 }
 
+/// Successors per parent (at least one) of `(parents, successors)` expanded so far; `None`
+/// before any parent was.
+fn fanout((parents, succs): (u64, u64)) -> Option<usize> {
+    succs.checked_div(parents).map(|f| f.max(1) as usize)
+}
+
 /// What a thread found for one part of a chunk, in parent order.
 #[derive(Default)]
 pub(super) struct Part {
@@ -312,8 +318,7 @@ impl Workers {
     /// How many parents the next chunk takes: about [`PART_BYTES`] of successor vectors per
     /// thread, judged from the chunks so far.
     pub fn chunk_parents(&self) -> usize {
-        let (parents, succs) = self.seen;
-        let fanout = succs.checked_div(parents).unwrap_or(8).max(1) as usize;
+        let fanout = fanout(self.seen).unwrap_or(8);
         (self.part_bytes / (fanout * self.width)).clamp(16, 16_384) * self.threads()
     }
 
@@ -585,10 +590,7 @@ impl Expanders {
         // of the room shared by the threads, judged by the fan-out so far (with pieces of
         // 16, a net with 314 successors a parent overflowed a window of 4,096 slots).
         // Before any fan-out is known, one parent at a time.
-        let (parents_seen, succs_seen) = self.seen;
-        let fanout = succs_seen
-            .checked_div(parents_seen)
-            .map_or(usize::MAX, |f| f.max(1) as usize);
+        let fanout = fanout(self.seen).unwrap_or(usize::MAX);
         let piece = (room / (4 * self.threads()).saturating_mul(fanout)).clamp(1, EXPAND_PIECE);
         let found = AtomicUsize::new(0);
         let more = || found.load(Ordering::Relaxed) < room;
