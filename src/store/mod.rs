@@ -8,6 +8,7 @@ pub mod config;
 pub mod delta;
 pub mod full;
 pub mod hashcompact;
+pub mod path;
 pub mod records;
 pub mod slots;
 pub mod snapshots;

@@ -43,6 +43,7 @@ pub mod sizing;
 pub mod table;
 
 use super::full::eq_bytes;
+use super::path::{self, Link, PathRecords, Repoint, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
     delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
@@ -53,8 +54,8 @@ use super::{
     StatesBack, StoreMark, Via,
 };
 use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, StoreSpec};
-use crate::error::{ModelError, StoreError};
-use crate::model::{Fired, Model, TransitionId};
+use crate::error::StoreError;
+use crate::model::{Model, TransitionId};
 use crate::storage::runs::HashRuns;
 use crate::storage::{Account, MemoryLimit, Storage};
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
@@ -219,10 +220,8 @@ struct Inner {
     waiting: WaitingBuffer,
     stack: SearchPath,
     counters: Counters,
-    /// Path scratch: (state, transition, depth) from a target up to a cached ancestor.
-    path: Vec<(StateId, TransitionId, u32)>,
-    a: Vec<u8>,
-    b: Vec<u8>,
+    /// The path core's scratch (`walk.a`: the state a replay rebuilt).
+    walk: Walker,
     /// A cached state [`StateStore::get`] unpacked.
     got: Vec<u8>,
 }
@@ -244,6 +243,115 @@ impl WaitingBuffer {
 
     fn ram_bytes(&self) -> u64 {
         (self.ends.capacity() * 8 + self.data.capacity()) as u64
+    }
+}
+
+/// Where a ComBack walk starts: a cached state, the initial state, or a pinned state of
+/// the DFS search path (id, stored depth).
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    Cached(StateId),
+    Initial,
+    Pinned(StateId, u32),
+}
+
+/// ComBack's records as the path core walks them ([`path::PathRecords`]): the backedges,
+/// and as starts the state cache, the pinned search path and the initial state
+/// ([`path::RootPolicy::Initial`]).
+struct Walk<'a> {
+    back: &'a BackedgeTable,
+    initial: &'a [u8],
+    cache: &'a mut Cache,
+    stack: &'a SearchPath,
+    /// The state a replay rebuilds (cached whatever its depth).
+    target: StateId,
+}
+
+impl PathRecords for Walk<'_> {
+    type Start = Start;
+    const STORE: &'static str = "comback";
+
+    /// Stored depths strictly grow along backedges, so no path is longer than the states.
+    fn max_edges(&self) -> usize {
+        self.back.len() as usize
+    }
+
+    #[inline]
+    fn link(&mut self, id: StateId) -> Result<Link<Start>, StoreError> {
+        if self.cache.contains(id) {
+            return Ok(Link::Start(Start::Cached(id)));
+        }
+        if id == 0 {
+            return Ok(Link::Start(Start::Initial));
+        }
+        let e = self.back.get(id)?;
+        if self.stack.get(id, e.depth).is_some() {
+            return Ok(Link::Start(Start::Pinned(id, e.depth)));
+        }
+        Ok(Link::Edge {
+            parent: e.parent,
+            transition: e.transition,
+            depth: e.depth,
+        })
+    }
+
+    fn load(&mut self, start: Start, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        out.clear();
+        match start {
+            Start::Cached(id) => self.cache.get(id).expect("just found").0.append_to(out),
+            Start::Initial => out.extend_from_slice(self.initial),
+            Start::Pinned(id, d) => out.extend_from_slice(self.stack.get(id, d).expect("pinned")),
+        }
+        Ok(())
+    }
+
+    fn equals(&mut self, start: Start, state: &[u8]) -> Result<bool, StoreError> {
+        Ok(match start {
+            Start::Cached(id) => self.cache.get(id).expect("just found").0.matches(state),
+            Start::Initial => eq_bytes(self.initial, state),
+            Start::Pinned(id, d) => eq_bytes(self.stack.get(id, d).expect("pinned"), state),
+        })
+    }
+
+    /// Caches the target and sampled ancestors: a long replay leaves checkpoints instead of
+    /// flushing the region.
+    #[inline]
+    fn replayed(&mut self, _: Start, id: StateId, depth: u32, _: u32, state: &[u8]) {
+        if id == self.target || depth.is_multiple_of(REPLAY_CHECKPOINT) {
+            self.cache.put_replayed(id, depth, state);
+        }
+    }
+}
+
+/// The rule of variant 1 ([`path::repoint_if_shorter`]) on stored depths.
+impl Repoint for CombackStore<'_> {
+    /// The parent's stored depth: it may be smaller than the engine's, and keeping
+    /// depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
+    fn parent_len(&mut self, parent: StateId) -> Result<u32, StoreError> {
+        Ok(match self.inner.cache.get(parent) {
+            Some((_, d, _)) if d != UNKNOWN_DEPTH => d,
+            _ => self.back.get(parent)?.depth,
+        })
+    }
+
+    fn writable(&mut self, _: StateId) -> bool {
+        true
+    }
+
+    /// The stored depth is exact.
+    fn exact_len(&mut self, _: StateId, bound: u32) -> Result<u32, StoreError> {
+        Ok(bound)
+    }
+
+    fn set_edge(&mut self, id: StateId, via: Via, len: u32) -> Result<(), StoreError> {
+        let mut e = self.back.get(id)?;
+        e.parent = via.parent;
+        e.transition = via.transition;
+        e.depth = len;
+        self.back.set(id, &e)?;
+        self.inner.cache.set_depth(id, len);
+        self.inner.counters.path_repoints += 1;
+        Ok(())
     }
 }
 
@@ -329,17 +437,6 @@ pub(crate) fn huge_pages(p: *const u8, len: usize) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (p, len);
-}
-
-fn replay_error(id: StateId, t: TransitionId, what: String) -> StoreError {
-    StoreError::Reconstruction {
-        store: "comback",
-        id,
-        message: format!(
-            "replaying transition {}: {what} (the model breaks its determinism contract)",
-            t.0
-        ),
-    }
 }
 
 impl<'m> CombackStore<'m> {
@@ -489,9 +586,7 @@ impl<'m> CombackStore<'m> {
                 stack: SearchPath::default(),
                 waiting: WaitingBuffer::default(),
                 counters: Counters::default(),
-                path: Vec::new(),
-                a: Vec::new(),
-                b: Vec::new(),
+                walk: Walker::default(),
                 got: Vec::new(),
             },
         };
@@ -657,23 +752,9 @@ impl<'m> CombackStore<'m> {
         Ok(())
     }
 
-    /// Fires `t` from `src` into `dst` during a replay of state `id`.
-    fn fire(
-        model: &dyn Model,
-        src: &[u8],
-        t: TransitionId,
-        dst: &mut Vec<u8>,
-        id: StateId,
-    ) -> Result<(), StoreError> {
-        match model.fire(src, t, dst) {
-            Ok(Fired::Enabled(_)) => Ok(()),
-            Ok(other) => Err(replay_error(id, t, format!("gave {other:?}"))),
-            Err(e) => Err(replay_error(id, t, e.to_string())),
-        }
-    }
-
-    /// Forward replay: writes state `id` into `inner.a`, from the nearest cached ancestor.
-    /// The rebuilt state and every ancestor replayed go to the cache's replayed region.
+    /// Forward replay: writes state `id` into `inner.walk.a`, from the nearest cached
+    /// ancestor, pinned search-path state or the initial state. The rebuilt state and every
+    /// [`REPLAY_CHECKPOINT`]-th ancestor replayed go to the cache's replayed region.
     fn reconstruct_forward(
         model: &dyn Model,
         back: &BackedgeTable,
@@ -685,42 +766,19 @@ impl<'m> CombackStore<'m> {
             cache,
             stack,
             counters,
-            path,
-            a,
-            b,
+            walk,
             ..
         } = inner;
-        path.clear();
-        let mut cur = id;
-        a.clear();
-        loop {
-            if let Some((v, _, _)) = cache.get(cur) {
-                v.append_to(a);
-                break;
-            }
-            if cur == 0 {
-                a.extend_from_slice(initial);
-                break;
-            }
-            let e = back.get(cur)?;
-            if let Some(v) = stack.get(cur, e.depth) {
-                a.extend_from_slice(v);
-                break;
-            }
-            path.push((cur, e.transition, e.depth));
-            cur = e.parent;
-        }
+        let mut recs = Walk {
+            back,
+            initial,
+            cache,
+            stack,
+            target: id,
+        };
+        path::replay(walk, model, &mut recs, id)?;
         counters.reconstructions += 1;
-        for &(n, t, depth) in path.iter().rev() {
-            Self::fire(model, a, t, b, n)?;
-            std::mem::swap(a, b);
-            counters.reconstruction_fires += 1;
-            // Cache the target and sampled ancestors: a long replay leaves checkpoints
-            // instead of flushing the region.
-            if n == id || depth % REPLAY_CHECKPOINT == 0 {
-                cache.put_replayed(n, depth, a);
-            }
-        }
+        counters.reconstruction_fires += walk.path.len() as u64;
         Ok(())
     }
 
@@ -738,41 +796,28 @@ impl<'m> CombackStore<'m> {
             cache,
             stack,
             counters,
-            a,
-            b,
+            walk,
             ..
         } = inner;
-        a.clear();
-        a.extend_from_slice(state);
-        let mut cur = id;
+        let mut recs = Walk {
+            back,
+            initial,
+            cache,
+            stack,
+            target: id,
+        };
+        let (outcome, unfires) = path::unfire(walk, model, &mut recs, id, state, false)?;
         counters.reconstructions += 1;
-        loop {
-            if let Some((v, _, _)) = cache.get(cur) {
-                return Ok(Some(v.matches(a)));
+        counters.backward_unfires += unfires;
+        Ok(match outcome {
+            Unfired::Equal(_) => Some(true),
+            Unfired::Different => Some(false),
+            Unfired::NoPredecessor => {
+                counters.backward_early_rejects += 1;
+                Some(false)
             }
-            if cur == 0 {
-                return Ok(Some(eq_bytes(initial, a)));
-            }
-            let e = back.get(cur)?;
-            if let Some(v) = stack.get(cur, e.depth) {
-                return Ok(Some(eq_bytes(v, a)));
-            }
-            match model.unfire(a, e.transition, b) {
-                Ok(Fired::Enabled(_)) => {
-                    counters.backward_unfires += 1;
-                    std::mem::swap(a, b);
-                }
-                // No valid predecessor: `state` is not state `id` (early stop).
-                Ok(Fired::Disabled) | Err(ModelError::TokenOverflow { .. }) => {
-                    counters.backward_unfires += 1;
-                    counters.backward_early_rejects += 1;
-                    return Ok(Some(false));
-                }
-                Ok(Fired::Unsupported) => return Ok(None),
-                Err(e2) => return Err(replay_error(cur, e.transition, e2.to_string())),
-            }
-            cur = e.parent;
-        }
+            Unfired::Unsupported => None,
+        })
     }
 
     /// Decides whether candidate `id` (fingerprint match) is `state`.
@@ -826,13 +871,13 @@ impl<'m> CombackStore<'m> {
                     None => {
                         inner.counters.backward_fallbacks += 1;
                         Self::reconstruct_forward(model, back, initial, inner, id)?;
-                        eq_bytes(&inner.a, state)
+                        eq_bytes(&inner.walk.a, state)
                     }
                 }
             }
             Reconstruction::Forward => {
                 Self::reconstruct_forward(model, back, initial, inner, id)?;
-                eq_bytes(&inner.a, state)
+                eq_bytes(&inner.walk.a, state)
             }
         };
         if equal {
@@ -847,27 +892,12 @@ impl<'m> CombackStore<'m> {
 
     /// Variant 1: repoints `id` (at stored `depth`) to `via` if that path is shorter.
     fn maybe_repoint(&mut self, id: StateId, depth: u32, via: Via) -> Result<(), StoreError> {
-        if via.depth >= depth as u64 || id == 0 {
+        // The engine's depth of the parent is a cheap filter (in BFS it rejects nearly every
+        // call without reading the parent's record); the rule compares stored depths.
+        if via.depth >= depth as u64 {
             return Ok(());
         }
-        // Use the parent's stored depth: it may be smaller than the engine's, and keeping
-        // depth(parent) < depth(child) for stored depths keeps the backedges acyclic.
-        let parent_depth = match self.inner.cache.get(via.parent) {
-            Some((_, d, _)) if d != UNKNOWN_DEPTH => d,
-            _ => self.back.get(via.parent)?.depth,
-        };
-        let new_depth = parent_depth.saturating_add(1);
-        if new_depth >= depth {
-            return Ok(());
-        }
-        let mut e = self.back.get(id)?;
-        e.parent = via.parent;
-        e.transition = via.transition;
-        e.depth = new_depth;
-        self.back.set(id, &e)?;
-        let inner = &mut self.inner;
-        inner.cache.set_depth(id, new_depth);
-        inner.counters.path_repoints += 1;
+        path::repoint_if_shorter(self, id, depth, via)?;
         Ok(())
     }
 
@@ -917,7 +947,7 @@ impl<'m> CombackStore<'m> {
                     message: format!("parent {} neither rebuilt nor cached", e.parent),
                 });
             }
-            Self::fire(model, &src, e.transition, &mut dst, n)?;
+            path::fire("comback", model, &src, e.transition, &mut dst, n, n)?;
             let s = arena.len();
             arena.extend_from_slice(&dst);
             at.insert(n, (s, arena.len()));

@@ -58,6 +58,7 @@ pub mod explicit;
 pub mod index;
 
 use super::full::{eq_bytes, state_hash};
+use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
 use super::window::{
     delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
@@ -68,7 +69,7 @@ use super::{
     StatesBack, StoreMark, Via,
 };
 use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, RunShape, StoreSpec};
-use crate::error::{ModelError, StoreError};
+use crate::error::StoreError;
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
 use crate::storage::runs::HashRuns;
@@ -271,13 +272,108 @@ impl StateCache {
 
 /// Scratch space and counters of reconstitutions and candidate checks.
 struct Inner {
-    path: Vec<(u64, TransitionId)>,
-    /// States met while unfiring (backward checks), to cache them on success.
-    trail: Vec<u8>,
-    a: Vec<u8>,
-    b: Vec<u8>,
+    /// The path core's scratch (`walk.a`: the state a reconstitution rebuilt; `walk.trail`:
+    /// the states met while unfiring, cached on success).
+    walk: Walker,
     cache: StateCache,
     c: Counters,
+}
+
+/// How records are coded: the transition code's width and the code of explicit records.
+#[derive(Clone, Copy, Debug)]
+struct Codes {
+    t_bits: u32,
+    transitions: u64,
+}
+
+impl Codes {
+    #[inline]
+    fn decode(self, v: u64) -> Rec {
+        let p = v >> self.t_bits;
+        let code = v & ((1 << self.t_bits) - 1);
+        if code == self.transitions {
+            Rec::Explicit(p)
+        } else {
+            Rec::Delta {
+                pred: p,
+                t: TransitionId(code as u32),
+            }
+        }
+    }
+}
+
+/// Δ's records as the path core walks them ([`path::PathRecords`]): starts are the cached
+/// states and the explicit ones ([`path::RootPolicy::EveryK`]).
+struct Walk<'a> {
+    records: &'a PackedArray,
+    codes: Codes,
+    explicit: &'a mut ExplicitStates,
+    cache: &'a mut StateCache,
+    k: u32,
+    cache_hits: &'a mut u64,
+}
+
+impl PathRecords for Walk<'_> {
+    type Start = Root;
+    const STORE: &'static str = STORE;
+
+    /// Every record reaches an explicit one in at most kδ − 1 steps.
+    fn max_edges(&self) -> usize {
+        self.k as usize - 1
+    }
+
+    #[inline]
+    fn link(&mut self, id: StateId) -> Result<Link<Root>, StoreError> {
+        if let Some(slot) = self.cache.find(id) {
+            *self.cache_hits += 1;
+            return Ok(Link::Start(Root::Cached {
+                slot,
+                dist: self.cache.dists[slot],
+            }));
+        }
+        Ok(match self.codes.decode(self.records.get(id)?) {
+            Rec::Explicit(x) => Link::Start(Root::Explicit(x)),
+            Rec::Delta { pred, t } => Link::Edge {
+                parent: pred,
+                transition: t,
+                depth: 0,
+            },
+        })
+    }
+
+    fn load(&mut self, start: Root, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        match start {
+            Root::Explicit(x) => self.explicit.get(x, out),
+            Root::Cached { slot, .. } => {
+                out.clear();
+                out.extend_from_slice(self.cache.state(slot));
+                Ok(())
+            }
+        }
+    }
+
+    fn equals(&mut self, start: Root, state: &[u8]) -> Result<bool, StoreError> {
+        Ok(match start {
+            Root::Explicit(x) => self.explicit.equals(x, state)? == Equal::Yes,
+            Root::Cached { slot, .. } => eq_bytes(self.cache.state(slot), state),
+        })
+    }
+
+    /// Every state rebuilt is cached, with its distance.
+    #[inline]
+    fn replayed(&mut self, start: Root, id: StateId, _: u32, edges: u32, state: &[u8]) {
+        self.cache.put(id, state, start.dist() + edges);
+    }
+}
+
+impl Root {
+    /// Edges from the start to its explicit ancestor.
+    fn dist(self) -> u32 {
+        match self {
+            Root::Explicit(_) => 0,
+            Root::Cached { dist, .. } => dist,
+        }
+    }
 }
 
 /// Sizes of the record vector (groups of eight records, 20–64 bytes): 4 KiB blocks (about
@@ -597,10 +693,7 @@ impl<'m> DeltaStore<'m> {
             count: 0,
             backward,
             inner: Inner {
-                path: Vec::new(),
-                trail: Vec::new(),
-                a: Vec::new(),
-                b: Vec::new(),
+                walk: Walker::default(),
                 cache: StateCache::new(cache_states, width),
                 c: Counters::default(),
             },
@@ -703,48 +796,29 @@ impl<'m> DeltaStore<'m> {
 
     #[inline]
     fn rec(&self, id: u64) -> Result<Rec, StoreError> {
-        let v = self.records.get(id)?;
-        let p = v >> self.t_bits;
-        let code = v & ((1 << self.t_bits) - 1);
-        Ok(if code == self.transitions {
-            Rec::Explicit(p)
-        } else {
-            Rec::Delta {
-                pred: p,
-                t: TransitionId(code as u32),
-            }
-        })
+        Ok(self.codes().decode(self.records.get(id)?))
     }
 
-    /// Walks predecessors from `id` to an explicit record or (when `cache` allows) a cached
-    /// state, collecting `(record id, transition)` pairs, nearest first, in `inner.path`.
-    fn walk(&mut self, id: u64, use_cache: bool) -> Result<Root, StoreError> {
-        self.inner.path.clear();
-        let mut cur = id;
-        loop {
-            if use_cache {
-                if let Some(slot) = self.inner.cache.find(cur) {
-                    self.inner.c.cache_hits += 1;
-                    return Ok(Root::Cached {
-                        slot,
-                        dist: self.inner.cache.dists[slot],
-                    });
-                }
-            }
-            match self.rec(cur)? {
-                Rec::Explicit(x) => return Ok(Root::Explicit(x)),
-                Rec::Delta { pred, t } => {
-                    self.inner.path.push((cur, t));
-                    if self.inner.path.len() >= self.opts.k as usize {
-                        return Err(invalid(format!(
-                            "record {id}: no explicit ancestor within kδ = {} steps (corrupt records)",
-                            self.opts.k
-                        )));
-                    }
-                    cur = pred;
-                }
-            }
+    fn codes(&self) -> Codes {
+        Codes {
+            t_bits: self.t_bits,
+            transitions: self.transitions,
         }
+    }
+
+    /// The path core's scratch and the records as it walks them.
+    fn walker(&mut self) -> (&mut Walker, Walk<'_>) {
+        let codes = self.codes();
+        let Inner { walk, cache, c, .. } = &mut self.inner;
+        let recs = Walk {
+            records: &self.records,
+            codes,
+            explicit: &mut self.explicit,
+            cache,
+            k: self.opts.k,
+            cache_hits: &mut c.cache_hits,
+        };
+        (walk, recs)
     }
 
     /// The exact distance of `id` from its explicit ancestor (records only, no firing).
@@ -779,39 +853,16 @@ impl<'m> DeltaStore<'m> {
         Ok(d)
     }
 
-    /// Rebuilds state `id` into `inner.a` by forward firing; returns its distance bound.
+    /// Rebuilds state `id` into `inner.walk.a` by forward firing; returns its distance
+    /// bound.
     fn reconstitute(&mut self, id: u64) -> Result<u32, StoreError> {
         self.inner.c.reconstitutions += 1;
-        let root = self.walk(id, true)?;
-        let mut dist = match root {
-            Root::Explicit(x) => {
-                self.explicit.get(x, &mut self.inner.a)?;
-                0
-            }
-            Root::Cached { slot, dist } => {
-                self.inner.a.clear();
-                self.inner.a.extend_from_slice(self.inner.cache.state(slot));
-                dist
-            }
-        };
-        for k in (0..self.inner.path.len()).rev() {
-            let (rid, t) = self.inner.path[k];
-            let Inner { a, b, cache, c, .. } = &mut self.inner;
-            match self.model.fire(a, t, b) {
-                Ok(Fired::Enabled(_)) => {}
-                other => {
-                    return Err(invalid(format!(
-                        "reconstituting state {id}: firing transition {} from record {rid}'s predecessor gave {other:?}; the model breaks its determinism contract or the records are corrupt",
-                        t.0
-                    )))
-                }
-            }
-            c.fired += 1;
-            std::mem::swap(a, b);
-            dist += 1;
-            cache.put(rid, a, dist);
-        }
-        Ok(dist)
+        let model = self.model;
+        let (walk, mut recs) = self.walker();
+        let start = path::replay(walk, model, &mut recs, id)?;
+        let n = walk.path.len() as u32;
+        self.inner.c.fired += n as u64;
+        Ok(start.dist() + n)
     }
 
     /// Compares candidate `c` with `s`; `Some(distance bound of c)` when equal.
@@ -821,111 +872,57 @@ impl<'m> DeltaStore<'m> {
             inner.c.cache_hits += 1;
             return Ok(eq_bytes(inner.cache.state(slot), s).then_some(inner.cache.dists[slot]));
         }
-        match self.backward {
-            Firing::Forward => {
-                let d = self.reconstitute(c)?;
-                Ok(eq_bytes(&self.inner.a, s).then_some(d))
+        if self.backward == Firing::Backward {
+            if let Some(found) = self.same_backward(c, s)? {
+                return Ok(found);
             }
-            Firing::Backward => self.same_backward(c, s),
+            // The model stopped supporting backward firing: fire forward.
         }
+        let d = self.reconstitute(c)?;
+        Ok(eq_bytes(&self.inner.walk.a, s).then_some(d))
     }
 
-    fn same_backward(&mut self, c: u64, s: &[u8]) -> Result<Option<u32>, StoreError> {
+    /// [`DeltaStore::same`] by unfiring `s` along `c`'s sequence; `None` when the model
+    /// cannot fire backwards.
+    fn same_backward(&mut self, c: u64, s: &[u8]) -> Result<Option<Option<u32>>, StoreError> {
         self.inner.c.backward_checks += 1;
-        let root = self.walk(c, true)?;
         let model = self.model;
+        let (walk, mut recs) = self.walker();
+        let (outcome, unfires) = path::unfire(walk, model, &mut recs, c, s, true)?;
         let inner = &mut self.inner;
-        inner.a.clear();
-        inner.a.extend_from_slice(s);
-        inner.trail.clear();
-        for k in 0..inner.path.len() {
-            let t = inner.path[k].1;
-            if k > 0 {
-                let Inner { a, trail, .. } = inner;
-                trail.extend_from_slice(a);
+        inner.c.unfired += unfires;
+        let start = match outcome {
+            Unfired::Equal(start) => start,
+            Unfired::Different => return Ok(Some(None)),
+            Unfired::NoPredecessor => {
+                inner.c.early_abandons += 1;
+                return Ok(Some(None));
             }
-            let Inner { a, b, c: cnt, .. } = inner;
-            cnt.unfired += 1;
-            let fired = match model.unfire(a, t, b) {
-                // A counter that would overflow has no valid predecessor with these
-                // counters: `s` is not this candidate, as for a negative count. (ComBack's
-                // rule too: a false candidate near a counter limit must not abort the run.)
-                Err(ModelError::TokenOverflow { .. }) => Fired::Disabled,
-                other => other.map_err(|e| invalid(format!("unfiring transition {}: {e}", t.0)))?,
-            };
-            match fired {
-                Fired::Enabled(_) => std::mem::swap(a, b),
-                Fired::Disabled => {
-                    cnt.early_abandons += 1;
-                    return Ok(None);
-                }
-                Fired::Unsupported => {
-                    return Err(invalid(
-                        "the model stopped supporting backward firing".into(),
-                    ))
-                }
-            }
-        }
-        let n = inner.path.len() as u32;
-        let (equal, dist) = match root {
-            Root::Explicit(x) => (self.explicit.equals(x, &inner.a)? == Equal::Yes, n),
-            Root::Cached { slot, dist } => (eq_bytes(inner.cache.state(slot), &inner.a), n + dist),
+            Unfired::Unsupported => return Ok(None),
         };
-        if equal {
-            // The unfired states were c's ancestors: cache them like forward firing would.
-            let w = self.width;
-            for k in 1..inner.path.len() {
-                let Inner {
-                    path, trail, cache, ..
-                } = inner;
-                cache.put(path[k].0, &trail[(k - 1) * w..k * w], dist - k as u32);
-            }
-            inner.cache.put(c, s, dist);
-            Ok(Some(dist))
-        } else {
-            Ok(None)
+        // The unfired states were c's ancestors: cache them like forward firing would.
+        let Inner { walk, cache, .. } = inner;
+        let dist = walk.path.len() as u32 + start.dist();
+        let w = self.width;
+        for k in 1..walk.path.len() {
+            cache.put(
+                walk.path[k].0,
+                &walk.trail[(k - 1) * w..k * w],
+                dist - k as u32,
+            );
         }
+        cache.put(c, s, dist);
+        Ok(Some(Some(dist)))
     }
 
-    /// Predecessor update: repoints `c` to `via` when that path to an explicit state is
-    /// shorter. `bound` is an upper bound of c's distance (cheap filter); distances compared
-    /// for the decision are exact.
+    /// Predecessor update ([`path::repoint_if_shorter`]): repoints `c` to `via` when that
+    /// path to an explicit state is shorter. `bound` is an upper bound of c's distance.
     fn maybe_repoint(&mut self, c: u64, bound: u32, via: Via) -> Result<(), StoreError> {
-        if self.opts.pred_update == PredUpdate::Off || bound <= 1 || c == via.parent {
+        if self.opts.pred_update == PredUpdate::Off {
             return Ok(());
         }
-        let pd = self.parent_dist(via.parent)?;
-        if pd + 1 >= bound {
-            return Ok(());
-        }
-        // Only where the write is free: the record is hot or its block is cached and dirty
-        // already. A repoint in a clean sealed block costs that block a re-filter,
-        // recompression and rewrite when it leaves the cache. In DFS nearly every state is
-        // met again by a shorter path, anywhere in the file (Kanban-PT-00005, kδ = 50: 2.77 M
-        // repoints for 2.55 M states), and those rewrites made the run 5× slower than without
-        // repoints; allowing them for up to 1/16 or 1/256 of the records still cost 1.3–1.6×
-        // (docs/DELTA.md). In BFS most repoints are skipped too, at no cost in time. A skipped
-        // repoint only leaves a longer chain: exactly what `PredUpdate::Off` leaves.
-        if !self.records.set_is_free(c) {
+        if path::repoint_if_shorter(self, c, bound, via)? == Repointed::Skipped {
             self.inner.c.pred_updates_skipped += 1;
-            return Ok(());
-        }
-        if let Rec::Explicit(_) = self.rec(c)? {
-            return Ok(());
-        }
-        let cd = self.exact_dist(c)?;
-        if pd + 1 < cd {
-            let v = self.encode(Rec::Delta {
-                pred: via.parent,
-                t: via.transition,
-            });
-            self.records.set(c, v)?;
-            let inner = &mut self.inner;
-            inner.cache.set_dist(c, pd + 1);
-            inner.c.pred_updates += 1;
-            if self.parent_memo.map(|(p, _)| p) == Some(c) {
-                self.parent_memo = None;
-            }
         }
         Ok(())
     }
@@ -1175,7 +1172,7 @@ impl<'m> DeltaStore<'m> {
             None => (None, 0),
             Some(v) => {
                 let pd = self.parent_dist(v.parent)?;
-                if v.depth % self.opts.k as u64 == 0 || pd + 1 >= self.opts.k {
+                if path::RootPolicy::EveryK(self.opts.k).is_root(v.depth, Some(pd)) {
                     (None, 0)
                 } else {
                     (
@@ -1290,6 +1287,48 @@ impl<'m> DeltaStore<'m> {
     /// RAM bytes of the record array (its vector's hot window, cache and block index).
     pub fn record_bytes(&self) -> u64 {
         self.records.ram_bytes()
+    }
+}
+
+/// The predecessor update's side of the rule ([`path::repoint_if_shorter`]) on distances to
+/// the explicit ancestor.
+impl Repoint for DeltaStore<'_> {
+    fn parent_len(&mut self, parent: StateId) -> Result<u32, StoreError> {
+        self.parent_dist(parent)
+    }
+
+    /// Only where the write is free: the record is hot or its block is cached and dirty
+    /// already. A repoint in a clean sealed block costs that block a re-filter,
+    /// recompression and rewrite when it leaves the cache. In DFS nearly every state is met
+    /// again by a shorter path, anywhere in the file (Kanban-PT-00005, kδ = 50: 2.77 M
+    /// repoints for 2.55 M states), and those rewrites made the run 5× slower than without
+    /// repoints; allowing them for up to 1/16 or 1/256 of the records still cost 1.3–1.6×
+    /// (docs/DELTA.md). In BFS most repoints are skipped too, at no cost in time. A skipped
+    /// repoint only leaves a longer chain: exactly what `PredUpdate::Off` leaves.
+    fn writable(&mut self, id: StateId) -> bool {
+        self.records.set_is_free(id)
+    }
+
+    /// An explicit record is its own root (0: never repointed).
+    fn exact_len(&mut self, id: StateId, _: u32) -> Result<u32, StoreError> {
+        match self.rec(id)? {
+            Rec::Explicit(_) => Ok(0),
+            Rec::Delta { .. } => self.exact_dist(id),
+        }
+    }
+
+    fn set_edge(&mut self, id: StateId, via: Via, len: u32) -> Result<(), StoreError> {
+        let v = self.encode(Rec::Delta {
+            pred: via.parent,
+            t: via.transition,
+        });
+        self.records.set(id, v)?;
+        self.inner.cache.set_dist(id, len);
+        self.inner.c.pred_updates += 1;
+        if self.parent_memo.map(|(p, _)| p) == Some(id) {
+            self.parent_memo = None;
+        }
+        Ok(())
     }
 }
 
@@ -1514,7 +1553,7 @@ impl StateStore for DeltaStore<'_> {
             return Ok(Some(self.inner.cache.state(slot)));
         }
         self.reconstitute(id)?;
-        Ok(Some(&self.inner.a))
+        Ok(Some(&self.inner.walk.a))
     }
 
     fn exactness(&self) -> Exactness {

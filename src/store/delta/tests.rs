@@ -83,10 +83,7 @@ fn conform(model: &dyn Model, opts: DeltaOptions, dfs: bool) -> Counters {
     // Invariant: every record reaches an explicit record within kδ − 1 steps, and every
     // state reconstitutes (with the cache emptied).
     delta.inner = Inner {
-        path: Vec::new(),
-        trail: Vec::new(),
-        a: Vec::new(),
-        b: Vec::new(),
+        walk: Walker::default(),
         cache: StateCache::new(1, delta.width),
         c: delta.inner.c.clone(),
     };
@@ -175,10 +172,7 @@ fn backward_firing_abandons_early() {
         .unwrap();
     }
     st.inner = Inner {
-        path: Vec::new(),
-        trail: Vec::new(),
-        a: Vec::new(),
-        b: Vec::new(),
+        walk: Walker::default(),
         cache: StateCache::new(1, st.width),
         c: Counters::default(),
     };
@@ -330,10 +324,7 @@ fn corrupt_records_are_reported_not_looped() {
     });
     st.records.set(1, v).unwrap();
     st.inner = Inner {
-        path: Vec::new(),
-        trail: Vec::new(),
-        a: Vec::new(),
-        b: Vec::new(),
+        walk: Walker::default(),
         cache: StateCache::new(1, st.width),
         c: Counters::default(),
     };
