@@ -19,6 +19,7 @@ use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
 use crate::storage::vec::SegReader;
 use crate::storage::{FileMark, Storage};
+use window::Scope;
 
 pub use config::StoreConfig;
 
@@ -92,28 +93,148 @@ pub enum PathStep<'a> {
     Backtrack { id: StateId, depth: u64 },
 }
 
+/// Reusable vectors of a [`RecordsEdges`] store's batches: the search-tree edges, and in a
+/// spilled batch the `(key, candidate)` run lookups and `(id, candidate)` run matches.
+#[derive(Default)]
+pub(crate) struct BatchScratch {
+    pub vias: Vec<Via>,
+    pub lookups: Vec<(u64, u32)>,
+    pub matches: Vec<(u64, u32)>,
+}
+
 /// A store that records each state's search-tree edge (ComBack's backedges, Δ's records):
 /// `insert_batch` and `insert_many` both come down to a batch with one [`Via`] per
-/// successor ([`insert_with_vias`]).
-pub(crate) trait RecordsEdges {
-    /// Finds or inserts the states of `batch` in order, successor `i` reached by `vias[i]`,
-    /// one at a time.
+/// successor ([`insert_with_vias`]), inserted by the one batch loop below
+/// ([`RecordsEdges::insert_all`], and [`RecordsEdges::insert_many_spilled`] once the index
+/// has spilled). A state's *key* is what the index holds of it (Δ: its hash; ComBack: its
+/// descriptor).
+pub(crate) trait RecordsEdges: window::WindowHost {
+    /// Checks a batch, makes room for it, and returns its keys (the store's scratch vector,
+    /// handed back by [`RecordsEdges::give_back`]), each home slot touched so that the
+    /// cache misses overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError>;
+    /// Takes the keys back after a batch, and tells the budget what changed.
+    fn give_back(&mut self, keys: Vec<u64>);
+    /// A second prefetch pass over a batch's keys before the lookups (default: none).
+    fn touch_candidates(&mut self, _keys: &[u64]) {}
+    /// Looks `state` (`key`) up in `scope` and, unless the scope is the window only, inserts
+    /// it if new (`None`: not in the window); the index has room.
+    fn insert_keyed(
+        &mut self,
+        state: &[u8],
+        key: u64,
+        via: Option<Via>,
+        scope: Scope,
+    ) -> Result<Option<Insert>, StoreError>;
+    /// Whether state `id`, which a run holds under `key`, is `state`: `Some(bound of its
+    /// path length)` when it is.
+    fn run_match(&mut self, id: StateId, state: &[u8], key: u64)
+        -> Result<Option<u32>, StoreError>;
+    /// State `id` (path length at most `bound`) was met again through `via`: the store's
+    /// repoint rule, if it is on ([`path::repoint_if_shorter`]).
+    fn repoint(&mut self, id: StateId, bound: u32, via: Via) -> Result<(), StoreError>;
+    fn scratch(&mut self) -> &mut BatchScratch;
+
+    /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`.
     fn insert_all(
         &mut self,
         batch: &StateBatch,
         vias: &[Via],
         out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError>;
-    /// The same for a delayed batch ([`StateStore::insert_many`]) once the index has
-    /// spilled: resolved against the runs in sorted sweeps.
+    ) -> Result<(), StoreError> {
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let keys = self.prepare(batch)?;
+        self.touch_candidates(&keys);
+        let r = keys.iter().enumerate().try_for_each(|(i, &k)| {
+            let ins = self.insert_keyed(batch.get(i), k, Some(vias[i]), Scope::All)?;
+            out.push(ins.expect("scope All inserts"));
+            Ok(())
+        });
+        self.give_back(keys);
+        r
+    }
+
+    /// A delayed batch ([`StateStore::insert_many`]) once the index has spilled: (1) every
+    /// candidate is looked up in the RAM window; (2) those some run's filter lets through
+    /// are sorted by key and looked up in the runs in one sweep, and their matches compared
+    /// in id order (neighbouring ids share record blocks and ancestors); (3) the rest are
+    /// new or repeat an earlier candidate of the batch: inserted in order, which numbers
+    /// them as a one-by-one insertion would.
     fn insert_many_spilled(
         &mut self,
         batch: &StateBatch,
         vias: &[Via],
         out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError>;
-    /// The store's reusable vector of a batch's edges, and whether its index has spilled.
-    fn edges(&mut self) -> (&mut Vec<Via>, bool);
+    ) -> Result<(), StoreError> {
+        out.clear();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let keys = self.prepare(batch)?;
+        let r = spilled_steps(self, batch, &keys, vias, out);
+        self.give_back(keys);
+        r
+    }
+}
+
+/// The three steps of [`RecordsEdges::insert_many_spilled`].
+fn spilled_steps<S: RecordsEdges + ?Sized>(
+    s: &mut S,
+    batch: &StateBatch,
+    keys: &[u64],
+    vias: &[Via],
+    out: &mut Vec<Insert>,
+) -> Result<(), StoreError> {
+    const OPEN: Insert = Insert::Seen(StateId::MAX);
+    // (1) The window.
+    for (i, &k) in keys.iter().enumerate() {
+        let r = s.insert_keyed(batch.get(i), k, Some(vias[i]), Scope::Window)?;
+        out.push(r.unwrap_or(OPEN));
+    }
+    // (2) The runs.
+    let mut lookups = std::mem::take(&mut s.scratch().lookups);
+    let mut matches = std::mem::take(&mut s.scratch().matches);
+    lookups.clear();
+    matches.clear();
+    {
+        let sp = s.window().2.as_mut().expect("spilled");
+        for (i, &k) in keys.iter().enumerate() {
+            if out[i] == OPEN && sp.runs.may_contain(k) {
+                lookups.push((k, i as u32));
+            }
+        }
+        lookups.sort_unstable();
+        sp.runs
+            .find_sorted(&lookups, |i, id| matches.push((id, i)))?;
+    }
+    matches.sort_unstable();
+    for &(id, i) in &matches {
+        let i = i as usize;
+        if out[i] != OPEN {
+            continue;
+        }
+        let found = s.run_match(id, batch.get(i), keys[i])?;
+        let sp = s.window().2.as_mut().expect("spilled");
+        sp.runs.count_outcome(found.is_some());
+        if let Some(bound) = found {
+            out[i] = Insert::Seen(id);
+            s.repoint(id, bound, vias[i])?;
+        }
+    }
+    let scratch = s.scratch();
+    scratch.lookups = lookups;
+    scratch.matches = matches;
+    // (3) New states, or repeats of an earlier candidate of this batch.
+    for (i, &k) in keys.iter().enumerate() {
+        if out[i] == OPEN {
+            let ins = s.insert_keyed(batch.get(i), k, Some(vias[i]), Scope::Young)?;
+            out[i] = ins.expect("scope Young inserts");
+        }
+    }
+    Ok(())
 }
 
 /// [`StateStore::insert_many`] of a [`RecordsEdges`] store (`delayed`), and its
@@ -126,15 +247,14 @@ pub(crate) fn insert_with_vias<S: RecordsEdges>(
     delayed: bool,
     out: &mut Vec<Insert>,
 ) -> Result<(), StoreError> {
-    let (scratch, spilled) = s.edges();
-    let mut vias = std::mem::take(scratch);
+    let mut vias = std::mem::take(&mut s.scratch().vias);
     batch_vias(parents, parent_depth, batch, &mut vias);
-    let r = if delayed && spilled {
+    let r = if delayed && s.window().2.is_some() {
         s.insert_many_spilled(batch, &vias, out)
     } else {
         s.insert_all(batch, &vias, out)
     };
-    *s.edges().0 = vias;
+    s.scratch().vias = vias;
     r
 }
 

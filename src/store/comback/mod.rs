@@ -53,7 +53,7 @@ use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, StoreSpec};
+use super::{insert_with_vias, storage_needed, BatchScratch, PathStep, RecordsEdges, StoreSpec};
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
 use crate::storage::runs::HashRuns;
@@ -404,10 +404,8 @@ pub struct CombackStore<'m> {
     spill: Option<Box<Spill<StateTable>>>,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
     batch_account: Account,
-    /// A delayed batch's search-tree edges, `(descriptor, candidate)` run lookups and
-    /// `(id, candidate)` run matches.
-    #[allow(clippy::type_complexity)]
-    scratch: (Vec<Via>, Vec<(u64, u32)>, Vec<(u64, u32)>),
+    /// A batch's search-tree edges and a spilled batch's run lookups.
+    scratch: BatchScratch,
     /// Widths of the levels of new states (for the automatic cache size).
     levels: Levels,
     /// The automatic cache is reconsidered when the widest level passes this (never with a
@@ -1067,67 +1065,6 @@ impl<'m> CombackStore<'m> {
         }
     }
 
-    /// Checks a batch, makes room for it, and returns its descriptors (the store's scratch
-    /// vector: give it back), each home slot touched so that the cache misses overlap.
-    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
-        let n = batch.len();
-        for i in 0..n {
-            self.check(batch.get(i), n as u64)?;
-        }
-        while self.table.needs_growth(n as u64) {
-            self.grow(n as u64)?;
-        }
-        let mut ds = std::mem::take(&mut self.descriptors);
-        ds.clear();
-        let mut touch = 0u16;
-        for i in 0..n {
-            let d = descriptor(batch.get(i), self.opts.hash_bits);
-            touch ^= self.table.touch(d);
-            ds.push(d);
-        }
-        std::hint::black_box(touch);
-        Ok(ds)
-    }
-
-    /// Step (2) of [`CombackStore::insert_many_spilled`]: `matches` are (id, candidate)
-    /// pairs sorted by id; a candidate still open that is its match's state is seen.
-    fn resolve_run_matches(
-        &mut self,
-        batch: &StateBatch,
-        ds: &[u64],
-        vias: &[Via],
-        matches: &[(u64, u32)],
-        out: &mut [Insert],
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        for &(id, i) in matches {
-            let i = i as usize;
-            if out[i] != Insert::Seen(OPEN) {
-                continue;
-            }
-            let c = Self::candidate(
-                self.model,
-                &self.back,
-                &self.initial,
-                &self.opts,
-                &mut self.inner,
-                id,
-                batch.get(i),
-                ds[i],
-                true,
-            )?;
-            let sp = self.spill.as_mut().expect("spilled");
-            sp.runs.count_outcome(matches!(c, Candidate::Match { .. }));
-            if let Candidate::Match { depth } = c {
-                out[i] = Insert::Seen(id);
-                if self.opts.path_optimisation == PathOptimisation::On {
-                    self.maybe_repoint(id, depth, vias[i])?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Counts a new state at `depth` and, with an automatic cache, grows the cache when the
     /// widest level outgrew it ([`sizing`]).
     #[inline(always)]
@@ -1215,94 +1152,88 @@ impl<'m> CombackStore<'m> {
 }
 
 impl RecordsEdges for CombackStore<'_> {
-    /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`: pass 1
-    /// computes every descriptor and touches its home slot, pass 2 the cache entry of each
-    /// first candidate, so that the cache misses of a batch overlap; pass 3 looks up and
-    /// inserts one state at a time.
-    fn insert_all(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        out.clear();
-        let ds = self.prepare(batch)?;
-        let mut touch2 = 0u32;
-        {
-            let inner = &mut self.inner;
-            for &d in &ds {
-                if let Some(id) = self.table.first_candidate(d) {
-                    touch2 ^= inner.cache.touch(id);
-                }
-            }
-        }
-        std::hint::black_box(touch2);
-        let r = ds.iter().enumerate().try_for_each(|(i, &d)| {
-            let ins = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::All)?;
-            out.push(ins.expect("scope All inserts"));
-            Ok(())
-        });
-        self.descriptors = ds;
-        self.publish_if_resized();
-        r
-    }
-
-    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
-    /// RAM window; (2) those some run's filter lets through are sorted by descriptor and
-    /// looked up in the runs in one sweep, and their matches rebuilt and compared in state
-    /// number order (neighbouring numbers share most of their paths and backedge blocks);
-    /// (3) the rest are new or repeat an earlier candidate of the batch: inserted in order,
-    /// which numbers them as a one-by-one insertion would.
-    fn insert_many_spilled(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        out.clear();
+    /// Checks a batch, makes room for it, and returns its descriptors (the store's scratch
+    /// vector: give it back), each home slot touched so that the cache misses overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
         let n = batch.len();
-        let ds = self.prepare(batch)?;
-        // (1) The window.
-        for (i, &d) in ds.iter().enumerate() {
-            let r = self.insert_descriptor(batch.get(i), Some(vias[i]), d, Scope::Window)?;
-            out.push(r.unwrap_or(Insert::Seen(OPEN)));
+        for i in 0..n {
+            self.check(batch.get(i), n as u64)?;
         }
-        // (2) The runs.
-        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
-        maybe.clear();
-        matches.clear();
-        let sp = self.spill.as_mut().expect("spilled");
-        for (i, &d) in ds.iter().enumerate() {
-            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(d) {
-                maybe.push((d, i as u32));
-            }
+        while self.table.needs_growth(n as u64) {
+            self.grow(n as u64)?;
         }
-        let mut r = Ok(());
-        if !maybe.is_empty() {
-            maybe.sort_unstable();
-            sp.runs.find_sorted(&maybe, |i, id| matches.push((id, i)))?;
-            matches.sort_unstable();
-            r = self.resolve_run_matches(batch, &ds, vias, &matches, out);
+        let mut ds = std::mem::take(&mut self.descriptors);
+        ds.clear();
+        let mut touch = 0u16;
+        for i in 0..n {
+            let d = descriptor(batch.get(i), self.opts.hash_bits);
+            touch ^= self.table.touch(d);
+            ds.push(d);
         }
-        self.scratch = (Vec::new(), maybe, matches);
-        r?;
-        // (3) New states, or repeats of an earlier candidate of this batch.
-        let result = (0..n).try_for_each(|i| {
-            if out[i] == Insert::Seen(OPEN) {
-                let ins =
-                    self.insert_descriptor(batch.get(i), Some(vias[i]), ds[i], Scope::Young)?;
-                out[i] = ins.expect("scope Young inserts");
-            }
-            Ok(())
-        });
-        self.descriptors = ds;
-        self.publish_if_resized();
-        result
+        std::hint::black_box(touch);
+        Ok(ds)
     }
 
-    fn edges(&mut self) -> (&mut Vec<Via>, bool) {
-        (&mut self.scratch.0, self.spill.is_some())
+    fn give_back(&mut self, keys: Vec<u64>) {
+        self.descriptors = keys;
+        self.publish_if_resized();
+    }
+
+    /// Pass 2 of a batch: the cache entry of each first candidate, so that the cache misses
+    /// of a batch overlap (pass 1, in `prepare`, touched the home slots).
+    fn touch_candidates(&mut self, keys: &[u64]) {
+        let mut touch = 0u32;
+        for &d in keys {
+            if let Some(id) = self.table.first_candidate(d) {
+                touch ^= self.inner.cache.touch(id);
+            }
+        }
+        std::hint::black_box(touch);
+    }
+
+    fn insert_keyed(
+        &mut self,
+        state: &[u8],
+        key: u64,
+        via: Option<Via>,
+        scope: Scope,
+    ) -> Result<Option<Insert>, StoreError> {
+        self.insert_descriptor(state, via, key, scope)
+    }
+
+    /// The runs hold whole descriptors: no fingerprint to read.
+    fn run_match(
+        &mut self,
+        id: StateId,
+        state: &[u8],
+        key: u64,
+    ) -> Result<Option<u32>, StoreError> {
+        let c = Self::candidate(
+            self.model,
+            &self.back,
+            &self.initial,
+            &self.opts,
+            &mut self.inner,
+            id,
+            state,
+            key,
+            true,
+        )?;
+        Ok(match c {
+            Candidate::Match { depth } => Some(depth),
+            Candidate::Mismatch { .. } => None,
+        })
+    }
+
+    fn repoint(&mut self, id: StateId, bound: u32, via: Via) -> Result<(), StoreError> {
+        if self.opts.path_optimisation == PathOptimisation::On {
+            self.maybe_repoint(id, bound, via)?;
+        }
+        Ok(())
+    }
+
+    fn scratch(&mut self) -> &mut BatchScratch {
+        &mut self.scratch
     }
 }
 

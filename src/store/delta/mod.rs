@@ -68,7 +68,9 @@ use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{insert_with_vias, storage_needed, PathStep, RecordsEdges, RunShape, StoreSpec};
+use super::{
+    insert_with_vias, storage_needed, BatchScratch, PathStep, RecordsEdges, RunShape, StoreSpec,
+};
 use crate::error::StoreError;
 use crate::model::{Fired, Model, TransitionId};
 use crate::storage::filter::Filter;
@@ -463,10 +465,8 @@ pub struct DeltaStore<'m> {
     spill: Option<Box<Spill<Index>>>,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
     batch_account: Account,
-    /// A delayed batch's search-tree edges, `(hash, candidate)` run lookups and
-    /// `(id, candidate)` run matches.
-    #[allow(clippy::type_complexity)]
-    scratch: (Vec<Via>, Vec<(u64, u32)>, Vec<(u64, u32)>),
+    /// A batch's search-tree edges and a spilled batch's run lookups.
+    scratch: BatchScratch,
 }
 
 const STORE: &str = "delta";
@@ -1211,79 +1211,6 @@ impl<'m> DeltaStore<'m> {
         Ok(Some(Insert::New(id)))
     }
 
-    /// Checks a batch, makes room for it, and returns its hashes (the store's scratch
-    /// vector: give it back), each home slot touched so that the cache misses overlap.
-    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
-        let n = batch.len();
-        for i in 0..n {
-            self.check(batch.get(i))?;
-        }
-        self.reserve(n as u64)?;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.index.touch(h);
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
-        Ok(hashes)
-    }
-
-    /// Steps (1) and (2) of [`DeltaStore::insert_many_spilled`]: what is still unknown
-    /// afterwards is `Seen(StateId::MAX)`.
-    fn resolve_spilled(
-        &mut self,
-        batch: &StateBatch,
-        hashes: &[u64],
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        for (i, &h) in hashes.iter().enumerate() {
-            let r = self.insert_hashed(batch.get(i), h, Some(vias[i]), Scope::Window)?;
-            out.push(r.unwrap_or(Insert::Seen(OPEN)));
-        }
-        let (_, mut maybe, mut matches) = std::mem::take(&mut self.scratch);
-        maybe.clear();
-        matches.clear();
-        let mut sp = self.spill.take().expect("spilled");
-        for (i, &h) in hashes.iter().enumerate() {
-            if out[i] == Insert::Seen(OPEN) && sp.runs.may_contain(h) {
-                maybe.push((h, i as u32));
-            }
-        }
-        let mut r = Ok(());
-        if !maybe.is_empty() {
-            maybe.sort_unstable();
-            r = sp
-                .runs
-                .find_sorted(&maybe, |i, id| matches.push((id, i)))
-                .map_err(StoreError::from);
-            matches.sort_unstable();
-            for &(c, i) in &matches {
-                let i = i as usize;
-                if r.is_err() || out[i] != Insert::Seen(OPEN) {
-                    continue;
-                }
-                match self.same(c, batch.get(i)) {
-                    Ok(found) => {
-                        sp.runs.count_outcome(found.is_some());
-                        if let Some(bound) = found {
-                            out[i] = Insert::Seen(c);
-                            r = self.maybe_repoint(c, bound, vias[i]);
-                        }
-                    }
-                    Err(e) => r = Err(e),
-                }
-            }
-        }
-        self.spill = Some(sp);
-        self.scratch = (Vec::new(), maybe, matches);
-        r
-    }
-
     /// RAM bytes of the record array (its vector's hot window, cache and block index).
     pub fn record_bytes(&self) -> u64 {
         self.records.ram_bytes()
@@ -1349,64 +1276,50 @@ fn grow_error(e: GrowError) -> StoreError {
 }
 
 impl RecordsEdges for DeltaStore<'_> {
-    /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`.
-    fn insert_all(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
+    /// Checks a batch, makes room for it, and returns its hashes (the store's scratch
+    /// vector: give it back), each home slot touched so that the cache misses overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
+        let n = batch.len();
+        for i in 0..n {
+            self.check(batch.get(i))?;
         }
-        let hashes = self.prepare(batch)?;
-        let r = hashes.iter().enumerate().try_for_each(|(i, &h)| {
-            let ins = self.insert_hashed(batch.get(i), h, Some(vias[i]), Scope::All)?;
-            out.push(ins.expect("scope All inserts"));
-            Ok(())
-        });
-        self.hashes = hashes;
-        r
+        self.reserve(n as u64)?;
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut touch = 0u64;
+        for i in 0..n {
+            let h = state_hash(batch.get(i));
+            touch ^= self.index.touch(h);
+            hashes.push(h);
+        }
+        std::hint::black_box(touch);
+        Ok(hashes)
     }
 
-    /// A delayed batch once the index has spilled: (1) every candidate is looked up in the
-    /// RAM window; (2) those some run's filter lets through are sorted by hash and looked up
-    /// in the runs in one sweep, and their matches compared in id order (neighbouring ids
-    /// share record blocks and explicit ancestors); (3) the rest are new or repeat an earlier
-    /// candidate of the batch: inserted in order, which numbers them as a one-by-one
-    /// insertion would.
-    fn insert_many_spilled(
-        &mut self,
-        batch: &StateBatch,
-        vias: &[Via],
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        const OPEN: StateId = StateId::MAX;
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let hashes = self.prepare(batch)?;
-        let r = self.resolve_spilled(batch, &hashes, vias, out);
-        self.hashes = hashes;
-        r?;
-        // (3) New states, or repeats of an earlier candidate of this batch.
-        let hashes = std::mem::take(&mut self.hashes);
-        let r = (0..batch.len()).try_for_each(|i| {
-            if out[i] == Insert::Seen(OPEN) {
-                let ins =
-                    self.insert_hashed(batch.get(i), hashes[i], Some(vias[i]), Scope::Young)?;
-                out[i] = ins.expect("scope Young inserts");
-            }
-            Ok(())
-        });
-        self.hashes = hashes;
-        r
+    fn give_back(&mut self, keys: Vec<u64>) {
+        self.hashes = keys;
     }
 
-    fn edges(&mut self) -> (&mut Vec<Via>, bool) {
-        (&mut self.scratch.0, self.spill.is_some())
+    fn insert_keyed(
+        &mut self,
+        state: &[u8],
+        key: u64,
+        via: Option<Via>,
+        scope: Scope,
+    ) -> Result<Option<Insert>, StoreError> {
+        self.insert_hashed(state, key, via, scope)
+    }
+
+    fn run_match(&mut self, id: StateId, state: &[u8], _: u64) -> Result<Option<u32>, StoreError> {
+        self.same(id, state)
+    }
+
+    fn repoint(&mut self, id: StateId, bound: u32, via: Via) -> Result<(), StoreError> {
+        self.maybe_repoint(id, bound, via)
+    }
+
+    fn scratch(&mut self) -> &mut BatchScratch {
+        &mut self.scratch
     }
 }
 
