@@ -226,6 +226,26 @@ struct Inner {
     got: Vec<u8>,
 }
 
+impl Inner {
+    /// The path core's scratch, the records as it walks them towards state `target`, and
+    /// the counters.
+    fn walker<'a>(
+        &'a mut self,
+        back: &'a BackedgeTable,
+        initial: &'a [u8],
+        target: StateId,
+    ) -> (&'a mut Walker, Walk<'a>, &'a mut Counters) {
+        let recs = Walk {
+            back,
+            initial,
+            cache: &mut self.cache,
+            stack: &self.stack,
+            target,
+        };
+        (&mut self.walk, recs, &mut self.counters)
+    }
+}
+
 #[derive(Default)]
 struct WaitingBuffer {
     first: StateId,
@@ -760,20 +780,7 @@ impl<'m> CombackStore<'m> {
         inner: &mut Inner,
         id: StateId,
     ) -> Result<(), StoreError> {
-        let Inner {
-            cache,
-            stack,
-            counters,
-            walk,
-            ..
-        } = inner;
-        let mut recs = Walk {
-            back,
-            initial,
-            cache,
-            stack,
-            target: id,
-        };
+        let (walk, mut recs, counters) = inner.walker(back, initial, id);
         path::replay(walk, model, &mut recs, id)?;
         counters.reconstructions += 1;
         counters.reconstruction_fires += walk.path.len() as u64;
@@ -790,20 +797,7 @@ impl<'m> CombackStore<'m> {
         id: StateId,
         state: &[u8],
     ) -> Result<Option<bool>, StoreError> {
-        let Inner {
-            cache,
-            stack,
-            counters,
-            walk,
-            ..
-        } = inner;
-        let mut recs = Walk {
-            back,
-            initial,
-            cache,
-            stack,
-            target: id,
-        };
+        let (walk, mut recs, counters) = inner.walker(back, initial, id);
         let (outcome, unfires) = path::unfire(walk, model, &mut recs, id, state, false)?;
         counters.reconstructions += 1;
         counters.backward_unfires += unfires;
