@@ -538,7 +538,7 @@ impl SegVec {
     }
 
     /// Calls `f` with record `i` in place: a slice of the hot window or of a cached block.
-    #[inline]
+    #[inline(always)]
     pub fn with<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StorageError> {
         let (b, off) = match self.locate(i)? {
             Place::Hot(at) => return Ok(f(&self.window.bytes()[at..at + self.width])),

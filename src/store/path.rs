@@ -118,6 +118,7 @@ fn corrupt<R: PathRecords>(r: &R, id: StateId) -> StoreError {
 /// Climbs from `id` to a start, pushing the edges on `w.path`.
 fn climb<R: PathRecords>(w: &mut Walker, r: &mut R, id: StateId) -> Result<R::Start, StoreError> {
     w.path.clear();
+    let max = r.max_edges();
     let mut cur = id;
     loop {
         match r.link(cur)? {
@@ -127,7 +128,7 @@ fn climb<R: PathRecords>(w: &mut Walker, r: &mut R, id: StateId) -> Result<R::St
                 transition,
                 depth,
             } => {
-                if w.path.len() >= r.max_edges() {
+                if w.path.len() >= max {
                     return Err(corrupt(r, id));
                 }
                 w.path.push((cur, transition, depth));
@@ -214,6 +215,7 @@ pub fn unfire<R: PathRecords>(
     w.trail.clear();
     w.a.clear();
     w.a.extend_from_slice(state);
+    let max = r.max_edges();
     let mut cur = id;
     loop {
         let (parent, t, depth) = match r.link(cur)? {
@@ -231,7 +233,7 @@ pub fn unfire<R: PathRecords>(
                 depth,
             } => (parent, transition, depth),
         };
-        if w.path.len() >= r.max_edges() {
+        if w.path.len() >= max {
             return Err(corrupt(r, id));
         }
         if trail && !w.path.is_empty() {

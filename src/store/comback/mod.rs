@@ -296,7 +296,7 @@ impl PathRecords for Walk<'_> {
         self.back.len() as usize
     }
 
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, id: StateId) -> Result<Link<Start>, StoreError> {
         if self.cache.contains(id) {
             return Ok(Link::Start(Start::Cached(id)));
@@ -335,7 +335,7 @@ impl PathRecords for Walk<'_> {
 
     /// Caches the target and sampled ancestors: a long replay leaves checkpoints instead of
     /// flushing the region.
-    #[inline]
+    #[inline(always)]
     fn replayed(&mut self, _: Start, id: StateId, depth: u32, _: u32, state: &[u8]) {
         if id == self.target || depth.is_multiple_of(REPLAY_CHECKPOINT) {
             self.cache.put_replayed(id, depth, state);

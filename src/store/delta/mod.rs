@@ -324,7 +324,7 @@ impl PathRecords for Walk<'_> {
         self.k as usize - 1
     }
 
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, id: StateId) -> Result<Link<Root>, StoreError> {
         if let Some(slot) = self.cache.find(id) {
             *self.cache_hits += 1;
@@ -362,7 +362,7 @@ impl PathRecords for Walk<'_> {
     }
 
     /// Every state rebuilt is cached, with its distance.
-    #[inline]
+    #[inline(always)]
     fn replayed(&mut self, start: Root, id: StateId, _: u32, edges: u32, state: &[u8]) {
         self.cache.put(id, state, start.dist() + edges);
     }
