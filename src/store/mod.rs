@@ -97,6 +97,8 @@ pub enum PathStep<'a> {
 /// spilled batch the `(key, candidate)` run lookups and `(id, candidate)` run matches.
 #[derive(Default)]
 pub(crate) struct BatchScratch {
+    /// The batch's keys.
+    pub keys: Vec<u64>,
     pub vias: Vec<Via>,
     pub lookups: Vec<(u64, u32)>,
     pub matches: Vec<(u64, u32)>,
@@ -109,12 +111,14 @@ pub(crate) struct BatchScratch {
 /// has spilled). A state's *key* is what the index holds of it (Δ: its hash; ComBack: its
 /// descriptor).
 pub(crate) trait RecordsEdges: window::WindowHost {
-    /// Checks a batch, makes room for it, and returns its keys (the store's scratch vector,
-    /// handed back by [`RecordsEdges::give_back`]), each home slot touched so that the
-    /// cache misses overlap.
-    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError>;
-    /// Takes the keys back after a batch, and tells the budget what changed.
-    fn give_back(&mut self, keys: Vec<u64>);
+    /// Checks the states of a batch and makes room in the index for all of them.
+    fn make_room(&mut self, batch: &StateBatch) -> Result<(), StoreError>;
+    /// The key of a state.
+    fn key(&self, state: &[u8]) -> u64;
+    /// Touches the home slot of `key` (a prefetch; the value only keeps the read alive).
+    fn touch_key(&self, key: u64) -> u64;
+    /// After a batch: tell the budget what changed (default: nothing to tell).
+    fn batch_done(&mut self) {}
     /// A second prefetch pass over a batch's keys before the lookups (default: none).
     fn touch_candidates(&mut self, _keys: &[u64]) {}
     /// Looks `state` (`key`) up in `scope` and, unless the scope is the window only, inserts
@@ -134,6 +138,29 @@ pub(crate) trait RecordsEdges: window::WindowHost {
     /// repoint rule, if it is on ([`path::repoint_if_shorter`]).
     fn repoint(&mut self, id: StateId, bound: u32, via: Via) -> Result<(), StoreError>;
     fn scratch(&mut self) -> &mut BatchScratch;
+
+    /// Checks a batch, makes room for it, and returns its keys (the scratch vector, handed
+    /// back by [`RecordsEdges::give_back`]), each home slot touched so that the cache misses
+    /// overlap.
+    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
+        self.make_room(batch)?;
+        let mut keys = std::mem::take(&mut self.scratch().keys);
+        keys.clear();
+        let mut touch = 0u64;
+        for i in 0..batch.len() {
+            let k = self.key(batch.get(i));
+            touch ^= self.touch_key(k);
+            keys.push(k);
+        }
+        std::hint::black_box(touch);
+        Ok(keys)
+    }
+
+    /// Takes the keys back after a batch.
+    fn give_back(&mut self, keys: Vec<u64>) {
+        self.scratch().keys = keys;
+        self.batch_done();
+    }
 
     /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`.
     fn insert_all(

@@ -415,8 +415,6 @@ pub struct CombackStore<'m> {
     back: BackedgeTable,
     initial: Vec<u8>,
     inner: Inner,
-    /// Scratch for `insert_batch`.
-    descriptors: Vec<u64>,
     /// First state number `table` holds: 0 until the index spills, then the window's young
     /// start.
     young_start: u64,
@@ -592,7 +590,6 @@ impl<'m> CombackStore<'m> {
             table,
             back,
             initial,
-            descriptors: Vec::new(),
             young_start: 0,
             spill: None,
             batch_account,
@@ -1146,9 +1143,7 @@ impl<'m> CombackStore<'m> {
 }
 
 impl RecordsEdges for CombackStore<'_> {
-    /// Checks a batch, makes room for it, and returns its descriptors (the store's scratch
-    /// vector: give it back), each home slot touched so that the cache misses overlap.
-    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
+    fn make_room(&mut self, batch: &StateBatch) -> Result<(), StoreError> {
         let n = batch.len();
         for i in 0..n {
             self.check(batch.get(i), n as u64)?;
@@ -1156,20 +1151,20 @@ impl RecordsEdges for CombackStore<'_> {
         while self.table.needs_growth(n as u64) {
             self.grow(n as u64)?;
         }
-        let mut ds = std::mem::take(&mut self.descriptors);
-        ds.clear();
-        let mut touch = 0u16;
-        for i in 0..n {
-            let d = descriptor(batch.get(i), self.opts.hash_bits);
-            touch ^= self.table.touch(d);
-            ds.push(d);
-        }
-        std::hint::black_box(touch);
-        Ok(ds)
+        Ok(())
     }
 
-    fn give_back(&mut self, keys: Vec<u64>) {
-        self.descriptors = keys;
+    #[inline]
+    fn key(&self, state: &[u8]) -> u64 {
+        descriptor(state, self.opts.hash_bits)
+    }
+
+    #[inline]
+    fn touch_key(&self, key: u64) -> u64 {
+        self.table.touch(key) as u64
+    }
+
+    fn batch_done(&mut self) {
         self.publish_if_resized();
     }
 

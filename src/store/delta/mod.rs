@@ -446,7 +446,6 @@ pub struct DeltaStore<'m> {
     /// Backward firing is in use (asked for and supported by the model).
     backward: Firing,
     inner: Inner,
-    hashes: Vec<u64>,
     index_rebuilds: u64,
     /// (parent id, its exact distance) of the last parent whose distance was needed.
     parent_memo: Option<(u64, u32)>,
@@ -697,7 +696,6 @@ impl<'m> DeltaStore<'m> {
                 cache: StateCache::new(cache_states, width),
                 c: Counters::default(),
             },
-            hashes: Vec::new(),
             index_rebuilds: 0,
             parent_memo: None,
             dfs_path: Vec::new(),
@@ -1276,28 +1274,21 @@ fn grow_error(e: GrowError) -> StoreError {
 }
 
 impl RecordsEdges for DeltaStore<'_> {
-    /// Checks a batch, makes room for it, and returns its hashes (the store's scratch
-    /// vector: give it back), each home slot touched so that the cache misses overlap.
-    fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
-        let n = batch.len();
-        for i in 0..n {
+    fn make_room(&mut self, batch: &StateBatch) -> Result<(), StoreError> {
+        for i in 0..batch.len() {
             self.check(batch.get(i))?;
         }
-        self.reserve(n as u64)?;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        let mut touch = 0u64;
-        for i in 0..n {
-            let h = state_hash(batch.get(i));
-            touch ^= self.index.touch(h);
-            hashes.push(h);
-        }
-        std::hint::black_box(touch);
-        Ok(hashes)
+        self.reserve(batch.len() as u64)
     }
 
-    fn give_back(&mut self, keys: Vec<u64>) {
-        self.hashes = keys;
+    #[inline]
+    fn key(&self, state: &[u8]) -> u64 {
+        state_hash(state)
+    }
+
+    #[inline]
+    fn touch_key(&self, key: u64) -> u64 {
+        self.index.touch(key)
     }
 
     fn insert_keyed(
