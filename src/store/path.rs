@@ -97,13 +97,6 @@ pub struct Walker {
     pub trail: Vec<u8>,
 }
 
-impl Walker {
-    pub fn ram_bytes(&self) -> u64 {
-        (self.path.capacity() * 16 + self.a.capacity() + self.b.capacity() + self.trail.capacity())
-            as u64
-    }
-}
-
 fn corrupt<R: PathRecords>(r: &R, id: StateId) -> StoreError {
     StoreError::Reconstruction {
         store: R::STORE,
