@@ -14,7 +14,7 @@
 use super::{
     decode_blob, encode_blob, Exactness, Insert, StateStore, StatesBack, StoreMark, Via, UNNUMBERED,
 };
-use super::{RunShape, StoreSpec};
+use super::{lossy_summary, RunShape, StoreSpec};
 use crate::error::StoreError;
 use crate::model::Model;
 use crate::storage::budget::{MemoryLimit, UNTRACKED_RESERVE};
@@ -245,10 +245,7 @@ impl StateStore for BitstateStore {
     }
 
     fn summary(&self) -> Option<String> {
-        Some(format!(
-            "{} states found of {} generated (lossy)",
-            self.count, self.generated
-        ))
+        Some(lossy_summary(self.count, self.generated))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

@@ -15,7 +15,7 @@
 use super::slots::{prefetch, Slots};
 use super::window::{
     delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    WindowTable, INDEX_SHARE, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -1333,6 +1333,16 @@ impl FullStore {
     }
 }
 
+impl WindowTable for Slots {
+    fn window_slots(&self) -> usize {
+        self.len()
+    }
+
+    fn window_bytes(&self) -> u64 {
+        self.len() as u64 * 8
+    }
+}
+
 impl WindowHost for FullStore {
     type Table = Slots;
     type Shape = ();
@@ -1358,16 +1368,6 @@ impl WindowHost for FullStore {
     fn empty_table(&self) -> Slots {
         Slots::default()
     }
-
-    fn table_slots(t: &Slots) -> usize {
-        t.len()
-    }
-
-    fn table_bytes(t: &Slots) -> u64 {
-        t.len() as u64 * 8
-    }
-
-    fn shape(&mut self, _cap: usize) {}
 
     fn new_table(&self, cap: usize, _shape: ()) -> Result<Slots, StoreError> {
         Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))

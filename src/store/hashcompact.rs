@@ -20,13 +20,13 @@
 
 use super::window::{
     delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
-    INDEX_SHARE, MIN_TABLE,
+    WindowTable, INDEX_SHARE, MIN_TABLE,
 };
-use super::StoreSpec;
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
+use super::{lossy_summary, StoreSpec};
 use crate::error::StoreError;
 use crate::model::Model;
 use crate::storage::budget::{Account, Budget, MemoryLimit};
@@ -490,6 +490,16 @@ impl HashCompactStore {
     }
 }
 
+impl WindowTable for Table {
+    fn window_slots(&self) -> usize {
+        self.slots()
+    }
+
+    fn window_bytes(&self) -> u64 {
+        self.bytes()
+    }
+}
+
 impl WindowHost for HashCompactStore {
     type Table = Table;
     type Shape = ();
@@ -512,16 +522,6 @@ impl WindowHost for HashCompactStore {
     fn empty_table(&self) -> Table {
         Table::default()
     }
-
-    fn table_slots(t: &Table) -> usize {
-        t.slots()
-    }
-
-    fn table_bytes(t: &Table) -> u64 {
-        t.bytes()
-    }
-
-    fn shape(&mut self, _cap: usize) {}
 
     fn new_table(&self, cap: usize, _shape: ()) -> Result<Table, StoreError> {
         Ok(Table::with_slots(cap))
@@ -652,10 +652,7 @@ impl StateStore for HashCompactStore {
     }
 
     fn summary(&self) -> Option<String> {
-        Some(format!(
-            "{} states found of {} generated (lossy)",
-            self.count, self.generated
-        ))
+        Some(lossy_summary(self.count, self.generated))
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {

@@ -169,19 +169,14 @@ pub(crate) trait RecordsEdges: window::WindowHost {
         vias: &[Via],
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let keys = self.prepare(batch)?;
-        self.touch_candidates(&keys);
-        let r = keys.iter().enumerate().try_for_each(|(i, &k)| {
-            let ins = self.insert_keyed(batch.get(i), k, Some(vias[i]), Scope::All)?;
-            out.push(ins.expect("scope All inserts"));
-            Ok(())
-        });
-        self.give_back(keys);
-        r
+        with_keys(self, batch, out, |s, keys, out| {
+            s.touch_candidates(keys);
+            keys.iter().enumerate().try_for_each(|(i, &k)| {
+                let ins = s.insert_keyed(batch.get(i), k, Some(vias[i]), Scope::All)?;
+                out.push(ins.expect("scope All inserts"));
+                Ok(())
+            })
+        })
     }
 
     /// A delayed batch ([`StateStore::insert_many`]) once the index has spilled: (1) every
@@ -196,15 +191,29 @@ pub(crate) trait RecordsEdges: window::WindowHost {
         vias: &[Via],
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        out.clear();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let keys = self.prepare(batch)?;
-        let r = spilled_steps(self, batch, &keys, vias, out);
-        self.give_back(keys);
-        r
+        with_keys(self, batch, out, |s, keys, out| {
+            spilled_steps(s, batch, keys, vias, out)
+        })
     }
+}
+
+/// Runs `f` over a non-empty batch's keys ([`RecordsEdges::prepare`]), `out` cleared, and
+/// hands the keys back whatever `f` returns.
+#[inline(always)]
+fn with_keys<S: RecordsEdges + ?Sized>(
+    s: &mut S,
+    batch: &StateBatch,
+    out: &mut Vec<Insert>,
+    f: impl FnOnce(&mut S, &[u64], &mut Vec<Insert>) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    out.clear();
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let keys = s.prepare(batch)?;
+    let r = f(s, &keys, out);
+    s.give_back(keys);
+    r
 }
 
 /// The three steps of [`RecordsEdges::insert_many_spilled`].
@@ -284,6 +293,40 @@ pub(crate) fn insert_with_vias<S: RecordsEdges>(
     s.scratch().vias = vias;
     r
 }
+
+/// The human-readable line of a lossy store (hash compaction, bitstate): what it found
+/// against what it generated.
+pub(crate) fn lossy_summary(found: u64, generated: u64) -> String {
+    format!("{found} states found of {generated} generated (lossy)")
+}
+
+/// `insert_batch` and `insert_many` of a [`RecordsEdges`] store's [`StateStore`] impl: both
+/// come down to [`insert_with_vias`] (`insert_batch`: one parent, never delayed).
+macro_rules! records_edges_inserts {
+    () => {
+        fn insert_batch(
+            &mut self,
+            parent: $crate::store::StateId,
+            parent_depth: u64,
+            batch: &$crate::store::StateBatch,
+            out: &mut Vec<$crate::store::Insert>,
+        ) -> Result<(), $crate::error::StoreError> {
+            let parents = [(parent, batch.len() as u32)];
+            $crate::store::insert_with_vias(self, &parents, parent_depth, batch, false, out)
+        }
+
+        fn insert_many(
+            &mut self,
+            parents: &[($crate::store::StateId, u32)],
+            parent_depth: u64,
+            batch: &$crate::store::StateBatch,
+            out: &mut Vec<$crate::store::Insert>,
+        ) -> Result<(), $crate::error::StoreError> {
+            $crate::store::insert_with_vias(self, parents, parent_depth, batch, true, out)
+        }
+    };
+}
+pub(crate) use records_edges_inserts;
 
 /// A mask of the top `bits` bits of a `u64` (`bits` in `1..=64`).
 #[inline(always)]

@@ -12,7 +12,7 @@
 //! File names are `BASE.GEN.seg`, where `GEN` counts the compactions of that array: names are
 //! the same in every run that makes the same inserts, which is how a checkpoint finds them.
 
-use crate::error::StoreError;
+use crate::error::{StorageError, StoreError};
 use crate::storage::filter::Filter;
 use crate::storage::segment::Codec;
 use crate::storage::segment::FileLifetime;
@@ -20,7 +20,7 @@ use crate::storage::{
     Account, Budget, FileMark, MemoryLimit, SegOptions, SegVec, Storage, VecMark,
 };
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Sizes of one record array.
@@ -262,28 +262,14 @@ impl Records {
         layout: Layout,
         accounting: Accounting,
     ) -> Result<Records, StoreError> {
-        let name = vec_name(base, generation);
-        let d = &disk.0;
-        let family = family(base);
-        let vec = SegVec::create(
-            &d.dir,
-            &name,
-            width,
-            &disk.options(&layout),
-            Self::account_for(disk, &family, &name, accounting),
-            Some(d.budget.clone()),
-        )?;
-        Ok(Records {
-            disk: disk.clone(),
-            family,
-            base: base.to_string(),
+        Self::with_vec(
+            disk,
+            base,
             generation,
             layout,
             accounting,
-            vec,
-            compactions: 0,
-            past_counts: (0, 0),
-        })
+            |dir, name, opts, acc, b| SegVec::create(dir, name, width, opts, acc, b),
+        )
     }
 
     /// Reopens an array at a checkpoint's mark (records written after it are cut off).
@@ -293,22 +279,49 @@ impl Records {
         layout: Layout,
         accounting: Accounting,
     ) -> Result<Records, StoreError> {
-        let name = vec_name(&mark.base, mark.generation);
+        let (base, generation) = (&mark.base, mark.generation);
+        Self::with_vec(
+            disk,
+            base,
+            generation,
+            layout,
+            accounting,
+            |dir, name, opts, acc, b| SegVec::open(dir, name, opts, Some(mark.vec), acc, b),
+        )
+    }
+
+    /// The array of generation `generation` of `base` around the vector `vec` makes (created
+    /// or reopened) with that generation's file name, options and account.
+    fn with_vec(
+        disk: &Disk,
+        base: &str,
+        generation: u32,
+        layout: Layout,
+        accounting: Accounting,
+        vec: impl FnOnce(
+            &Path,
+            &str,
+            &SegOptions,
+            Account,
+            Option<Arc<Budget>>,
+        ) -> Result<SegVec, StorageError>,
+    ) -> Result<Records, StoreError> {
+        let name = vec_name(base, generation);
         let d = &disk.0;
-        let family = family(&mark.base);
-        let vec = SegVec::open(
+        let family = family(base);
+        let account = Self::account_for(disk, &family, &name, accounting);
+        let vec = vec(
             &d.dir,
             &name,
             &disk.options(&layout),
-            Some(mark.vec),
-            Self::account_for(disk, &family, &name, accounting),
+            account,
             Some(d.budget.clone()),
         )?;
         Ok(Records {
             disk: disk.clone(),
             family,
-            base: mark.base.clone(),
-            generation: mark.generation,
+            base: base.to_string(),
+            generation,
             layout,
             accounting,
             vec,

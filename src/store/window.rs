@@ -84,12 +84,20 @@ impl<T> Spill<T> {
 /// from a store whose index spills: its tables, its accounts and its (hash, id) pairs. Each
 /// store implements only these; the order of frees, charges and allocations that keeps the
 /// peak within the budget is written once, below.
+/// A store's index table, one half of a window.
+pub trait WindowTable {
+    /// Its slots.
+    fn window_slots(&self) -> usize;
+    /// The RAM its slots take.
+    fn window_bytes(&self) -> u64;
+}
+
 pub trait WindowHost {
     /// The store's index table (one window half).
-    type Table;
+    type Table: WindowTable;
     /// What a new window table is made like, fixed before the table in use is handed over
     /// (Δ: its hash bits; `()` elsewhere).
-    type Shape: Copy;
+    type Shape: Copy + Default;
     /// Stem of the runs' file names and account (`full.index` → `full.index.run.G`).
     const RUNS: &'static str;
 
@@ -108,10 +116,11 @@ pub trait WindowHost {
     fn count(&self) -> u64;
     /// A table that holds no memory worth counting.
     fn empty_table(&self) -> Self::Table;
-    fn table_slots(t: &Self::Table) -> usize;
-    fn table_bytes(t: &Self::Table) -> u64;
-    /// The shape of a window table of `cap` slots, from the young table in use.
-    fn shape(&mut self, cap: usize) -> Self::Shape;
+    /// The shape of a window table of `cap` slots, from the young table in use (default:
+    /// the one shape there is).
+    fn shape(&mut self, _cap: usize) -> Self::Shape {
+        Self::Shape::default()
+    }
     /// An empty table of `cap` slots (allocated zeroed: its pages are not resident until
     /// written, so it may exist a moment before it is charged).
     fn new_table(&self, cap: usize, shape: Self::Shape) -> Result<Self::Table, StoreError>;
@@ -155,7 +164,7 @@ pub fn flush_to_runs<H: WindowHost>(
 pub fn start_spilling<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
     let (cap, bytes) = {
         let (young, _, _) = h.window();
-        (H::table_slots(young), H::table_bytes(young))
+        (young.window_slots(), young.window_bytes())
     };
     let half = (cap / 2).max(MIN_TABLE);
     let shape = h.shape(half);
@@ -186,7 +195,7 @@ pub fn rotate<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
         let sp = spill
             .take()
             .expect("rotating a window that has not spilled");
-        let chunk = H::table_bytes(&sp.old).max(H::table_bytes(young)) / 16;
+        let chunk = sp.old.window_bytes().max(young.window_bytes()) / 16;
         let from = sp.old_start;
         (sp, from, *young_start, chunk as usize)
     };
@@ -212,7 +221,7 @@ pub fn rotate<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
 /// that the caches give way first.
 fn new_young<H: WindowHost>(h: &mut H, cap: usize, shape: H::Shape) -> Result<(), StoreError> {
     let t = h.new_table(cap, shape)?;
-    h.charge(H::table_bytes(&t));
+    h.charge(t.window_bytes());
     h.trim_caches()?;
     *h.window().0 = t;
     h.publish();
@@ -230,7 +239,7 @@ pub fn room_at_three_quarters<H: WindowHost>(
 ) -> Result<bool, StoreError> {
     let n = h.count();
     let (young, young_start, spill) = h.window();
-    if (n - *young_start + extra) * 4 <= H::table_slots(young) as u64 * 3 {
+    if (n - *young_start + extra) * 4 <= young.window_slots() as u64 * 3 {
         return Ok(true);
     }
     match spill {

@@ -46,14 +46,16 @@ use super::full::eq_bytes;
 use super::path::{self, Link, PathRecords, Repoint, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
-    MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    INDEX_SHARE, MIN_TABLE,
 };
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
-use super::{insert_with_vias, storage_needed, BatchScratch, PathStep, RecordsEdges, StoreSpec};
+use super::{
+    records_edges_inserts, storage_needed, BatchScratch, PathStep, RecordsEdges, StoreSpec,
+};
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
 use crate::storage::runs::HashRuns;
@@ -811,6 +813,7 @@ impl<'m> CombackStore<'m> {
 
     /// Decides whether candidate `id` (fingerprint match) is `state`.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn candidate(
         model: &dyn Model,
         back: &BackedgeTable,
@@ -834,6 +837,26 @@ impl<'m> CombackStore<'m> {
             let same_descriptor = fp_exact || back.descriptor(id)? == d;
             return Ok(Candidate::Mismatch { same_descriptor });
         }
+        Self::candidate_uncached(model, back, initial, opts, inner, id, state, d, fp_exact)
+    }
+
+    /// [`Self::candidate`] of a candidate not in the state cache (the search path, a replay
+    /// or a backward check). Kept out of line so that the cache hit, most candidates, stays
+    /// inlined in the lookups (callgrind, SharedMemory-PT-000010: the call cost 0.5 G
+    /// instructions when the whole decision was one function).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn candidate_uncached(
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        opts: &CombackOptions,
+        inner: &mut Inner,
+        id: StateId,
+        state: &[u8],
+        d: u64,
+        fp_exact: bool,
+    ) -> Result<Candidate, StoreError> {
         // The descriptor is not checked first: it is read only to classify a mismatch (a
         // fingerprint match with another descriptor is rare: ~2^-16 per probed slot, and the
         // full comparison is exact anyway), saving a random read per candidate.
@@ -1226,6 +1249,16 @@ impl RecordsEdges for CombackStore<'_> {
     }
 }
 
+impl WindowTable for StateTable {
+    fn window_slots(&self) -> usize {
+        self.capacity()
+    }
+
+    fn window_bytes(&self) -> u64 {
+        (self.capacity() * SLOT_BYTES) as u64
+    }
+}
+
 impl WindowHost for CombackStore<'_> {
     type Table = StateTable;
     type Shape = ();
@@ -1258,16 +1291,6 @@ impl WindowHost for CombackStore<'_> {
     fn empty_table(&self) -> StateTable {
         StateTable::with_slots(self.opts.hash_bits, 0)
     }
-
-    fn table_slots(t: &StateTable) -> usize {
-        t.capacity()
-    }
-
-    fn table_bytes(t: &StateTable) -> u64 {
-        (t.capacity() * SLOT_BYTES) as u64
-    }
-
-    fn shape(&mut self, _cap: usize) {}
 
     fn new_table(&self, cap: usize, _shape: ()) -> Result<StateTable, StoreError> {
         Ok(StateTable::with_slots(self.opts.hash_bits, cap))
@@ -1310,16 +1333,7 @@ impl StateStore for CombackStore<'_> {
         Ok(r?.expect("scope All inserts"))
     }
 
-    fn insert_batch(
-        &mut self,
-        parent: StateId,
-        parent_depth: u64,
-        batch: &StateBatch,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        let parents = [(parent, batch.len() as u32)];
-        insert_with_vias(self, &parents, parent_depth, batch, false, out)
-    }
+    records_edges_inserts!();
 
     /// Under a budget, so that once the index has spilled, lookups that reach the runs are
     /// batched (sorted by descriptor against the runs, then rebuilt in state number order).
@@ -1332,16 +1346,6 @@ impl StateStore for CombackStore<'_> {
             self.table.capacity(),
             &self.batch_account,
         )
-    }
-
-    fn insert_many(
-        &mut self,
-        parents: &[(StateId, u32)],
-        parent_depth: u64,
-        batch: &StateBatch,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        insert_with_vias(self, parents, parent_depth, batch, true, out)
     }
 
     /// Pins every [`cache::PIN_EVERY`]-th state of the DFS search path, to rebuild from.

@@ -61,15 +61,16 @@ use super::full::{eq_bytes, state_hash};
 use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, INDEX_SHARE,
-    MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    INDEX_SHARE, MIN_TABLE,
 };
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
     StatesBack, StoreMark, Via,
 };
 use super::{
-    insert_with_vias, storage_needed, BatchScratch, PathStep, RecordsEdges, RunShape, StoreSpec,
+    records_edges_inserts, storage_needed, BatchScratch, PathStep, RecordsEdges, RunShape,
+    StoreSpec,
 };
 use crate::error::StoreError;
 use crate::model::{Fired, Model, TransitionId};
@@ -1314,6 +1315,16 @@ impl RecordsEdges for DeltaStore<'_> {
     }
 }
 
+impl WindowTable for Index {
+    fn window_slots(&self) -> usize {
+        self.slots() as usize
+    }
+
+    fn window_bytes(&self) -> u64 {
+        self.ram_bytes()
+    }
+}
+
 impl WindowHost for DeltaStore<'_> {
     type Table = Index;
     /// Hash bits.
@@ -1340,14 +1351,6 @@ impl WindowHost for DeltaStore<'_> {
 
     fn empty_table(&self) -> Index {
         Index::new(16, index::HASH_BITS)
-    }
-
-    fn table_slots(t: &Index) -> usize {
-        t.slots() as usize
-    }
-
-    fn table_bytes(t: &Index) -> u64 {
-        t.ram_bytes()
     }
 
     /// The young table's hash bits, or more where a table of `cap` slots would outgrow them
@@ -1392,16 +1395,7 @@ impl StateStore for DeltaStore<'_> {
         Ok(r.expect("scope All inserts"))
     }
 
-    fn insert_batch(
-        &mut self,
-        parent: StateId,
-        parent_depth: u64,
-        batch: &StateBatch,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        let parents = [(parent, batch.len() as u32)];
-        insert_with_vias(self, &parents, parent_depth, batch, false, out)
-    }
+    records_edges_inserts!();
 
     /// Under a budget (without stratified caching), so that once the index has spilled,
     /// lookups that reach the runs are batched (sorted by hash against the runs, then
@@ -1417,16 +1411,6 @@ impl StateStore for DeltaStore<'_> {
             self.index.slots() as usize,
             &self.batch_account,
         )
-    }
-
-    fn insert_many(
-        &mut self,
-        parents: &[(StateId, u32)],
-        parent_depth: u64,
-        batch: &StateBatch,
-        out: &mut Vec<Insert>,
-    ) -> Result<(), StoreError> {
-        insert_with_vias(self, parents, parent_depth, batch, true, out)
     }
 
     /// Stratified caching keeps the search path (`dfs_path[d]`: the state at depth `d`).
