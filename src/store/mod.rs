@@ -12,6 +12,7 @@ pub mod path;
 pub mod records;
 pub mod slots;
 pub mod snapshots;
+pub mod state_cache;
 pub mod tree;
 pub mod window;
 

@@ -60,6 +60,7 @@ pub mod index;
 use super::full::{eq_bytes, state_hash};
 use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
+use super::state_cache::{Packing, Region, Wide};
 use super::window::{
     delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
     INDEX_SHARE, MIN_TABLE,
@@ -225,12 +226,13 @@ struct Counters {
     replacement_passes: u64,
 }
 
-/// Direct-mapped cache of states by id.
+/// Δ's state cache: one direct-mapped region of the path stores' state cache
+/// ([`state_cache::Region`]: 12-byte headers, 64-bit state numbers, the states unpacked),
+/// slot `id mod n`, the distance to the nearest explicit state as the path length.
 struct StateCache {
     width: usize,
-    ids: Vec<u64>,
-    dists: Vec<u32>,
-    data: Vec<u8>,
+    mask: usize,
+    region: Region<Wide>,
 }
 
 impl StateCache {
@@ -238,38 +240,40 @@ impl StateCache {
         let n = entries.next_power_of_two().max(1);
         StateCache {
             width,
-            ids: vec![u64::MAX; n],
-            dists: vec![0; n],
-            data: vec![0; n * width],
+            mask: n - 1,
+            region: Region::new(n, Some(width), Packing::Bytes),
         }
     }
     #[inline(always)]
     fn slot(&self, id: u64) -> usize {
-        id as usize & (self.ids.len() - 1)
+        id as usize & self.mask
     }
     #[inline(always)]
     fn find(&self, id: u64) -> Option<usize> {
         let s = self.slot(id);
-        (self.ids[s] == id).then_some(s)
+        self.region
+            .lookup(s, id, Packing::Bytes, self.width)
+            .map(|_| s)
     }
     #[inline(always)]
     fn state(&self, slot: usize) -> &[u8] {
-        &self.data[slot * self.width..(slot + 1) * self.width]
+        self.region.packed(slot)
+    }
+    #[inline(always)]
+    fn dist(&self, slot: usize) -> u32 {
+        self.region.depth(slot)
     }
     #[inline(always)]
     fn put(&mut self, id: u64, state: &[u8], dist: u32) {
         let s = self.slot(id);
-        self.ids[s] = id;
-        self.dists[s] = dist;
-        self.data[s * self.width..(s + 1) * self.width].copy_from_slice(state);
+        self.region.put(s, id, dist, state, Packing::Bytes);
     }
     fn set_dist(&mut self, id: u64, dist: u32) {
-        if let Some(s) = self.find(id) {
-            self.dists[s] = dist;
-        }
+        let s = self.slot(id);
+        self.region.set_depth(s, id, dist);
     }
     fn ram_bytes(&self) -> u64 {
-        (self.ids.len() * 12 + self.data.len()) as u64
+        self.region.ram_bytes()
     }
 }
 
@@ -331,7 +335,7 @@ impl PathRecords for Walk<'_> {
             *self.cache_hits += 1;
             return Ok(Link::Start(Root::Cached {
                 slot,
-                dist: self.cache.dists[slot],
+                dist: self.cache.dist(slot),
             }));
         }
         Ok(match self.codes.decode(self.records.get(id)?) {
@@ -869,7 +873,7 @@ impl<'m> DeltaStore<'m> {
         let inner = &mut self.inner;
         if let Some(slot) = inner.cache.find(c) {
             inner.c.cache_hits += 1;
-            return Ok(eq_bytes(inner.cache.state(slot), s).then_some(inner.cache.dists[slot]));
+            return Ok(eq_bytes(inner.cache.state(slot), s).then_some(inner.cache.dist(slot)));
         }
         if self.backward == Firing::Backward {
             if let Some(found) = self.same_backward(c, s)? {
