@@ -370,7 +370,8 @@ impl<H: Header> Region<H> {
         }
     }
 
-    /// The entry in slot `i` if it holds state `id`.
+    /// The entry in slot `i` if it holds state `id` (never for a number whose stored form
+    /// is 0, an empty entry's: `Wide` of 2^64 − 1, `Narrow` of 2^32 − 1).
     #[inline(always)]
     pub fn lookup(
         &self,
@@ -383,7 +384,7 @@ impl<H: Header> Region<H> {
         match self {
             Region::Flat { stride, bytes, .. } => {
                 let e = &bytes[i * stride..(i + 1) * stride];
-                (H::read_raw(e) == raw).then(|| {
+                (raw != 0 && H::read_raw(e) == raw).then(|| {
                     (
                         Entry {
                             packed: &e[H::BYTES..],
@@ -394,7 +395,7 @@ impl<H: Header> Region<H> {
                     )
                 })
             }
-            Region::Boxed { ids, depths, data } => (ids[i] == raw).then(|| {
+            Region::Boxed { ids, depths, data } => (raw != 0 && ids[i] == raw).then(|| {
                 (
                     Entry {
                         packed: &data[i][..],
@@ -478,12 +479,12 @@ impl<H: Header> Region<H> {
         match self {
             Region::Flat { stride, bytes, .. } => {
                 let e = &mut bytes[i * *stride..(i + 1) * *stride];
-                if H::read_raw(e) == raw {
+                if raw != 0 && H::read_raw(e) == raw {
                     H::set_len(e, depth);
                 }
             }
             Region::Boxed { ids, depths, .. } => {
-                if ids[i] == raw {
+                if raw != 0 && ids[i] == raw {
                     depths[i] = depth;
                 }
             }
@@ -591,5 +592,18 @@ mod tests {
             assert_eq!(w & 0xF0F0_F0F0_F0F0_F0F0, 0);
             assert_eq!(pack_nibbles(w), p);
         }
+    }
+
+    #[test]
+    fn a_number_stored_as_zero_never_matches_an_empty_entry() {
+        let mut r: Region<Wide> = Region::new(4, Some(3), Packing::Bytes);
+        assert!(r.lookup(0, u64::MAX, Packing::Bytes, 3).is_none());
+        r.put(1, 5, 2, &[1, 2, 3], Packing::Bytes);
+        let (e, d) = r.lookup(1, 5, Packing::Bytes, 3).unwrap();
+        assert_eq!((e.to_vec(), d), (vec![1, 2, 3], 2));
+        r.set_depth(0, u64::MAX, 9);
+        assert_eq!(r.depth(0), 0);
+        let n: Region<Narrow> = Region::new(4, Some(3), Packing::Bits);
+        assert!(n.lookup(0, u32::MAX as u64, Packing::Bits, 3).is_none());
     }
 }
