@@ -62,6 +62,7 @@ pub fn descriptor(state: &[u8], bits: u32) -> u64 {
 
 /// The search-tree edge of every candidate of a delayed batch (see
 /// [`StateStore::insert_many`]), into `out`.
+#[inline]
 pub fn batch_vias(
     parents: &[(StateId, u32)],
     parent_depth: u64,
@@ -143,6 +144,7 @@ pub(crate) trait RecordsEdges: window::WindowHost {
     /// Checks a batch, makes room for it, and returns its keys (the scratch vector, handed
     /// back by [`RecordsEdges::give_back`]), each home slot touched so that the cache misses
     /// overlap.
+    #[inline]
     fn prepare(&mut self, batch: &StateBatch) -> Result<Vec<u64>, StoreError> {
         self.make_room(batch)?;
         let mut keys = std::mem::take(&mut self.scratch().keys);
@@ -164,6 +166,7 @@ pub(crate) trait RecordsEdges: window::WindowHost {
     }
 
     /// Inserts a batch in order, `vias[i]` the search-tree edge of candidate `i`.
+    #[inline]
     fn insert_all(
         &mut self,
         batch: &StateBatch,
@@ -276,6 +279,7 @@ fn spilled_steps<S: RecordsEdges + ?Sized>(
 
 /// [`StateStore::insert_many`] of a [`RecordsEdges`] store (`delayed`), and its
 /// `insert_batch` (one parent with every successor of the batch).
+#[inline]
 pub(crate) fn insert_with_vias<S: RecordsEdges>(
     s: &mut S,
     parents: &[(StateId, u32)],
