@@ -80,10 +80,6 @@ impl<T> Spill<T> {
     }
 }
 
-/// What the window's life cycle ([`start_spilling`], [`rotate`], [`flush_to_runs`]) needs
-/// from a store whose index spills: its tables, its accounts and its (hash, id) pairs. Each
-/// store implements only these; the order of frees, charges and allocations that keeps the
-/// peak within the budget is written once, below.
 /// A store's index table, one half of a window.
 pub trait WindowTable {
     /// Its slots.
@@ -92,6 +88,10 @@ pub trait WindowTable {
     fn window_bytes(&self) -> u64;
 }
 
+/// What the window's life cycle ([`start_spilling`], [`rotate`], [`flush_to_runs`]) needs
+/// from a store whose index spills: its tables, its accounts and its (hash, id) pairs. Each
+/// store implements only these; the order of frees, charges and allocations that keeps the
+/// peak within the budget is written once, below.
 pub trait WindowHost {
     /// The store's index table (one window half).
     type Table: WindowTable;
