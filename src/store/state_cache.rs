@@ -104,7 +104,7 @@ pub enum Packing {
 }
 
 impl Packing {
-    pub fn packed_len(self, w: usize) -> usize {
+    fn packed_len(self, w: usize) -> usize {
         match self {
             Packing::Bits => w.div_ceil(8),
             Packing::Nibbles => w.div_ceil(2),
