@@ -413,7 +413,8 @@ pub trait StateStore {
     }
     /// Delayed duplicate detection: `Some(n)` when the store wants BFS to hand it the
     /// successors of many consecutive parents at once, up to about `n` of them (its index has
-    /// a part on disk that it reads in sorted batches: see `insert_many`). `None` (the
+    /// a part on disk that it reads in sorted batches: see `insert_many`; or its lookups in
+    /// RAM overlap their cache misses across a batch: [`window::RAM_BATCH`]). `None` (the
     /// default): one parent at a time through `insert_batch`.
     fn delayed_batch(&self) -> Option<usize> {
         None

@@ -275,11 +275,21 @@ pub const INDEX_SHARE: u64 = 2;
 /// label and result, and the store's hash, match, search-tree edge and lookup records.
 const BATCH_BYTES_PER_STATE: u64 = 128;
 
+/// Candidates of a delayed batch at most while the index is in RAM. A batch's lookups ask
+/// for their home slots and cache entries all at once before the first is probed (the
+/// stores' `prepare`), so the misses overlap; past a few thousand candidates the lines
+/// asked for first leave the CPU caches before they are used. Measured on
+/// Kanban-PT-00005, ComBack, one thread: per parent (about 10 successors) 5.6–6.5 s, 1,024
+/// 4.9–5.1 s, 4,096 5.4–5.9 s, 16,384 6.0–6.7 s; under `--memory 256M`, where the batch
+/// had been the budget's (about 100,000), 7.3–8.1 → 5.1–6.0 s.
+pub const RAM_BATCH: usize = 1024;
+
 /// The number of candidates of a delayed batch under `limit`, for states of `width` bytes
 /// and an index whose young table has `young_slots` slots (`spill`: its window, once it
-/// has spilled), so that the young table takes the batch whole; charged to `account` (the
-/// engine's batch and the store's per-candidate vectors), so that the caches that size
-/// themselves from the budget leave room for them. `None` without a budget.
+/// has spilled), so that the young table takes the batch whole (and at most [`RAM_BATCH`]
+/// before it spills); charged to `account` (the engine's batch and the store's
+/// per-candidate vectors), so that the caches that size themselves from the budget leave
+/// room for them. `None` without a budget.
 pub fn delayed_batch_len<T>(
     limit: MemoryLimit,
     width: Option<usize>,
@@ -294,9 +304,29 @@ pub fn delayed_batch_len<T>(
     // Vectors grow by doubling: count a candidate's vector twice.
     let per = 2 * width.unwrap_or(1) as u64 + BATCH_BYTES_PER_STATE;
     let by_budget = (limit / 16 / per).max(256);
-    let n = (by_budget as usize).min(window_room).max(64);
+    let mut n = (by_budget as usize).min(window_room).max(64);
+    if spill.is_none() {
+        // Only the runs' sorted lookups want large batches.
+        n = n.min(RAM_BATCH);
+    }
     account.set(n as u64 * per, 0, 0);
     Some(n)
+}
+
+/// [`delayed_batch_len`] of a store whose lookups in RAM gain from batches (ComBack, Δ:
+/// several misses per candidate, slot then cached vector): without a budget too, batches
+/// of [`RAM_BATCH`] while the index is in RAM (Kanban-PT-00005, one thread: ComBack
+/// 5.6–6.5 → 4.9–5.1 s, Δ 15.1–15.6 → 13.1–13.7 s; the hash-compaction store, one miss per
+/// candidate, gained nothing and keeps one parent at a time).
+pub fn batched_lookups_len<T>(
+    limit: MemoryLimit,
+    width: Option<usize>,
+    spill: Option<&Spill<T>>,
+    young_slots: usize,
+    account: &Account,
+) -> Option<usize> {
+    delayed_batch_len(limit, width, spill, young_slots, account)
+        .or_else(|| spill.is_none().then_some(RAM_BATCH))
 }
 
 /// The spilled index's figures (`index_*` keys of `--stats-json`).

@@ -46,7 +46,7 @@ use super::full::eq_bytes;
 use super::path::{self, Link, PathRecords, Repoint, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    batched_lookups_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
     INDEX_SHARE, MIN_TABLE,
 };
 use super::{
@@ -1335,11 +1335,13 @@ impl StateStore for CombackStore<'_> {
 
     records_edges_inserts!();
 
-    /// Under a budget, so that once the index has spilled, lookups that reach the runs are
-    /// batched (sorted by descriptor against the runs, then rebuilt in state number order).
-    /// The batch is bounded so that the window's young table takes it whole.
+    /// Batches of [`RAM_BATCH`](super::window::RAM_BATCH) while the index is in RAM (the home slots and the
+    /// cached vectors of a batch are asked for together); under a budget once the index has
+    /// spilled, so that lookups that reach the runs are batched (sorted by descriptor
+    /// against the runs, then rebuilt in state number order), bounded so that the window's
+    /// young table takes the batch whole.
     fn delayed_batch(&self) -> Option<usize> {
-        delayed_batch_len(
+        batched_lookups_len(
             self.disk.budget().limit(),
             self.width,
             self.spill.as_deref(),

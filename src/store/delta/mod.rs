@@ -62,7 +62,7 @@ use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
 use super::state_cache::{Packing, Region, Wide};
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    batched_lookups_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
     INDEX_SHARE, MIN_TABLE,
 };
 use super::{
@@ -1401,14 +1401,16 @@ impl StateStore for DeltaStore<'_> {
 
     records_edges_inserts!();
 
-    /// Under a budget (without stratified caching), so that once the index has spilled,
-    /// lookups that reach the runs are batched (sorted by hash against the runs, then
-    /// compared in id order). The batch is bounded so that the young table takes it whole.
+    /// Without stratified caching: batches of [`RAM_BATCH`](super::window::RAM_BATCH) while
+    /// the index is in RAM (the home slots of a batch are asked for together); under a
+    /// budget once the index has spilled, so that lookups that reach the runs are batched
+    /// (sorted by hash against the runs, then compared in id order), bounded so that the
+    /// young table takes the batch whole.
     fn delayed_batch(&self) -> Option<usize> {
         if self.opts.replace.is_some() {
             return None;
         }
-        delayed_batch_len(
+        batched_lookups_len(
             self.disk.budget().limit(),
             Some(self.width),
             self.spill.as_deref(),
