@@ -520,10 +520,11 @@ impl<'m> CombackStore<'m> {
             });
         }
         let fill = |t: &mut StateTable, from: u64, to: u64| {
-            back.descriptors_in(from, to, |id, d| {
-                let p = t.probe_empty(d);
-                t.insert_at(p, d, id);
-                Ok(())
+            t.refill(|push| {
+                back.descriptors_in(from, to, |id, d| {
+                    push(id, d);
+                    Ok(())
+                })
             })
         };
         fill(&mut table, young_start, count)?;
@@ -692,10 +693,7 @@ impl<'m> CombackStore<'m> {
         self.ram_account.set(others + new, 0, 0);
         self.back.trim_cache()?;
         let mut g = StateTable::with_slots(bits, cap);
-        self.back.scan_descriptors(|id, d| {
-            let p = g.probe_empty(d);
-            g.insert_at(p, d, id);
-        })?;
+        g.refill(|push| self.back.scan_descriptors(push))?;
         self.table = g;
         // Sized for the states the table holds before it grows again.
         self.back

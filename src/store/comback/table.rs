@@ -108,7 +108,7 @@ impl StateTable {
     }
 
     /// A new, empty table for at least the current count, 4/3 as large; the caller
-    /// re-inserts every state with [`StateTable::insert_at`] after [`StateTable::probe_empty`].
+    /// re-inserts every state with [`StateTable::refill`].
     pub fn grown(&self) -> StateTable {
         let cap = (self.slots.len() as u64 * 4 / 3).max(1024) as usize;
         StateTable {
@@ -191,6 +191,22 @@ impl StateTable {
         self.count += 1;
     }
 
+    /// Inserts `(id, descriptor)` pairs in the order given, each home slot asked for
+    /// [`REFILL_AHEAD`] pairs before its insert (see [`Refill`]); `fill` pushes them.
+    pub fn refill<E>(
+        &mut self,
+        fill: impl FnOnce(&mut dyn FnMut(u64, u64)) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut r = Refill {
+            table: self,
+            ring: [(0, 0); REFILL_AHEAD],
+            n: 0,
+        };
+        fill(&mut |id, d| r.push(id, d))?;
+        r.finish();
+        Ok(())
+    }
+
     /// Swaps two slots of the same collision list (move-to-front).
     pub fn swap(&mut self, a: usize, b: usize) {
         self.slots.swap(a, b);
@@ -213,6 +229,42 @@ impl StateTable {
     }
 }
 
+/// Pairs a [`Refill`] holds between asking for a home slot and inserting there: enough
+/// misses in flight to cover the memory latency.
+const REFILL_AHEAD: usize = 16;
+
+/// Re-inserts states into a table in id order (a rebuild after growth, a resume). The
+/// descriptors come in id order and their home slots at random, so one insert at a time
+/// waits for a miss each: the 28 rebuilds of ComBack's table on Kanban-PT-00005 took 7.5%
+/// of its run. The insertion order, and so the table, is the same.
+struct Refill<'t> {
+    table: &'t mut StateTable,
+    ring: [(u64, u64); REFILL_AHEAD],
+    n: usize,
+}
+
+impl Refill<'_> {
+    fn push(&mut self, id: u64, d: u64) {
+        self.table.touch(d);
+        let slot = &mut self.ring[self.n % REFILL_AHEAD];
+        if self.n >= REFILL_AHEAD {
+            let (id, d) = *slot;
+            let p = self.table.probe_empty(d);
+            self.table.insert_at(p, d, id);
+        }
+        *slot = (id, d);
+        self.n += 1;
+    }
+
+    fn finish(self) {
+        for k in self.n.saturating_sub(REFILL_AHEAD)..self.n {
+            let (id, d) = self.ring[k % REFILL_AHEAD];
+            let p = self.table.probe_empty(d);
+            self.table.insert_at(p, d, id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,10 +284,11 @@ mod tests {
             for id in 0..n {
                 if t.needs_growth(1) {
                     let mut g = t.grown();
-                    for j in 0..id {
-                        let p = g.probe_empty(desc(j));
-                        g.insert_at(p, desc(j), j);
-                    }
+                    g.refill(|push| {
+                        (0..id).for_each(|j| push(j, desc(j)));
+                        Ok::<_, ()>(())
+                    })
+                    .unwrap();
                     t = g;
                 }
                 let p = t.probe_empty(desc(id));
