@@ -1643,6 +1643,7 @@ impl StateStore for FullStore {
             self.spill.as_deref(),
             self.slots.len(),
             &self.batch_account,
+            None,
         )
     }
 

@@ -573,6 +573,7 @@ impl StateStore for HashCompactStore {
             self.spill.as_deref(),
             self.table.slots(),
             &self.batch_account,
+            None,
         )
     }
 

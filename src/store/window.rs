@@ -289,16 +289,23 @@ pub const RAM_BATCH: usize = 1024;
 /// has spilled), so that the young table takes the batch whole (and at most [`RAM_BATCH`]
 /// before it spills); charged to `account` (the engine's batch and the store's
 /// per-candidate vectors), so that the caches that size themselves from the budget leave
-/// room for them. `None` without a budget.
+/// room for them.
+///
+/// Without a budget: `unbudgeted` while the index is in RAM, else `None` (one parent at a
+/// time). ComBack and Δ, several misses per candidate (slot, then cached vector), pass
+/// `Some(RAM_BATCH)` (Kanban-PT-00005, one thread: ComBack 5.6–6.5 → 4.9–5.1 s, Δ 15.1–15.6
+/// → 13.1–13.7 s); the hash-compaction store, one miss per candidate, gained nothing and
+/// passes `None`, as does the full store, whose index in RAM takes the chunked path.
 pub fn delayed_batch_len<T>(
     limit: MemoryLimit,
     width: Option<usize>,
     spill: Option<&Spill<T>>,
     young_slots: usize,
     account: &Account,
+    unbudgeted: Option<usize>,
 ) -> Option<usize> {
     let MemoryLimit::Bytes(limit) = limit else {
-        return None;
+        return unbudgeted.filter(|_| spill.is_none());
     };
     let window_room = window_room(spill, young_slots);
     // Vectors grow by doubling: count a candidate's vector twice.
@@ -311,22 +318,6 @@ pub fn delayed_batch_len<T>(
     }
     account.set(n as u64 * per, 0, 0);
     Some(n)
-}
-
-/// [`delayed_batch_len`] of a store whose lookups in RAM gain from batches (ComBack, Δ:
-/// several misses per candidate, slot then cached vector): without a budget too, batches
-/// of [`RAM_BATCH`] while the index is in RAM (Kanban-PT-00005, one thread: ComBack
-/// 5.6–6.5 → 4.9–5.1 s, Δ 15.1–15.6 → 13.1–13.7 s; the hash-compaction store, one miss per
-/// candidate, gained nothing and keeps one parent at a time).
-pub fn batched_lookups_len<T>(
-    limit: MemoryLimit,
-    width: Option<usize>,
-    spill: Option<&Spill<T>>,
-    young_slots: usize,
-    account: &Account,
-) -> Option<usize> {
-    delayed_batch_len(limit, width, spill, young_slots, account)
-        .or_else(|| spill.is_none().then_some(RAM_BATCH))
 }
 
 /// The spilled index's figures (`index_*` keys of `--stats-json`).

@@ -46,8 +46,8 @@ use super::full::eq_bytes;
 use super::path::{self, Link, PathRecords, Repoint, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
-    batched_lookups_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    INDEX_SHARE, MIN_TABLE, RAM_BATCH,
 };
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
@@ -1339,12 +1339,13 @@ impl StateStore for CombackStore<'_> {
     /// against the runs, then rebuilt in state number order), bounded so that the window's
     /// young table takes the batch whole.
     fn delayed_batch(&self) -> Option<usize> {
-        batched_lookups_len(
+        delayed_batch_len(
             self.disk.budget().limit(),
             self.width,
             self.spill.as_deref(),
             self.table.capacity(),
             &self.batch_account,
+            Some(RAM_BATCH),
         )
     }
 

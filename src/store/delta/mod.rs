@@ -62,8 +62,8 @@ use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
 use super::state_cache::{Packing, Region, Wide};
 use super::window::{
-    batched_lookups_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
-    INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
+    INDEX_SHARE, MIN_TABLE, RAM_BATCH,
 };
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
@@ -1410,12 +1410,13 @@ impl StateStore for DeltaStore<'_> {
         if self.opts.replace.is_some() {
             return None;
         }
-        batched_lookups_len(
+        delayed_batch_len(
             self.disk.budget().limit(),
             Some(self.width),
             self.spill.as_deref(),
             self.index.slots() as usize,
             &self.batch_account,
+            Some(RAM_BATCH),
         )
     }
 
