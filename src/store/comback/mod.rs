@@ -1333,8 +1333,8 @@ impl StateStore for CombackStore<'_> {
 
     records_edges_inserts!();
 
-    /// Batches of [`RAM_BATCH`](super::window::RAM_BATCH) while the index is in RAM (the home slots and the
-    /// cached vectors of a batch are asked for together); under a budget once the index has
+    /// Batches of [`RAM_BATCH`] while the index is in RAM (the home slots and the cached
+    /// vectors of a batch are asked for together); under a budget once the index has
     /// spilled, so that lookups that reach the runs are batched (sorted by descriptor
     /// against the runs, then rebuilt in state number order), bounded so that the window's
     /// young table takes the batch whole.

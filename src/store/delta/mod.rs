@@ -1401,8 +1401,8 @@ impl StateStore for DeltaStore<'_> {
 
     records_edges_inserts!();
 
-    /// Without stratified caching: batches of [`RAM_BATCH`](super::window::RAM_BATCH) while
-    /// the index is in RAM (the home slots of a batch are asked for together); under a
+    /// Without stratified caching: batches of [`RAM_BATCH`] while the index is in RAM (the
+    /// home slots of a batch are asked for together); under a
     /// budget once the index has spilled, so that lookups that reach the runs are batched
     /// (sorted by hash against the runs, then compared in id order), bounded so that the
     /// young table takes the batch whole.
