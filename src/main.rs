@@ -11,13 +11,16 @@ use std::process::ExitCode;
 /// large block is freed (up to 32 MiB) and keeps freed heap memory below twice that: a run
 /// that frees a filter or a buffer of a few MiB then keeps it resident, outside every
 /// structure's account, and `--memory` is no ceiling. Fixed thresholds send every block of
-/// 1 MiB or more to its own mapping, returned to the system when freed.
+/// 1 MiB or more to its own mapping, returned to the system when freed, and give back the
+/// heap's top once 1 MiB of it is free (a trim threshold of 4 MiB kept about 2 MiB of freed
+/// batch and block buffers resident in a Δ run: SharedMemory-PT-000010, kδ = 50, peak RSS
+/// 32.6 → 30.9 MiB, with no measurable change in time).
 fn bound_the_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 4 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 20);
     }
 }
 
