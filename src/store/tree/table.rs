@@ -1,7 +1,8 @@
 //! One node table of the tree store: pairs of 32-bit children interned under dense 32-bit
 //! references. The pairs live in an append-only array indexed by reference (so references
 //! never move: a parent node keeps its children's references through any growth), and an
-//! open-addressing index of 4-byte slots finds a pair's reference.
+//! open-addressing index of 4-byte slots finds a pair's reference. The array is bit-packed
+//! to the widest children stored so far ([`Pairs`]).
 //!
 //! Index slot: `tag | (ref + 1)` (0 = empty). `ref + 1` needs `id_bits = bits(capacity)`
 //! bits (the table is never full, so `ref + 1 <= capacity`); the `32 - id_bits` bits left
@@ -18,14 +19,129 @@ use crate::store::slots::prefetch;
 use memmap2::MmapMut;
 use std::sync::Arc;
 
-/// Pairs per chunk of the pair array (2 MiB): growing the array maps a chunk and never
-/// copies (a doubling vector would briefly hold 1.5 times its contents). Chunks are
-/// anonymous mappings, resident only as far as they are written. Unlike the index they are
-/// not advised for huge pages: that made each table's last chunk wholly resident (3 MB more
+/// Pairs per chunk of the pair array: growing the array maps a chunk and never copies (a
+/// doubling vector would briefly hold 1.5 times its contents). Chunks are anonymous
+/// mappings, resident only as far as they are written. Unlike the index they are not
+/// advised for huge pages: that made each table's last chunk wholly resident (3 MB more
 /// peak RSS on Peterson-PT-3, 4 MB on the smallest models) for no measurable speed-up. The
 /// budget is charged whole chunks (at most 2 MiB per table more than is resident).
 const CHUNK_BITS: u32 = 18;
 const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// Bytes after a chunk's last pair, so that every pair is read and written as one unaligned
+/// 16-byte word.
+const PAD: usize = 16;
+
+/// Significant bits of `x` (0 for 0).
+#[inline(always)]
+fn bits(x: u32) -> u32 {
+    u32::BITS - x.leading_zeros()
+}
+
+/// The pair array, bit-packed: each pair takes `left + right` bits, the widest left and
+/// right child stored so far (a root's children are node references, which need
+/// ⌈log2 nodes⌉ bits: 20 on Peterson-PT-3, 5 bytes a state instead of 8). A child wider than
+/// its field repacks the array chunk by chunk into the new widths (a pair keeps its chunk
+/// and place), so the transient is one chunk; the fields widen one bit per doubling of the
+/// largest reference, so a run repacks about 30 times, mostly while small.
+#[derive(Default)]
+struct Pairs {
+    chunks: Vec<MmapMut>,
+    left: u32,
+    right: u32,
+}
+
+impl Pairs {
+    /// Bits per pair.
+    #[inline(always)]
+    fn width(&self) -> u32 {
+        self.left + self.right
+    }
+
+    /// Bytes of a chunk of pairs of `width` bits.
+    fn chunk_bytes(width: u32) -> usize {
+        CHUNK * width as usize / 8 + PAD
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.chunks.len() * Self::chunk_bytes(self.width())) as u64
+    }
+
+    /// The packed bits of pair `off` of `chunk`, for pairs of `width` bits.
+    #[inline(always)]
+    fn load(chunk: &[u8], off: usize, width: u32) -> u64 {
+        let bit = off * width as usize;
+        let at = bit / 8;
+        let word = u128::from_le_bytes(chunk[at..at + 16].try_into().expect("16 bytes"));
+        ((word >> (bit % 8)) & ((1u128 << width) - 1)) as u64
+    }
+
+    /// Writes `packed` as pair `off` of a chunk whose bits there are still zero.
+    #[inline(always)]
+    fn store(chunk: &mut [u8], off: usize, width: u32, packed: u64) {
+        let bit = off * width as usize;
+        let at = bit / 8;
+        let word = u128::from_le_bytes(chunk[at..at + 16].try_into().expect("16 bytes"))
+            | (packed as u128) << (bit % 8);
+        chunk[at..at + 16].copy_from_slice(&word.to_le_bytes());
+    }
+
+    /// Pair `r` as one `u64`, left child in the low half.
+    #[inline(always)]
+    fn get(&self, r: u32) -> u64 {
+        let v = Self::load(
+            &self.chunks[(r >> CHUNK_BITS) as usize],
+            r as usize & (CHUNK - 1),
+            self.width(),
+        );
+        let left = v & ((1u64 << self.left) - 1);
+        left | (v >> self.left) << 32
+    }
+
+    /// Whether `pair` fits the current fields.
+    #[inline(always)]
+    fn fits(&self, pair: u64) -> bool {
+        bits(pair as u32) <= self.left && bits((pair >> 32) as u32) <= self.right
+    }
+
+    /// The fields `pair` needs: the current ones, widened where it is wider.
+    fn widths_for(&self, pair: u64) -> (u32, u32) {
+        (
+            self.left.max(bits(pair as u32)),
+            self.right.max(bits((pair >> 32) as u32)),
+        )
+    }
+
+    /// Writes pair `r` (the next one; its chunk exists).
+    #[inline(always)]
+    fn set(&mut self, r: u64, pair: u64) {
+        let width = self.width();
+        let packed = (pair & 0xFFFF_FFFF) | (pair >> 32) << self.left;
+        Self::store(
+            &mut self.chunks[r as usize >> CHUNK_BITS],
+            r as usize & (CHUNK - 1),
+            width,
+            packed,
+        );
+    }
+
+    /// Repacks the first `len` pairs into fields of `left` and `right` bits, chunk by chunk.
+    fn repack(&mut self, len: u64, left: u32, right: u32) -> std::io::Result<()> {
+        let (old, width) = (self.width(), left + right);
+        for c in 0..self.chunks.len() {
+            let mut map = MmapMut::map_anon(Self::chunk_bytes(width))?;
+            let n = (len - (c as u64) * CHUNK as u64).min(CHUNK as u64) as usize;
+            for off in 0..n {
+                let v = Self::load(&self.chunks[c], off, old);
+                let (l, r) = (v & ((1u64 << self.left) - 1), v >> self.left);
+                Self::store(&mut map, off, width, l | r << left);
+            }
+            self.chunks[c] = map;
+        }
+        (self.left, self.right) = (left, right);
+        Ok(())
+    }
+}
 
 /// The smallest index.
 const MIN_SLOTS: usize = 1 << 10;
@@ -86,21 +202,6 @@ impl Index {
     }
 }
 
-/// `CHUNK` pairs in an anonymous mapping.
-struct Chunk(MmapMut);
-
-impl Chunk {
-    #[inline(always)]
-    fn pairs(&self) -> &[u64] {
-        // Page-aligned and `CHUNK * 8` bytes long: the cast cannot fail.
-        bytemuck::cast_slice(&self.0[..])
-    }
-    #[inline(always)]
-    fn pairs_mut(&mut self) -> &mut [u64] {
-        bytemuck::cast_slice_mut(&mut self.0[..])
-    }
-}
-
 /// Where the home slot of hash `h` is in an index of `cap` slots.
 #[inline(always)]
 fn home(h: u64, cap: usize) -> usize {
@@ -116,8 +217,9 @@ pub struct Charge {
 pub struct NodeTable {
     /// What the table is called in errors and accounts (`tree.roots`, `tree.nodes`).
     name: &'static str,
-    /// Pair `r` is `chunks[r >> CHUNK_BITS][r & (CHUNK - 1)]`; chunks are full except the last.
-    chunks: Vec<Chunk>,
+    /// Pair `r` is pair `r & (CHUNK - 1)` of chunk `r >> CHUNK_BITS`; chunks are full except
+    /// the last.
+    pairs: Pairs,
     len: u64,
     index: Index,
     /// Slot bits above the `ref + 1` field: where the hash tag goes.
@@ -136,7 +238,7 @@ impl NodeTable {
     pub fn new(name: &'static str, charge: Option<Charge>, log: Option<SegVec>) -> Self {
         NodeTable {
             name,
-            chunks: Vec::new(),
+            pairs: Pairs::default(),
             len: 0,
             index: Index::default(),
             tag_mask: 0,
@@ -154,7 +256,7 @@ impl NodeTable {
     /// The pair of reference `r` (`r < len`).
     #[inline(always)]
     pub fn pair(&self, r: u32) -> u64 {
-        self.chunks[(r >> CHUNK_BITS) as usize].pairs()[r as usize & (CHUNK - 1)]
+        self.pairs.get(r)
     }
 
     /// The pair of reference `r`, or an error naming the table when `r` is not stored.
@@ -173,7 +275,7 @@ impl NodeTable {
     }
 
     pub fn pair_bytes(&self) -> u64 {
-        (self.chunks.len() * CHUNK * 8) as u64
+        self.pairs.bytes()
     }
 
     /// RAM held: pair chunks, index, and the log's buffers.
@@ -184,12 +286,13 @@ impl NodeTable {
     /// What the table cannot work without: its index and pairs, at least one chunk and the
     /// smallest index (so that a budget that passes this check holds the first states).
     pub fn min_ram_bytes(&self) -> u64 {
-        self.pair_bytes().max((CHUNK * 8) as u64)
+        self.pair_bytes().max(Pairs::chunk_bytes(64) as u64)
             + self.index_bytes().max(MIN_SLOTS as u64 * 4)
             + self.log.as_ref().map_or(0, |l| l.min_ram_bytes())
     }
 
-    /// Bytes of pairs and index the table will hold once it has taken `extra` more entries.
+    /// Bytes of pairs and index the table will hold once it has taken `extra` more entries
+    /// (with each field one bit wider: the new entries may widen them).
     pub fn bytes_after(&self, extra: u64) -> u64 {
         let len = self.len + extra;
         let chunks = len.div_ceil(CHUNK as u64);
@@ -197,7 +300,8 @@ impl NodeTable {
         while len * 8 > cap * 7 {
             cap *= 2;
         }
-        chunks * (CHUNK * 8) as u64 + cap * 4
+        let width = (self.pairs.left + 1).min(32) + (self.pairs.right + 1).min(32);
+        chunks * Pairs::chunk_bytes(width) as u64 + cap * 4
     }
 
     /// Whether the budget lets the table grow to `need` bytes of pairs and index next to
@@ -209,7 +313,7 @@ impl NodeTable {
     /// Frees the pairs and the index and zeroes the account (the log is closed, its file
     /// left to whoever retires it).
     pub fn release(&mut self) {
-        self.chunks = Vec::new();
+        self.pairs = Pairs::default();
         self.index = Index::default();
         self.len = 0;
         self.limit = 0;
@@ -350,27 +454,46 @@ impl NodeTable {
 
     /// Appends `pair` to the pair array (and the log) without indexing it.
     fn push_pair(&mut self, pair: u64) -> Result<(), StoreError> {
-        let off = self.len as usize & (CHUNK - 1);
-        if off == 0 {
+        if !self.pairs.fits(pair) {
+            let (left, right) = self.pairs.widths_for(pair);
+            let chunks = self.pairs.chunks.len();
             self.claim(
-                self.pair_bytes() + (CHUNK * 8) as u64 + self.index_bytes(),
-                &format!("one more block of {CHUNK} pairs of 8 bytes"),
+                (chunks * Pairs::chunk_bytes(left + right)) as u64
+                    + Pairs::chunk_bytes(self.pairs.width()) as u64
+                    + self.index_bytes(),
+                &format!("its pairs repacked into {left} + {right} bits"),
             )?;
-            let map = MmapMut::map_anon(CHUNK * 8).map_err(|e| StoreError::CapacityExceeded {
-                store: "tree",
-                message: format!("cannot allocate a block of {}: {e}", self.name),
-            })?;
-            self.chunks.push(Chunk(map));
+            self.pairs
+                .repack(self.len, left, right)
+                .map_err(|e| self.alloc_error(e))?;
+            self.update_account();
+        }
+        if self.len as usize & (CHUNK - 1) == 0 {
+            let width = self.pairs.width();
+            self.claim(
+                self.pair_bytes() + Pairs::chunk_bytes(width) as u64 + self.index_bytes(),
+                &format!("one more block of {CHUNK} pairs of {width} bits"),
+            )?;
+            let map =
+                MmapMut::map_anon(Pairs::chunk_bytes(width)).map_err(|e| self.alloc_error(e))?;
+            self.pairs.chunks.push(map);
             if let Some(c) = &self.charge {
                 c.account.set(self.ram_bytes(), 0, 0);
             }
         }
-        self.chunks[self.len as usize >> CHUNK_BITS].pairs_mut()[off] = pair;
+        self.pairs.set(self.len, pair);
         self.len += 1;
         if let Some(log) = &mut self.log {
             log.push(&pair.to_le_bytes())?;
         }
         Ok(())
+    }
+
+    fn alloc_error(&self, e: std::io::Error) -> StoreError {
+        StoreError::CapacityExceeded {
+            store: "tree",
+            message: format!("cannot allocate a block of {}: {e}", self.name),
+        }
     }
 
     /// Reloads the pairs of a checkpoint's log (the table must be empty and keep `log`);
@@ -402,5 +525,68 @@ impl NodeTable {
         failed?;
         self.log = Some(log);
         self.grow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pairs whose children widen step by step (a repack at every new width, also once
+    /// the first chunk is full), up to 32 bits on each side.
+    #[test]
+    fn packed_pairs_read_back_through_repacks_and_chunks() {
+        let mut t = NodeTable::new("test", None, None);
+        let n = CHUNK as u64 + 5_000;
+        let pair_of = |i: u64| -> u64 {
+            // The left child is as wide as i (19 bits at the first chunk's end), then 32
+            // bits; the right one is 3 bits wide, then 32 bits after the first chunk.
+            let left = if i < CHUNK as u64 + 2_500 {
+                (i.wrapping_mul(0x9E37_79B9) as u32)
+                    .checked_shr(32 - bits(i as u32))
+                    .unwrap_or(0)
+            } else {
+                u32::MAX - i as u32
+            };
+            let right = if i < CHUNK as u64 {
+                (i % 7) as u32
+            } else {
+                u32::MAX - i as u32
+            };
+            pack(left, right)
+        };
+        let mut widths = std::collections::BTreeSet::new();
+        for i in 0..n {
+            let (r, new) = t.intern(pair_of(i)).unwrap();
+            widths.insert(t.pairs.width());
+            if new {
+                assert_eq!(t.pair(r), pair_of(i), "pair {i}");
+            }
+        }
+        assert!(widths.len() > 20, "{widths:?}");
+        assert_eq!(t.pairs.width(), 64);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..n {
+            let p = pair_of(i);
+            let (r, new) = t.intern(p).unwrap();
+            assert!(!new);
+            assert_eq!(t.pair(r), p);
+            seen.insert(p);
+        }
+        assert_eq!(t.len(), seen.len() as u64);
+    }
+
+    #[test]
+    fn narrow_pairs_take_their_bits_only() {
+        let mut t = NodeTable::new("test", None, None);
+        for i in 0..(2 * CHUNK as u32) {
+            t.intern(pack(i % 1000, i / 1000)).unwrap();
+        }
+        // 10 + 10 bits a pair: two chunks of 2^18 pairs take 2 × 640 KiB (+ padding).
+        assert_eq!(t.pairs.width(), 20);
+        assert_eq!(t.pair_bytes(), 2 * (CHUNK as u64 * 20 / 8 + PAD as u64));
+        for i in (0..(2 * CHUNK as u32)).step_by(997) {
+            assert_eq!(t.pair(i), pack(i % 1000, i / 1000));
+        }
     }
 }
