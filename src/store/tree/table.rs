@@ -126,6 +126,8 @@ impl Pairs {
     }
 
     /// Repacks the first `len` pairs into fields of `left` and `right` bits, chunk by chunk.
+    /// A mapping that fails part-way leaves chunks of both widths: the error ends the run
+    /// (exit 6) and the table is not read again; a checkpoint's logs hold the pairs unpacked.
     fn repack(&mut self, len: u64, left: u32, right: u32) -> std::io::Result<()> {
         let (old, width) = (self.width(), left + right);
         for c in 0..self.chunks.len() {
