@@ -38,6 +38,19 @@ fn bits(x: u32) -> u32 {
     u32::BITS - x.leading_zeros()
 }
 
+/// The children of packed bits `v` whose left field is `left` bits wide.
+#[inline(always)]
+fn unpack(v: u64, left: u32) -> (u32, u32) {
+    ((v & ((1u64 << left) - 1)) as u32, (v >> left) as u32)
+}
+
+/// Children `l` and `r` as packed bits with a left field of `left` bits (each child fits
+/// its field).
+#[inline(always)]
+fn repack_fields(l: u32, r: u32, left: u32) -> u64 {
+    l as u64 | (r as u64) << left
+}
+
 /// The pair array, bit-packed: each pair takes `left + right` bits, the widest left and
 /// right child stored so far (a root's children are node references, which need
 /// ⌈log2 nodes⌉ bits: 20 on Peterson-PT-3, 5 bytes a state instead of 8). A child wider than
@@ -94,8 +107,8 @@ impl Pairs {
             r as usize & (CHUNK - 1),
             self.width(),
         );
-        let left = v & ((1u64 << self.left) - 1);
-        left | (v >> self.left) << 32
+        let (l, r) = unpack(v, self.left);
+        pack(l, r)
     }
 
     /// Whether `pair` fits the current fields.
@@ -116,7 +129,7 @@ impl Pairs {
     #[inline(always)]
     fn set(&mut self, r: u64, pair: u64) {
         let width = self.width();
-        let packed = (pair & 0xFFFF_FFFF) | (pair >> 32) << self.left;
+        let packed = repack_fields(pair as u32, (pair >> 32) as u32, self.left);
         Self::store(
             &mut self.chunks[r as usize >> CHUNK_BITS],
             r as usize & (CHUNK - 1),
@@ -135,8 +148,8 @@ impl Pairs {
             let n = (len - (c as u64) * CHUNK as u64).min(CHUNK as u64) as usize;
             for off in 0..n {
                 let v = Self::load(&self.chunks[c], off, old);
-                let (l, r) = (v & ((1u64 << self.left) - 1), v >> self.left);
-                Self::store(&mut map, off, width, l | r << left);
+                let (l, r) = unpack(v, self.left);
+                Self::store(&mut map, off, width, repack_fields(l, r, left));
             }
             self.chunks[c] = map;
         }
