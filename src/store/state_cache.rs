@@ -244,7 +244,7 @@ pub struct Entry<'a> {
 
 impl Entry<'_> {
     /// Whether the cached state is `state` (compared without unpacking into a buffer).
-    #[inline]
+    #[inline(always)]
     pub fn matches(&self, state: &[u8]) -> bool {
         if state.len() != self.width {
             return false;

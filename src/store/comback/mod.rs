@@ -809,6 +809,36 @@ impl<'m> CombackStore<'m> {
         })
     }
 
+    /// [`Self::candidate`]'s answer when the state cache decides it alone (a cached vector
+    /// with a known depth; or a mismatch whose descriptor need not be read). Nothing in it
+    /// can fail, so the lookups keep its answer in registers: through the fallible
+    /// [`Self::candidate`], the answer was a `Result` written to the stack byte by byte and
+    /// read back whole, a load that waited on store forwarding in every lookup.
+    #[inline(always)]
+    fn cached_answer(
+        inner: &mut Inner,
+        id: StateId,
+        state: &[u8],
+        fp_exact: bool,
+    ) -> Option<Candidate> {
+        let (v, depth, _) = inner.cache.get(id)?;
+        let c = if v.matches(state) {
+            if depth == UNKNOWN_DEPTH {
+                return None;
+            }
+            Candidate::Match { depth }
+        } else {
+            if !fp_exact {
+                return None;
+            }
+            Candidate::Mismatch {
+                same_descriptor: true,
+            }
+        };
+        inner.counters.cache_hits += 1;
+        Some(c)
+    }
+
     /// Decides whether candidate `id` (fingerprint match) is `state`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -1010,7 +1040,13 @@ impl<'m> CombackStore<'m> {
         let mut first_equal: Option<usize> = None;
         let mut equal_seen: u64 = 0;
         let found = self.table.find(d, |pos, id| {
-            match Self::candidate(model, back, initial, &opts, inner, id, state, d, fp_exact)? {
+            let c = match Self::cached_answer(inner, id, state, fp_exact) {
+                Some(c) => c,
+                None => {
+                    Self::candidate(model, back, initial, &opts, inner, id, state, d, fp_exact)?
+                }
+            };
+            match c {
                 Candidate::Match { depth } => Ok(Some((pos, id, depth))),
                 Candidate::Mismatch { same_descriptor } => {
                     if same_descriptor {
