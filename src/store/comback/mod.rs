@@ -388,6 +388,19 @@ enum Candidate {
     },
 }
 
+/// What the state cache says of a candidate ([`CombackStore::cached_answer`]).
+enum Cached {
+    /// The answer, from the cached vector alone.
+    Decided(Candidate),
+    /// The cached vector is the state; its depth is in the backedge table.
+    MatchAtUnknownDepth,
+    /// The cached vector is not the state; whether the descriptors are equal (a real
+    /// collision) is for the descriptor file to say.
+    MismatchOfUnknownDescriptor,
+    /// Not cached.
+    Absent,
+}
+
 /// What a checkpoint of a ComBack store records (`StoreMark::blob`): the marks of the
 /// backedge and descriptor files, the options, the state table's size and the counters. The
 /// state table itself is rebuilt on resume from the descriptor file.
@@ -809,34 +822,31 @@ impl<'m> CombackStore<'m> {
         })
     }
 
-    /// [`Self::candidate`]'s answer when the state cache decides it alone (a cached vector
-    /// with a known depth; or a mismatch whose descriptor need not be read). Nothing in it
-    /// can fail, so the lookups keep its answer in registers: through the fallible
-    /// [`Self::candidate`], the answer was a `Result` written to the stack byte by byte and
-    /// read back whole, a load that waited on store forwarding in every lookup.
+    /// What the state cache says of candidate `id`. Nothing in it can fail, so a lookup
+    /// keeps a [`Cached::Decided`] answer in registers and calls the fallible
+    /// [`Self::candidate_undecided`] only for the rest: when the whole decision returned a
+    /// `Result` (large, for its error), every answer was written to the stack a byte and a
+    /// word at a time and read back as one load, which waited on store forwarding (10% of
+    /// `insert_descriptor` on Kanban-PT-00005).
     #[inline(always)]
-    fn cached_answer(
-        inner: &mut Inner,
-        id: StateId,
-        state: &[u8],
-        fp_exact: bool,
-    ) -> Option<Candidate> {
-        let (v, depth, _) = inner.cache.get(id)?;
-        let c = if v.matches(state) {
-            if depth == UNKNOWN_DEPTH {
-                return None;
-            }
-            Candidate::Match { depth }
-        } else {
-            if !fp_exact {
-                return None;
-            }
-            Candidate::Mismatch {
-                same_descriptor: true,
-            }
+    fn cached_answer(inner: &mut Inner, id: StateId, state: &[u8], fp_exact: bool) -> Cached {
+        let Some((v, depth, _)) = inner.cache.get(id) else {
+            return Cached::Absent;
         };
         inner.counters.cache_hits += 1;
-        Some(c)
+        if v.matches(state) {
+            if depth == UNKNOWN_DEPTH {
+                Cached::MatchAtUnknownDepth
+            } else {
+                Cached::Decided(Candidate::Match { depth })
+            }
+        } else if fp_exact {
+            Cached::Decided(Candidate::Mismatch {
+                same_descriptor: true,
+            })
+        } else {
+            Cached::MismatchOfUnknownDescriptor
+        }
     }
 
     /// Decides whether candidate `id` (fingerprint match) is `state`.
@@ -853,27 +863,50 @@ impl<'m> CombackStore<'m> {
         d: u64,
         fp_exact: bool,
     ) -> Result<Candidate, StoreError> {
-        if let Some((v, depth, _)) = inner.cache.get(id) {
-            inner.counters.cache_hits += 1;
-            if v.matches(state) {
-                let depth = match depth {
-                    UNKNOWN_DEPTH => back.get(id)?.depth,
-                    d => d,
-                };
-                return Ok(Candidate::Match { depth });
-            }
-            let same_descriptor = fp_exact || back.descriptor(id)? == d;
-            return Ok(Candidate::Mismatch { same_descriptor });
+        match Self::cached_answer(inner, id, state, fp_exact) {
+            Cached::Decided(c) => Ok(c),
+            cached => Self::candidate_undecided(
+                cached, model, back, initial, opts, inner, id, state, d, fp_exact,
+            ),
         }
-        Self::candidate_uncached(model, back, initial, opts, inner, id, state, d, fp_exact)
     }
 
-    /// [`Self::candidate`] of a candidate not in the state cache (the search path, a replay
-    /// or a backward check). Kept out of line so that the cache hit, most candidates, stays
-    /// inlined in the lookups (callgrind, SharedMemory-PT-000010: the call cost 0.5 G
-    /// instructions when the whole decision was one function).
+    /// [`Self::candidate`] of a candidate the state cache did not decide: a cached one whose
+    /// depth or descriptor is read from the backedge table, or one not cached (the search
+    /// path, a replay or a backward check). Kept out of line so that the cache's answer,
+    /// most candidates, stays inlined in the lookups (callgrind, SharedMemory-PT-000010: the
+    /// call cost 0.5 G instructions when the whole decision was one function).
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
+    fn candidate_undecided(
+        cached: Cached,
+        model: &dyn Model,
+        back: &BackedgeTable,
+        initial: &[u8],
+        opts: &CombackOptions,
+        inner: &mut Inner,
+        id: StateId,
+        state: &[u8],
+        d: u64,
+        fp_exact: bool,
+    ) -> Result<Candidate, StoreError> {
+        match cached {
+            Cached::MatchAtUnknownDepth => Ok(Candidate::Match {
+                depth: back.get(id)?.depth,
+            }),
+            Cached::MismatchOfUnknownDescriptor => Ok(Candidate::Mismatch {
+                same_descriptor: back.descriptor(id)? == d,
+            }),
+            Cached::Decided(c) => Ok(c),
+            Cached::Absent => {
+                Self::candidate_uncached(model, back, initial, opts, inner, id, state, d, fp_exact)
+            }
+        }
+    }
+
+    /// [`Self::candidate`] of a candidate not in the state cache.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn candidate_uncached(
         model: &dyn Model,
         back: &BackedgeTable,
@@ -1040,11 +1073,12 @@ impl<'m> CombackStore<'m> {
         let mut first_equal: Option<usize> = None;
         let mut equal_seen: u64 = 0;
         let found = self.table.find(d, |pos, id| {
+            // `candidate`'s two steps, so that a decided answer never becomes a `Result`.
             let c = match Self::cached_answer(inner, id, state, fp_exact) {
-                Some(c) => c,
-                None => {
-                    Self::candidate(model, back, initial, &opts, inner, id, state, d, fp_exact)?
-                }
+                Cached::Decided(c) => c,
+                cached => Self::candidate_undecided(
+                    cached, model, back, initial, &opts, inner, id, state, d, fp_exact,
+                )?,
             };
             match c {
                 Candidate::Match { depth } => Ok(Some((pos, id, depth))),
