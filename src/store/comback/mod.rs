@@ -1251,8 +1251,8 @@ impl RecordsEdges for CombackStore<'_> {
     }
 
     #[inline]
-    fn touch_key(&self, key: u64) -> u64 {
-        self.table.touch(key) as u64
+    fn touch_key(&self, key: u64) {
+        self.table.touch(key)
     }
 
     fn batch_done(&mut self) {

@@ -125,13 +125,12 @@ impl StateTable {
     /// SharedMemory-PT-000010 6.93 → 6.41 s, Peterson-PT-3 8.06 → 7.61 s; ten slots
     /// further was no better than five.
     #[inline(always)]
-    pub fn touch(&self, descriptor: u64) -> u16 {
+    pub fn touch(&self, descriptor: u64) {
         let home = self.home(descriptor);
         let slot = &self.slots[home];
         super::prefetch(slot as *const Slot as *const u8);
         let end = &self.slots[(home + 5).min(self.slots.len() - 1)];
         super::prefetch(end as *const Slot as *const u8);
-        0
     }
 
     /// Walks the probe run of `descriptor` from its home slot, calling `candidate(pos, id)` for

@@ -249,11 +249,10 @@ impl Index {
 
     /// Touches the home slot of `h` (to overlap cache misses within a batch).
     #[inline(always)]
-    pub fn touch(&self, h: u64) -> u64 {
+    pub fn touch(&self, h: u64) {
         let home = self.home_of(self.prefix(h));
         let w = &self.words[((home * self.slot_bits as u64) / 64) as usize];
         crate::store::slots::prefetch(w as *const u64 as *const u8);
-        0
     }
 
     /// Starts a probe for hash `h`.

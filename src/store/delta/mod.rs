@@ -1292,7 +1292,7 @@ impl RecordsEdges for DeltaStore<'_> {
     }
 
     #[inline]
-    fn touch_key(&self, key: u64) -> u64 {
+    fn touch_key(&self, key: u64) {
         self.index.touch(key)
     }
 
