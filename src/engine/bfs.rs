@@ -16,7 +16,7 @@ use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
 use crate::storage::{Account, MemoryLimit};
 use crate::store::full::eq_bytes;
-use crate::store::{Insert, NewState, StateBatch, StateStore, StatesBack, Via};
+use crate::store::{Insert, StateBatch, StateStore, StatesBack};
 use hashbrown::hash_table::Entry;
 use std::sync::MutexGuard;
 
@@ -402,57 +402,39 @@ fn expand_chunk(
         return Ok(false);
     }
     let (base, threads) = (store.len(), w.threads());
-    store.prepare_shared(first..end)?;
     let Some(view) = store.shared_index() else {
         unreachable!("parallel chunks are taken only with a shared index")
     };
     chunk.table.clear();
     chunk.new.clear();
-    chunk.vias.clear();
     let mut head = first;
-    if view.may_leave_undecided() {
-        // Numbered once the threads are done and the store has settled what they could
-        // not: the numbering needs every answer.
-        w.expand(model, view, |_| Ok(()))?;
-        w.resolve_undecided(|s, h| Ok(store.resolve_shared(s, h)?))?;
-        w.number_all(|parts| chunk.number(parts, base, &mut head, run, levels))?;
-    } else {
-        w.expand(model, view, |parts| {
-            chunk.number(parts, base, &mut head, run, levels)
-        })?;
-    }
+    w.expand(model, view, |parts| {
+        chunk.number(parts, base, &mut head, run, levels)
+    })?;
     // The threads have stopped reading the store: it takes back the blocks they read
     // themselves; then the new vectors go in, in id order, and are indexed on every thread.
     store.adopt_reads(w.readers())?;
     let parts = w.parts();
-    let looked_up = parts.iter().map(|p| p.labels.len() as u64).sum();
     let new = |i: usize| {
         let (k, c) = chunk.new[i];
         let (part, c) = (parts[k as usize], c as usize);
-        NewState {
-            state: part.cand.get(c),
-            hash: part.cand_hashes[c],
-            via: chunk.vias[i],
-        }
+        (part.cand.get(c), part.cand_hashes[c])
     };
-    store.add_new(chunk.new.len(), &new, threads, looked_up)?;
+    store.add_new(chunk.new.len(), &new, threads)?;
     Ok(true)
 }
 
 /// The calling thread's numbering of a chunk with a shared index: the chunk's candidates by
-/// vector, as (part, candidate), and the new ones in id order with their search-tree edges.
+/// vector, as (part, candidate), and the new ones in id order.
 #[derive(Default)]
 struct Chunk {
     table: hashbrown::HashTable<(u32, u32)>,
     new: Vec<(u32, u32)>,
-    vias: Vec<Via>,
 }
 
 impl Chunk {
     fn ram_bytes(&self) -> u64 {
-        (self.table.capacity() * 9
-            + self.new.capacity() * 8
-            + self.vias.capacity() * std::mem::size_of::<Via>()) as u64
+        (self.table.capacity() * 9 + self.new.capacity() * 8) as u64
     }
 
     /// Numbers the last of `parts` (the others are numbered), parent by parent from `head`,
@@ -478,8 +460,6 @@ impl Chunk {
             cand,
             cand_hashes,
             ids,
-            undecided,
-            answers,
             ..
         } = &mut *last[0];
         // A part's candidates are distinct vectors: a match in the table is an earlier part's.
@@ -488,16 +468,8 @@ impl Chunk {
             q if q == k => cand_hashes[m as usize],
             q => earlier[q].cand_hashes[m as usize],
         };
-        // The id of the part's candidate `c` (of parent `parent`): the stored state's that
-        // the store found for an undecided one, an earlier part's equal's, or the next one.
-        let mut next_undecided = 0;
-        let mut resolve = |c: usize, levels: &mut Levels, parent: u64| {
-            if undecided.get(next_undecided) == Some(&(c as u32)) {
-                next_undecided += 1;
-                if let Some(id) = answers[next_undecided - 1] {
-                    return id;
-                }
-            }
+        // The id of the part's candidate `c`: an earlier part's equal's, or the next one.
+        let mut resolve = |c: usize, levels: &mut Levels| {
             let (s, h) = (cand.get(c), cand_hashes[c]);
             // One probe finds an earlier part's equal or the empty slot for it.
             let same = |&(q, m): &(u32, u32)| q as usize != k && eq_bytes(vector(q, m), s);
@@ -511,11 +483,6 @@ impl Chunk {
                     // The open set is the id range: nothing to queue.
                     let id = base + self.new.len() as u64;
                     self.new.push((k as u32, c as u32));
-                    self.vias.push(Via {
-                        parent,
-                        transition: cand.transition(c),
-                        depth: levels.depth + 1,
-                    });
                     levels.next_level += 1;
                     id
                 }
@@ -528,7 +495,7 @@ impl Chunk {
             for (&count, &n) in counts.iter().zip(cand_counts.iter()) {
                 levels.take(run);
                 for _ in 0..n {
-                    let id = resolve(c, levels, *head);
+                    let id = resolve(c, levels);
                     ids.push(id);
                     c += 1;
                 }
@@ -546,7 +513,7 @@ impl Chunk {
             for i in at..at + count as usize {
                 let id = match known[i] {
                     CANDIDATE => {
-                        let id = resolve(c, levels, *head);
+                        let id = resolve(c, levels);
                         ids.push(id);
                         c += 1;
                         id

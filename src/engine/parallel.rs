@@ -22,8 +22,8 @@ use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
 use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
-use crate::store::full::{eq_bytes, SharedVectors, Vectors};
-use crate::store::{Found, Lookup, SharedIndex, StateBatch};
+use crate::store::full::{eq_bytes, Index, SharedIndex, SharedVectors, Vectors};
+use crate::store::StateBatch;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -94,11 +94,6 @@ pub(super) struct Part {
     table: hashbrown::HashTable<u32>,
     /// The ids the candidates got (the numbering thread's).
     pub ids: Vec<u64>,
-    /// The candidates the shared index left [`Found::Undecided`], in order, and what the
-    /// store said of each once the threads were done (its id if it was stored before the
-    /// chunk).
-    pub undecided: Vec<u32>,
-    pub answers: Vec<Option<u64>>,
     /// Why a parent of the part could not be expanded (the model failed, or its vector
     /// or a compared one could not be read back).
     error: Option<ExploreError>,
@@ -113,8 +108,6 @@ impl Part {
         ((self.counts.capacity() + self.cand_counts.capacity()) * 4
             + self.labels.capacity() * std::mem::size_of::<LabelId>()
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
-            + self.undecided.capacity() * 4
-            + self.answers.capacity() * 16
             + self.hashes.capacity() * 8
             + self.table.capacity() * 5
             + self.cand.ram_bytes()
@@ -130,8 +123,6 @@ impl Part {
         self.cand_hashes.clear();
         self.table.clear();
         self.ids.clear();
-        self.undecided.clear();
-        self.answers.clear();
         self.error = None;
     }
 
@@ -147,15 +138,14 @@ impl Part {
         match view {
             SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
             SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
-            SharedIndex::Comback(v) => self.fill_with(model, &v, &mut (), parents),
         }
     }
 
-    fn fill_with<L: Lookup>(
+    fn fill_with<V: Vectors>(
         &mut self,
         model: &dyn Model,
-        view: &L,
-        r: &mut L::Reader,
+        view: &Index<'_, V>,
+        r: &mut V::Reader,
         parents: Range<u64>,
     ) -> Result<(), ExploreError> {
         self.clear();
@@ -168,7 +158,7 @@ impl Part {
             for parent in group {
                 let before = self.labels.len();
                 let (tmp, labels) = (&mut self.tmp, &mut self.labels);
-                view.with_parent(r, parent, |s| {
+                view.with_state(r, parent, |s| {
                     model.successors(s, &mut |t, label, succ| {
                         tmp.push(t, succ);
                         labels.push(label);
@@ -194,16 +184,11 @@ impl Part {
                 let before = cand.len();
                 for i in i..i + count as usize {
                     let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                    let found = view.find(r, s, h)?;
-                    if let Found::Stored(id) = found {
+                    if let Some(id) = view.find(r, s, h)? {
                         self.known.push(id);
                     } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
-                        // Equal vectors: an undecided `m` is settled for both.
                         self.known.push(SAME | m as u64);
                     } else {
-                        if found == Found::Undecided {
-                            self.undecided.push(cand.len() as u32);
-                        }
                         table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
                         hashes.push(h);
                         cand.push(self.tmp.transition(i), s);
@@ -343,44 +328,6 @@ impl Workers {
         parts
             .map(|p| &*p.unwrap_or_else(PoisonError::into_inner))
             .collect()
-    }
-
-    /// After [`Workers::expand`] with a view that may leave lookups undecided: asks
-    /// `resolve` (the store, on this thread) about each undecided candidate, part by part
-    /// in order, and keeps its answer for the numbering.
-    pub fn resolve_undecided(
-        &mut self,
-        mut resolve: impl FnMut(&[u8], u64) -> Result<Option<u64>, ExploreError>,
-    ) -> Result<(), ExploreError> {
-        for slot in &mut self.slots {
-            let part = slot.part.get_mut().unwrap_or_else(PoisonError::into_inner);
-            let Part {
-                undecided,
-                answers,
-                cand,
-                cand_hashes,
-                ..
-            } = part;
-            answers.clear();
-            for &c in undecided.iter() {
-                answers.push(resolve(cand.get(c as usize), cand_hashes[c as usize])?);
-            }
-        }
-        Ok(())
-    }
-
-    /// After [`Workers::expand`] (and [`Workers::resolve_undecided`]): calls `number` with
-    /// parts `0..=k` for every part `k` in order, as `expand` does while the threads run.
-    pub fn number_all(
-        &mut self,
-        mut number: impl FnMut(&mut [MutexGuard<'_, Part>]) -> Result<(), ExploreError>,
-    ) -> Result<(), ExploreError> {
-        let mut done: Vec<MutexGuard<'_, Part>> = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            done.push(slot.part.lock().unwrap_or_else(PoisonError::into_inner));
-            number(&mut done)?;
-        }
-        Ok(())
     }
 
     /// Expands the chunk's parents on every thread (`model` is the calling thread's) and
