@@ -22,8 +22,8 @@ use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
 use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
-use crate::store::full::{eq_bytes, SharedVectors, Vectors};
-use crate::store::{Found, Lookup, SharedIndex, StateBatch};
+use crate::store::full::{eq_bytes, Index, SharedIndex, SharedVectors, Vectors};
+use crate::store::StateBatch;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -94,9 +94,6 @@ pub(super) struct Part {
     table: hashbrown::HashTable<u32>,
     /// The ids the candidates got (the numbering thread's).
     pub ids: Vec<u64>,
-    /// The candidates the shared index left [`Found::Undecided`], in order (the numbering
-    /// thread asks the store's resolver about them).
-    pub undecided: Vec<u32>,
     /// Why a parent of the part could not be expanded (the model failed, or its vector
     /// or a compared one could not be read back).
     error: Option<ExploreError>,
@@ -111,7 +108,6 @@ impl Part {
         ((self.counts.capacity() + self.cand_counts.capacity()) * 4
             + self.labels.capacity() * std::mem::size_of::<LabelId>()
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
-            + self.undecided.capacity() * 4
             + self.hashes.capacity() * 8
             + self.table.capacity() * 5
             + self.cand.ram_bytes()
@@ -127,7 +123,6 @@ impl Part {
         self.cand_hashes.clear();
         self.table.clear();
         self.ids.clear();
-        self.undecided.clear();
         self.error = None;
     }
 
@@ -143,15 +138,14 @@ impl Part {
         match view {
             SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
             SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
-            SharedIndex::Comback(v) => self.fill_with(model, &v, &mut (), parents),
         }
     }
 
-    fn fill_with<L: Lookup>(
+    fn fill_with<V: Vectors>(
         &mut self,
         model: &dyn Model,
-        view: &L,
-        r: &mut L::Reader,
+        view: &Index<'_, V>,
+        r: &mut V::Reader,
         parents: Range<u64>,
     ) -> Result<(), ExploreError> {
         self.clear();
@@ -164,7 +158,7 @@ impl Part {
             for parent in group {
                 let before = self.labels.len();
                 let (tmp, labels) = (&mut self.tmp, &mut self.labels);
-                view.with_parent(r, parent, |s| {
+                view.with_state(r, parent, |s| {
                     model.successors(s, &mut |t, label, succ| {
                         tmp.push(t, succ);
                         labels.push(label);
@@ -190,16 +184,11 @@ impl Part {
                 let before = cand.len();
                 for i in i..i + count as usize {
                     let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                    let found = view.find(r, s, h)?;
-                    if let Found::Stored(id) = found {
+                    if let Some(id) = view.find(r, s, h)? {
                         self.known.push(id);
                     } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
-                        // Equal vectors: an undecided `m` is settled for both.
                         self.known.push(SAME | m as u64);
                     } else {
-                        if found == Found::Undecided {
-                            self.undecided.push(cand.len() as u32);
-                        }
                         table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
                         hashes.push(h);
                         cand.push(self.tmp.transition(i), s);
