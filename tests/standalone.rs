@@ -360,8 +360,8 @@ const THREADED: &[&str] = &["full", "comback", "delta", "hashcompact", "tree"];
 
 /// `--threads N` changes nothing in the output: every store that writes an LTS gives, in
 /// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget (the
-/// full store in RAM expands in parallel; the others, and a spilling full store, take the
-/// count and run on one thread).
+/// full store and ComBack expand in parallel while their index is in RAM; the others, and a
+/// spilled index, take the count and run on one thread).
 #[test]
 fn threads_do_not_change_the_output() {
     let t = tempfile::tempdir().unwrap();
@@ -396,10 +396,10 @@ fn threads_do_not_change_the_output() {
                     let label = format!("{} {args:?}", model.display());
                     let v = stats(&model, t.path(), &args);
                     assert_eq!(triple(&v), expect, "{label}");
-                    // Only the full store expands in parallel, and not under a budget that
-                    // its threads' buffers would crowd; it must, or this test would compare
-                    // one-thread runs with each other.
-                    let parallel = *store == "full" && mode != "24M";
+                    // Only the full store and ComBack expand in parallel, and not under a
+                    // budget that their threads' buffers would crowd; they must, or this
+                    // test would compare one-thread runs with each other.
+                    let parallel = matches!(*store, "full" | "comback") && mode != "24M";
                     let used = if parallel { threads } else { "1" };
                     assert_eq!(v["threads"].to_string(), used, "{label}");
                     files.push((label, std::fs::read(&out).unwrap()));
@@ -415,6 +415,53 @@ fn threads_do_not_change_the_output() {
         }
     }
     assert_eq!(checked, 4 * THREADED.len() * 4);
+}
+
+/// Parallel ComBack leaves to the calling thread every lookup its threads cannot settle
+/// from the state cache (a fingerprint match not cached, or a cached vector that differs):
+/// with 8-bit descriptors and no cache nearly all of them, with 10-bit descriptors many
+/// collisions. The files are the full store's, whatever the threads; the runs did use them,
+/// and count each successor once (`generated_states` is the transitions plus the initial
+/// state, as on one thread).
+#[test]
+fn comback_threads_settle_undecided_lookups_on_the_calling_thread() {
+    let t = tempfile::tempdir().unwrap();
+    for net in [ring(7, 5), pipeline(5, 4)] {
+        let model = t.path().join(format!("{}.pnml", net.name));
+        std::fs::write(&model, net.pnml()).unwrap();
+        let full = t.path().join("full.slts");
+        stats(
+            &model,
+            t.path(),
+            &["--threads", "1", "-o", full.to_str().unwrap()],
+        );
+        let full = std::fs::read(&full).unwrap();
+        for flags in [
+            ["--comback-hash-bits", "8", "--comback-cache", "0"],
+            ["--comback-hash-bits", "10", "--comback-cache", "64"],
+        ] {
+            for threads in ["1", "2", "4"] {
+                let out = t.path().join("cb.slts");
+                let mut args = vec!["--store", "comback", "--threads", threads];
+                args.extend(flags);
+                args.extend(["-o", out.to_str().unwrap()]);
+                let label = format!("{} {args:?}", net.name);
+                let v = stats(&model, t.path(), &args);
+                assert_eq!(triple(&v), net.counts(), "{label}");
+                assert_eq!(v["threads"].to_string(), threads, "{label}");
+                let d = &v["store_details"];
+                assert_eq!(
+                    d["generated_states"].as_u64(),
+                    Some(v["transitions"].as_u64().unwrap() + 1),
+                    "{label}"
+                );
+                assert!(
+                    std::fs::read(&out).unwrap() == full,
+                    "{label}: not the full store's file"
+                );
+            }
+        }
+    }
 }
 
 /// Without `-o` parallel BFS numbers only the candidates for new states (the edges are only

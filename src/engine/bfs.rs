@@ -16,7 +16,7 @@ use crate::model::{LabelId, Model};
 use crate::storage::frontier::Queue;
 use crate::storage::{Account, MemoryLimit};
 use crate::store::full::eq_bytes;
-use crate::store::{Insert, StateBatch, StateStore, StatesBack};
+use crate::store::{Insert, NewState, Resolver, StateBatch, StateStore, StatesBack, Via};
 use hashbrown::hash_table::Entry;
 use std::sync::MutexGuard;
 
@@ -164,12 +164,13 @@ pub fn explore(
         // the index has spilled, its delayed batches run on this thread.
         if let (true, Open::ById { next }) = (p.parents.is_empty(), &mut open) {
             if store.shared_index().is_some() {
+                let small = store.small_chunks();
                 let (w, chunk, account) = workers.get_or_insert_with(|| {
                     let limit = storage.and_then(|st| match st.budget.limit() {
                         MemoryLimit::Bytes(b) => Some(b),
                         MemoryLimit::Unlimited => None,
                     });
-                    let w = Workers::new(model, opts.threads, limit);
+                    let w = Workers::new(model, opts.threads, limit, small);
                     let account = storage.map(|st| st.budget.account("bfs.threads"));
                     if let Some(a) = &account {
                         // Counted before the first chunk fills them.
@@ -402,39 +403,52 @@ fn expand_chunk(
         return Ok(false);
     }
     let (base, threads) = (store.len(), w.threads());
-    let Some(view) = store.shared_index() else {
+    store.prepare_shared(first..end)?;
+    let Some((view, mut resolver)) = store.shared_split() else {
         unreachable!("parallel chunks are taken only with a shared index")
     };
     chunk.table.clear();
     chunk.new.clear();
+    chunk.vias.clear();
     let mut head = first;
     w.expand(model, view, |parts| {
-        chunk.number(parts, base, &mut head, run, levels)
+        let resolver = resolver.as_deref_mut();
+        chunk.number(parts, base, &mut head, run, levels, resolver)
     })?;
+    drop(resolver);
+    store.shared_done(&mut w.rebuilt())?;
     // The threads have stopped reading the store: it takes back the blocks they read
     // themselves; then the new vectors go in, in id order, and are indexed on every thread.
     store.adopt_reads(w.readers())?;
     let parts = w.parts();
+    let looked_up = parts.iter().map(|p| p.labels.len() as u64).sum();
     let new = |i: usize| {
         let (k, c) = chunk.new[i];
         let (part, c) = (parts[k as usize], c as usize);
-        (part.cand.get(c), part.cand_hashes[c])
+        NewState {
+            state: part.cand.get(c),
+            hash: part.cand_hashes[c],
+            via: chunk.vias[i],
+        }
     };
-    store.add_new(chunk.new.len(), &new, threads)?;
+    store.add_new(chunk.new.len(), &new, threads, looked_up)?;
     Ok(true)
 }
 
 /// The calling thread's numbering of a chunk with a shared index: the chunk's candidates by
-/// vector, as (part, candidate), and the new ones in id order.
+/// vector, as (part, candidate), and the new ones in id order with their search-tree edges.
 #[derive(Default)]
 struct Chunk {
     table: hashbrown::HashTable<(u32, u32)>,
     new: Vec<(u32, u32)>,
+    vias: Vec<Via>,
 }
 
 impl Chunk {
     fn ram_bytes(&self) -> u64 {
-        (self.table.capacity() * 9 + self.new.capacity() * 8) as u64
+        (self.table.capacity() * 9
+            + self.new.capacity() * 8
+            + self.vias.capacity() * std::mem::size_of::<Via>()) as u64
     }
 
     /// Numbers the last of `parts` (the others are numbered), parent by parent from `head`,
@@ -449,6 +463,7 @@ impl Chunk {
         head: &mut u64,
         run: &mut Run,
         levels: &mut Levels,
+        mut resolver: Option<&mut (dyn Resolver + '_)>,
     ) -> Result<(), ExploreError> {
         let (earlier, last) = parts.split_at_mut(parts.len() - 1);
         let k = earlier.len();
@@ -460,6 +475,7 @@ impl Chunk {
             cand,
             cand_hashes,
             ids,
+            undecided,
             ..
         } = &mut *last[0];
         // A part's candidates are distinct vectors: a match in the table is an earlier part's.
@@ -468,12 +484,27 @@ impl Chunk {
             q if q == k => cand_hashes[m as usize],
             q => earlier[q].cand_hashes[m as usize],
         };
-        // The id of the part's candidate `c`: an earlier part's equal's, or the next one.
-        let mut resolve = |c: usize, levels: &mut Levels| {
+        // The id of the part's candidate `c` (of parent `parent`): the stored state's that
+        // the store's resolver finds for an undecided one, an earlier part's equal's, or the
+        // next one.
+        let mut next_undecided = 0;
+        let mut resolve = |c: usize, levels: &mut Levels, parent: u64| {
             let (s, h) = (cand.get(c), cand_hashes[c]);
+            if undecided.get(next_undecided) == Some(&(c as u32)) {
+                next_undecided += 1;
+                let Some(r) = resolver.as_deref_mut() else {
+                    return Err(ExploreError::Store(StoreError::Invalid {
+                        store: "parallel BFS",
+                        message: "an undecided lookup and no resolver".into(),
+                    }));
+                };
+                if let Some(id) = r.resolve(s, h)? {
+                    return Ok(id);
+                }
+            }
             // One probe finds an earlier part's equal or the empty slot for it.
             let same = |&(q, m): &(u32, u32)| q as usize != k && eq_bytes(vector(q, m), s);
-            match self.table.entry(h, same, hash) {
+            Ok(match self.table.entry(h, same, hash) {
                 Entry::Occupied(e) => {
                     let &(q, m) = e.get();
                     earlier[q as usize].ids[m as usize]
@@ -483,10 +514,15 @@ impl Chunk {
                     // The open set is the id range: nothing to queue.
                     let id = base + self.new.len() as u64;
                     self.new.push((k as u32, c as u32));
+                    self.vias.push(Via {
+                        parent,
+                        transition: cand.transition(c),
+                        depth: levels.depth + 1,
+                    });
                     levels.next_level += 1;
                     id
                 }
-            }
+            })
         };
         if !run.sink.wants_edges() {
             // Only counted: the candidates are numbered, parent by parent (a level may end
@@ -495,7 +531,7 @@ impl Chunk {
             for (&count, &n) in counts.iter().zip(cand_counts.iter()) {
                 levels.take(run);
                 for _ in 0..n {
-                    let id = resolve(c, levels);
+                    let id = resolve(c, levels, *head)?;
                     ids.push(id);
                     c += 1;
                 }
@@ -513,7 +549,7 @@ impl Chunk {
             for i in at..at + count as usize {
                 let id = match known[i] {
                     CANDIDATE => {
-                        let id = resolve(c, levels);
+                        let id = resolve(c, levels, *head)?;
                         ids.push(id);
                         c += 1;
                         id

@@ -22,8 +22,9 @@ use crate::error::ExploreError;
 use crate::model::{LabelId, Model};
 use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
-use crate::store::full::{eq_bytes, Index, SharedIndex, SharedVectors, Vectors};
-use crate::store::StateBatch;
+use crate::store::full::{eq_bytes, SharedVectors, Vectors};
+use crate::store::path::{Rebuilt, Scratch};
+use crate::store::{Found, Lookup, SharedIndex, StateBatch};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -44,6 +45,10 @@ const GROUP: usize = 8;
 /// a part stays in cache. Under a budget, less (see [`Workers::new`]).
 const PART_BYTES: usize = 2 << 20;
 
+/// [`PART_BYTES`] for a store that asks for small chunks
+/// ([`StateStore::small_chunks`](crate::store::StateStore::small_chunks)).
+const SMALL_PART_BYTES: usize = 512 << 10;
+
 /// [`Workers::expected_bytes`] of `threads` threads taking `part_bytes` each (and
 /// [`THREAD_BYTES`] for each thread but the main one).
 fn expected_bytes(part_bytes: usize, threads: usize) -> u64 {
@@ -51,11 +56,11 @@ fn expected_bytes(part_bytes: usize, threads: usize) -> u64 {
 }
 
 /// Bytes of successor vectors each of `threads` threads takes under `budget` (the run's
-/// memory limit, if any): [`PART_BYTES`], or 1/64 of the budget shared by the threads (at
-/// least 64 KiB each).
-fn part_bytes(budget: Option<u64>, threads: usize) -> usize {
-    budget.map_or(PART_BYTES, |b| {
-        (b / 64 / threads as u64).clamp(64 << 10, PART_BYTES as u64) as usize
+/// memory limit, if any): `most` ([`PART_BYTES`] or [`SMALL_PART_BYTES`]), or 1/64 of the
+/// budget shared by the threads (at least 64 KiB each).
+fn part_bytes(budget: Option<u64>, threads: usize, most: usize) -> usize {
+    budget.map_or(most, |b| {
+        (b / 64 / threads as u64).clamp(64 << 10, most as u64) as usize
     })
 }
 
@@ -64,7 +69,9 @@ fn part_bytes(budget: Option<u64>, threads: usize) -> usize {
 fn threads_within_budget(threads: usize, budget: Option<u64>) -> usize {
     let mut threads = threads.max(1);
     if let Some(b) = budget {
-        while threads > 1 && expected_bytes(part_bytes(budget, threads), threads) > b / 16 {
+        while threads > 1
+            && expected_bytes(part_bytes(budget, threads, PART_BYTES), threads) > b / 16
+        {
             threads -= 1;
         }
     }
@@ -94,12 +101,18 @@ pub(super) struct Part {
     table: hashbrown::HashTable<u32>,
     /// The ids the candidates got (the numbering thread's).
     pub ids: Vec<u64>,
+    /// The candidates the shared index left [`Found::Undecided`], in order (the numbering
+    /// thread asks the store's resolver about them).
+    pub undecided: Vec<u32>,
     /// Why a parent of the part could not be expanded (the model failed, or its vector
     /// or a compared one could not be read back).
     error: Option<ExploreError>,
     /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
+    /// The scratch of a store that rebuilds states to compare them (ComBack); what it
+    /// rebuilt is handed to the store after the chunk ([`Workers::rebuilt`]).
+    scratch: Scratch,
 }
 
 impl Part {
@@ -108,10 +121,12 @@ impl Part {
         ((self.counts.capacity() + self.cand_counts.capacity()) * 4
             + self.labels.capacity() * std::mem::size_of::<LabelId>()
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
+            + self.undecided.capacity() * 4
             + self.hashes.capacity() * 8
             + self.table.capacity() * 5
             + self.cand.ram_bytes()
             + self.tmp.ram_bytes()) as u64
+            + self.scratch.ram_bytes()
     }
 
     fn clear(&mut self) {
@@ -123,6 +138,7 @@ impl Part {
         self.cand_hashes.clear();
         self.table.clear();
         self.ids.clear();
+        self.undecided.clear();
         self.error = None;
     }
 
@@ -138,14 +154,15 @@ impl Part {
         match view {
             SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
             SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
+            SharedIndex::Comback(v) => self.fill_with(model, &v, reader, parents),
         }
     }
 
-    fn fill_with<V: Vectors>(
+    fn fill_with<L: Lookup>(
         &mut self,
         model: &dyn Model,
-        view: &Index<'_, V>,
-        r: &mut V::Reader,
+        view: &L,
+        r: &mut L::Reader,
         parents: Range<u64>,
     ) -> Result<(), ExploreError> {
         self.clear();
@@ -158,7 +175,7 @@ impl Part {
             for parent in group {
                 let before = self.labels.len();
                 let (tmp, labels) = (&mut self.tmp, &mut self.labels);
-                view.with_state(r, parent, |s| {
+                view.with_parent(r, parent, |s| {
                     model.successors(s, &mut |t, label, succ| {
                         tmp.push(t, succ);
                         labels.push(label);
@@ -184,11 +201,16 @@ impl Part {
                 let before = cand.len();
                 for i in i..i + count as usize {
                     let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                    if let Some(id) = view.find(r, s, h)? {
+                    let found = view.find(r, model, &mut self.scratch, s, h)?;
+                    if let Found::Stored(id) = found {
                         self.known.push(id);
                     } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
+                        // Equal vectors: an undecided `m` is settled for both.
                         self.known.push(SAME | m as u64);
                     } else {
+                        if found == Found::Undecided {
+                            self.undecided.push(cand.len() as u32);
+                        }
                         table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
                         hashes.push(h);
                         cand.push(self.tmp.transition(i), s);
@@ -266,7 +288,9 @@ impl Workers {
     /// if need be: what they take, the vectors' block cache loses, and two threads reading
     /// a cache too small for both thrash it (toggles-2^21 under `--memory 20M`: 58 times the
     /// misses and twice the time of one thread).
-    pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>) -> Workers {
+    ///
+    /// `small`: the store asks for chunks of a quarter of the size ([`SMALL_PART_BYTES`]).
+    pub fn new(model: &dyn Model, threads: usize, budget: Option<u64>, small: bool) -> Workers {
         let threads = threads_within_budget(threads, budget);
         let forks: Vec<_> = (1..threads).map_while(|_| model.fork()).collect();
         let parts = if forks.is_empty() {
@@ -276,7 +300,11 @@ impl Workers {
         };
         Workers {
             slots: (0..parts).map(|_| Slot::default()).collect(),
-            part_bytes: part_bytes(budget, forks.len() + 1),
+            part_bytes: part_bytes(
+                budget,
+                forks.len() + 1,
+                if small { SMALL_PART_BYTES } else { PART_BYTES },
+            ),
             readers: (0..=forks.len()).map(|_| SegReader::default()).collect(),
             forks,
             parents: 0..0,
@@ -320,6 +348,15 @@ impl Workers {
     pub fn chunk_parents(&self) -> usize {
         let fanout = fanout(self.seen).unwrap_or(8);
         (self.part_bytes / (fanout * self.width)).clamp(16, 16_384) * self.threads()
+    }
+
+    /// What the threads rebuilt during the last chunk (for
+    /// [`StateStore::shared_done`](crate::store::StateStore::shared_done)).
+    pub fn rebuilt(&mut self) -> Vec<&mut Rebuilt> {
+        let parts = self.slots.iter_mut().map(|s| s.part.get_mut());
+        parts
+            .map(|p| &mut p.unwrap_or_else(PoisonError::into_inner).scratch.rebuilt)
+            .collect()
     }
 
     /// The parts of the last chunk (after [`Workers::expand`]).
@@ -517,7 +554,7 @@ impl Expanders {
         if forks.len() < 2 {
             return None;
         }
-        let part_bytes = part_bytes(budget, forks.len());
+        let part_bytes = part_bytes(budget, forks.len(), PART_BYTES);
         let width = model.state_len().unwrap_or(64);
         Some(Expanders {
             round: (part_bytes * forks.len() / (width + PER_SUCCESSOR)).max(EXPAND_PIECE),

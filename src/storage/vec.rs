@@ -897,6 +897,8 @@ pub struct SegView<'a> {
     path: &'a Path,
     header: &'a Header,
     cache: &'a Cache,
+    /// Blocks each reader keeps ([`SegView::with_reader_blocks`]).
+    reader_blocks: usize,
 }
 
 /// One thread's reader of [`SegView`]s: the blocks it read itself (replaced round-robin)
@@ -964,6 +966,7 @@ impl SegVec {
             path: cold.seg.path(),
             header: cold.seg.header(),
             cache: &cold.cache,
+            reader_blocks: READER_BLOCKS,
         }
     }
 
@@ -989,6 +992,14 @@ impl SegVec {
 }
 
 impl SegView<'_> {
+    /// A view whose readers keep `n` blocks (at least [`READER_BLOCKS`]), placed by block
+    /// number: for reads that wander over many blocks while the shared cache cannot take
+    /// them (ComBack's replays on the threads of parallel BFS).
+    pub fn with_reader_blocks(mut self, n: usize) -> Self {
+        self.reader_blocks = n.max(READER_BLOCKS);
+        self
+    }
+
     /// The block that holds record `i` (sealed or not): threads that read records by
     /// blocks split their work at these boundaries, so that no two decompress one block.
     #[inline]
@@ -1042,7 +1053,18 @@ impl SegView<'_> {
             r.hits += 1;
             return Ok(f(&self.cache.data(s)[rec..rec + w]));
         }
-        let k = match r.blocks.iter().position(|(b, _)| *b == block) {
+        let many = self.reader_blocks > READER_BLOCKS;
+        let found = if many {
+            // Placed by block number: one compare, whatever the number of blocks.
+            let k = block as usize % self.reader_blocks;
+            r.blocks
+                .get(k)
+                .is_some_and(|(b, _)| *b == block)
+                .then_some(k)
+        } else {
+            r.blocks.iter().position(|(b, _)| *b == block)
+        };
+        let k = match found {
             Some(k) => k,
             None => {
                 r.misses += 1;
@@ -1054,7 +1076,13 @@ impl SegView<'_> {
                         r.reader.insert(x)
                     }
                 };
-                let k = if r.blocks.len() < READER_BLOCKS {
+                let k = if many {
+                    if r.blocks.len() < self.reader_blocks {
+                        r.blocks
+                            .resize_with(self.reader_blocks, || (u64::MAX, Vec::new()));
+                    }
+                    block as usize % self.reader_blocks
+                } else if r.blocks.len() < READER_BLOCKS {
                     r.blocks.push((u64::MAX, Vec::new()));
                     r.blocks.len() - 1
                 } else {

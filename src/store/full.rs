@@ -19,8 +19,8 @@ use super::window::{
 };
 use super::StoreSpec;
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StatesBack,
-    StoreMark, Via,
+    decode_blob, encode_blob, Exactness, Found, Insert, Lookup, NewState, SharedIndex, StateBatch,
+    StateId, StateStore, StatesBack, StoreMark, Via,
 };
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
@@ -334,16 +334,6 @@ fn find_in_spill(
     Ok(sp.runs.find(h, same)?)
 }
 
-/// A read-only view of the full store's index and state vectors (see
-/// [`StateStore::shared_index`]): the index is in RAM; the vectors are in RAM, or in the
-/// store's segment vector under a budget. Worker threads hold it only while the store is
-/// borrowed, so nothing they read can change under them.
-#[derive(Clone, Copy)]
-pub enum SharedIndex<'a> {
-    Ram(Index<'a, RamVectors<'a>>),
-    Seg(Index<'a, SegView<'a>>),
-}
-
 /// A read-only view of the full store's state vectors alone (see
 /// [`StateStore::shared_vectors`]), for threads that expand a delayed batch's parents once
 /// the index has spilled.
@@ -431,14 +421,6 @@ pub struct Index<'a, V> {
     vectors: V,
 }
 
-impl SharedIndex<'_> {
-    /// The hash the index is keyed by.
-    #[inline]
-    pub fn hash(state: &[u8]) -> u64 {
-        state_hash(state)
-    }
-}
-
 impl<V: Vectors> Index<'_, V> {
     /// Calls `f` with the stored vector of state `id`.
     #[inline]
@@ -486,6 +468,46 @@ impl<V: Vectors> Index<'_, V> {
                 .vectors
                 .with(r, id, |v| eq_bytes(v, state))?
                 .then_some(id))
+        })
+    }
+}
+
+/// The full store's answers are always decided: a state is found by its vector.
+impl<V: Vectors> Lookup for Index<'_, V> {
+    type Reader = V::Reader;
+
+    #[inline(always)]
+    fn with_parent<R>(
+        &self,
+        r: &mut V::Reader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        self.with_state(r, id, f)
+    }
+
+    #[inline(always)]
+    fn prefetch_slot(&self, h: u64) {
+        Index::prefetch_slot(self, h)
+    }
+
+    #[inline(always)]
+    fn prefetch_state(&self, h: u64) {
+        Index::prefetch_state(self, h)
+    }
+
+    #[inline(always)]
+    fn find(
+        &self,
+        r: &mut V::Reader,
+        _: &dyn Model,
+        _: &mut super::path::Scratch,
+        state: &[u8],
+        h: u64,
+    ) -> Result<Found, StoreError> {
+        Ok(match Index::find(self, r, state, h)? {
+            Some(id) => Found::Stored(id),
+            None => Found::Absent,
         })
     }
 }
@@ -1497,8 +1519,9 @@ impl StateStore for FullStore {
     fn add_new<'a>(
         &mut self,
         count: usize,
-        new: &(dyn Fn(usize) -> (&'a [u8], u64) + Sync + 'a),
+        new: &(dyn Fn(usize) -> NewState<'a> + Sync + 'a),
         threads: usize,
+        _looked_up: u64,
     ) -> Result<(), StoreError> {
         if count == 0 {
             return Ok(());
@@ -1513,7 +1536,7 @@ impl StateStore for FullStore {
             }
             _ => {
                 for i in 0..count {
-                    let s = new(i).0;
+                    let s = new(i).state;
                     self.check(s, count as u64)?;
                     total += s.len();
                 }
@@ -1530,9 +1553,9 @@ impl StateStore for FullStore {
                 if i % 64 == 0 {
                     self.reserve((count - i).min(64) as u64)?;
                 }
-                let (s, h) = new(i);
+                let n = new(i);
                 let id = self.count;
-                match self.insert_hashed(s, h)? {
+                match self.insert_hashed(n.state, n.hash)? {
                     Insert::New(got) if got == id => Ok(()),
                     other => Err(StoreError::Invalid {
                         store: "full",
@@ -1569,7 +1592,7 @@ impl StateStore for FullStore {
         if self.width.is_none() {
             let mut end = start as u64;
             for i in 0..count {
-                end += new(i).0.len() as u64;
+                end += new(i).state.len() as u64;
                 ends.push(end);
             }
         }
@@ -1584,7 +1607,7 @@ impl StateStore for FullStore {
             let end = (i + per).min(count);
             let len = match self.width {
                 Some(w) => (end - i) * w,
-                None => (i..end).map(|k| new(k).0.len()).sum(),
+                None => (i..end).map(|k| new(k).state.len()).sum(),
             };
             let (dst, rest) = std::mem::take(&mut spare).split_at_mut(len);
             spare = rest;
@@ -1596,7 +1619,7 @@ impl StateStore for FullStore {
             let ids = first + *i as u64..first + (*i + per).min(count) as u64;
             let mut at = 0;
             for id in ids.clone() {
-                let v = new((id - first) as usize).0;
+                let v = new((id - first) as usize).state;
                 if width.is_some_and(|w| v.len() != w) {
                     // A state of another width: reported below, nothing is stored.
                     bad.fetch_min(id - first, std::sync::atomic::Ordering::Relaxed);
@@ -1610,7 +1633,7 @@ impl StateStore for FullStore {
                 at += v.len();
             }
             if let Some(table) = table {
-                index_atomic(table, ids, |id| new((id - first) as usize).1);
+                index_atomic(table, ids, |id| new((id - first) as usize).hash);
             }
         });
         let bad = bad.into_inner();
@@ -1620,7 +1643,7 @@ impl StateStore for FullStore {
                 store: "full",
                 message: format!(
                     "state of {} bytes in a store of {}-byte states",
-                    new(bad as usize).0.len(),
+                    new(bad as usize).state.len(),
                     width.unwrap_or(0)
                 ),
             });

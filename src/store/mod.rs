@@ -384,6 +384,87 @@ pub enum Exactness {
     Revisiting { forgotten: u64 },
 }
 
+/// A read-only view of a store's index that the worker threads of parallel BFS search while
+/// the store is borrowed, so nothing they read can change under them (see
+/// [`StateStore::shared_index`]; engine/parallel.rs).
+#[derive(Clone, Copy)]
+pub enum SharedIndex<'a> {
+    /// The full store, its index and vectors in RAM.
+    Ram(full::Index<'a, full::RamVectors<'a>>),
+    /// The full store under a budget: the index in RAM, the vectors in a segment file.
+    Seg(full::Index<'a, crate::storage::vec::SegView<'a>>),
+    /// ComBack: its state table, state cache and the chunk's rebuilt parents.
+    Comback(comback::Shared<'a>),
+}
+
+impl SharedIndex<'_> {
+    /// The hash the threads key a successor by (the full store's index and the chunk's
+    /// tables; ComBack's descriptor is its top bits).
+    #[inline]
+    pub fn hash(state: &[u8]) -> u64 {
+        full::state_hash(state)
+    }
+}
+
+/// What a worker thread learns of a successor from a [`SharedIndex`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// It was stored before the chunk, under this id.
+    Stored(StateId),
+    /// It was not.
+    Absent,
+    /// The view cannot tell without the store's full lookup (ComBack: a fingerprint match
+    /// that is another state, after which the probe goes on); the numbering thread asks
+    /// the [`Resolver`] of [`StateStore::shared_split`].
+    Undecided,
+}
+
+/// How a worker thread reads one kind of [`SharedIndex`]; `Reader` is its own state for
+/// that (the blocks it read itself from a segment file, or nothing).
+pub trait Lookup: Sync {
+    type Reader: Default + Send;
+    /// Calls `f` with the vector of parent `id` (a state of the chunk).
+    fn with_parent<R>(
+        &self,
+        r: &mut Self::Reader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, crate::error::StorageError>;
+    /// Asks for the slot where the probe of hash `h` starts, so that the misses of a group
+    /// of lookups overlap.
+    fn prefetch_slot(&self, h: u64);
+    /// Once the slot is in cache: asks for what the lookup compares next.
+    fn prefetch_state(&self, h: u64);
+    /// Looks `state` (hash `h`) up; `model` (the thread's copy) and `scratch` serve a store
+    /// that rebuilds states to compare them (what it rebuilds stays in `scratch.rebuilt`
+    /// for [`StateStore::shared_done`]).
+    fn find(
+        &self,
+        r: &mut Self::Reader,
+        model: &dyn Model,
+        scratch: &mut path::Scratch,
+        state: &[u8],
+        h: u64,
+    ) -> Result<Found, StoreError>;
+}
+
+/// What settles the [`Found::Undecided`] answers of a [`SharedIndex`] on the numbering
+/// thread while the workers still read the view: it reads what they read, and defers what
+/// it would write (ComBack's replayed states, cached at [`StateStore::shared_done`]).
+pub trait Resolver {
+    /// The id of `state` (hash `h`) if it was stored before the chunk.
+    fn resolve(&mut self, state: &[u8], h: u64) -> Result<Option<StateId>, StoreError>;
+}
+
+/// A new state of a parallel chunk, for [`StateStore::add_new`]: its vector, its
+/// [`SharedIndex::hash`] and its search-tree edge.
+#[derive(Clone, Copy)]
+pub struct NewState<'a> {
+    pub state: &'a [u8],
+    pub hash: u64,
+    pub via: Via,
+}
+
 /// A visited-state store.
 pub trait StateStore {
     /// The name used in stats (`--store` value).
@@ -460,8 +541,32 @@ pub trait StateStore {
     /// changed (parallel BFS, engine/parallel.rs): it finds states stored before it was taken
     /// and reads their vectors. `None` (the default): workers only generate successors and
     /// every one of them goes through [`StateStore::insert_batch`] on the main thread.
-    fn shared_index(&mut self) -> Option<full::SharedIndex<'_>> {
+    fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
         None
+    }
+    /// Before [`StateStore::shared_index`] for a chunk of parents `parents` (consecutive
+    /// ids): makes their vectors readable through the view (ComBack rebuilds them into its
+    /// waiting buffer). The default has them at hand.
+    fn prepare_shared(&mut self, _parents: std::ops::Range<StateId>) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Whether parallel BFS should cut its chunks small (a quarter of the default): for a
+    /// store whose own structures are small, so that the chunk's buffers, the same size
+    /// whatever the store, do not dwarf them (ComBack). The default: no.
+    fn small_chunks(&self) -> bool {
+        false
+    }
+    /// [`StateStore::shared_index`] with the [`Resolver`] of the answers it may leave
+    /// undecided (`None`: it leaves none, the default).
+    #[allow(clippy::type_complexity)]
+    fn shared_split(&mut self) -> Option<(SharedIndex<'_>, Option<Box<dyn Resolver + '_>>)> {
+        self.shared_index().map(|v| (v, None))
+    }
+    /// After the threads have read a [`StateStore::shared_split`] and before the chunk's new
+    /// states go in: takes what its resolver deferred and what the threads rebuilt
+    /// (`rebuilt`, emptied). The default has nothing to take.
+    fn shared_done(&mut self, _rebuilt: &mut [&mut path::Rebuilt]) -> Result<(), StoreError> {
+        Ok(())
     }
     /// Once the store's index has spilled (its delayed batches): its state vectors, for
     /// threads that read them at once to expand a batch's parents while the store is
@@ -481,13 +586,15 @@ pub trait StateStore {
         Ok(())
     }
     /// With a [`StateStore::shared_index`]: stores `count` states known to be new (in
-    /// neither the index nor one another) under the next ids, the `i`-th with the vector and
-    /// hash `new(i)`, using up to `threads` threads.
+    /// neither the index nor one another) under the next ids, the `i`-th as `new(i)`, using
+    /// up to `threads` threads. `looked_up`: the successors the chunk looked up (for the
+    /// store's counters).
     fn add_new<'a>(
         &mut self,
         _count: usize,
-        _new: &(dyn Fn(usize) -> (&'a [u8], u64) + Sync + 'a),
+        _new: &(dyn Fn(usize) -> NewState<'a> + Sync + 'a),
         _threads: usize,
+        _looked_up: u64,
     ) -> Result<(), StoreError> {
         Err(StoreError::Invalid {
             store: self.name(),

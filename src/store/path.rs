@@ -97,6 +97,78 @@ pub struct Walker {
     pub trail: Vec<u8>,
 }
 
+impl Walker {
+    /// Bytes its buffers hold.
+    pub fn ram_bytes(&self) -> u64 {
+        (self.path.capacity() * std::mem::size_of::<(StateId, TransitionId, u32)>()
+            + self.a.capacity()
+            + self.b.capacity()
+            + self.trail.capacity()) as u64
+    }
+}
+
+/// States rebuilt by replays that could not be cached at once (parallel BFS: the threads
+/// read the store's cache, so what they rebuild is kept here until they stop), with the
+/// replays and firings it took and the cache hits of the lookups.
+#[derive(Default)]
+pub struct Rebuilt {
+    /// Id → (stored depth, range in `data`).
+    at: hashbrown::HashMap<StateId, (u32, usize, usize)>,
+    data: Vec<u8>,
+    pub replays: u64,
+    pub fires: u64,
+    /// Lookups that found their candidate in the store's cache (counted here by threads
+    /// that cannot write the store's counters).
+    pub cache_hits: u64,
+}
+
+impl Rebuilt {
+    #[inline]
+    pub fn get(&self, id: StateId) -> Option<&[u8]> {
+        if self.at.is_empty() {
+            return None;
+        }
+        self.at.get(&id).map(|&(_, s, e)| &self.data[s..e])
+    }
+
+    /// Keeps the state `w` rebuilt last (by [`replay`] of `id`), and counts the replay.
+    pub fn keep(&mut self, id: StateId, w: &Walker) {
+        let depth = w.path.first().map_or(0, |&(_, _, depth)| depth);
+        let s = self.data.len();
+        self.data.extend_from_slice(&w.a);
+        self.at.insert(id, (depth, s, self.data.len()));
+        self.replays += 1;
+        self.fires += w.path.len() as u64;
+    }
+
+    /// Calls `f(id, depth, state)` for every state kept, and empties it.
+    pub fn drain(&mut self, mut f: impl FnMut(StateId, u32, &[u8])) {
+        for (&id, &(depth, s, e)) in &self.at {
+            f(id, depth, &self.data[s..e]);
+        }
+        self.at.clear();
+        self.data.clear();
+        (self.replays, self.fires, self.cache_hits) = (0, 0, 0);
+    }
+
+    pub fn ram_bytes(&self) -> u64 {
+        (self.at.capacity() * 32 + self.data.capacity()) as u64
+    }
+}
+
+/// A thread's scratch for lookups that rebuild states (see [`crate::store::Lookup`]).
+#[derive(Default)]
+pub struct Scratch {
+    pub walker: Walker,
+    pub rebuilt: Rebuilt,
+}
+
+impl Scratch {
+    pub fn ram_bytes(&self) -> u64 {
+        self.walker.ram_bytes() + self.rebuilt.ram_bytes()
+    }
+}
+
 fn corrupt<R: PathRecords>(r: &R, id: StateId) -> StoreError {
     StoreError::Reconstruction {
         store: R::STORE,

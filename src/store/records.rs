@@ -357,6 +357,17 @@ impl Records {
         Ok(self.vec.with(i, f)?)
     }
 
+    /// A read-only view for threads that read records while the store is borrowed (see
+    /// [`crate::storage::vec::SegVec::view`]).
+    pub fn view(&mut self) -> crate::storage::vec::SegView<'_> {
+        self.vec.view()
+    }
+
+    /// Takes back the blocks a thread read through [`Records::view`].
+    pub fn adopt(&mut self, r: &mut crate::storage::vec::SegReader) -> Result<(), StoreError> {
+        Ok(self.vec.adopt(r)?)
+    }
+
     /// See [`crate::storage::vec::SegVec::with_sequential`]: for reads in record order.
     #[inline]
     pub fn with_sequential<R>(&self, i: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, StoreError> {

@@ -19,6 +19,7 @@
 use super::table::MAX_STATES;
 use crate::error::StoreError;
 use crate::model::TransitionId;
+use crate::storage::vec::{SegReader, SegView};
 use crate::store::records::{Accounting, Disk, Layout, Records, RecordsMark};
 use crate::store::StateId;
 
@@ -102,9 +103,12 @@ pub const DESCRIPTORS: &str = "comback.descriptors";
 /// with no entropy tables to build. Measured (BFS, same batch): Kanban-PT-00005, 360,000
 /// entries, 84,000 misses: 2.74 → 2.40 s CPU; Peterson-PT-3, 2^17 entries, 374,000 misses:
 /// 5.07 → 4.14 s. Files written with zstd (older checkpoints) are still read as such.
+/// Bytes of a block of backedge records.
+pub const BLOCK_BYTES: usize = 256 * RECORD_LEN;
+
 pub fn layout() -> Layout {
     Layout {
-        block_bytes: 256 * RECORD_LEN,
+        block_bytes: BLOCK_BYTES,
         hot_blocks: 16,
         cache_bytes: MIN_CACHE,
         zstd_level: ZSTD_LEVEL,
@@ -151,6 +155,26 @@ pub fn cache_bytes_for(states: u64) -> u64 {
 pub struct BackedgeMark {
     pub backedges: RecordsMark,
     pub descriptors: RecordsMark,
+}
+
+/// A backedge record read through a view ([`BackedgeTable::split`]).
+#[inline]
+pub fn read(view: &SegView<'_>, r: &mut SegReader, id: StateId) -> Result<Backedge, StoreError> {
+    Ok(view.with(r, id, |rec| {
+        Backedge::decode(rec.try_into().expect("12-byte record"))
+    })?)
+}
+
+/// The descriptors of a [`BackedgeTable::split`], for one thread.
+pub struct Descriptors<'a>(&'a Records);
+
+impl Descriptors<'_> {
+    /// State `id`'s descriptor.
+    pub fn get(&self, id: StateId) -> Result<u64, StoreError> {
+        self.0.with(id, |r| {
+            u64::from_le_bytes(r.try_into().expect("8-byte record"))
+        })
+    }
 }
 
 /// The backedge table of a ComBack store.
@@ -215,6 +239,20 @@ impl BackedgeTable {
         let rec = e.encode()?;
         self.descs.push(&descriptor.to_le_bytes())?;
         self.recs.push(&rec)
+    }
+
+    /// For parallel BFS: the backedge records as a view that threads read while the table
+    /// is borrowed (each with its own reader; their blocks are adopted back with
+    /// [`BackedgeTable::adopt`]), and the descriptors for the one thread that reads them.
+    /// Each thread's reader keeps `reader_blocks` blocks of [`BLOCK_BYTES`].
+    pub fn split(&mut self, reader_blocks: usize) -> (SegView<'_>, Descriptors<'_>) {
+        let view = self.recs.view().with_reader_blocks(reader_blocks);
+        (view, Descriptors(&self.descs))
+    }
+
+    /// Takes back the backedge blocks a thread read through [`BackedgeTable::split`].
+    pub fn adopt(&mut self, r: &mut SegReader) -> Result<(), StoreError> {
+        self.recs.adopt(r)
     }
 
     #[inline]

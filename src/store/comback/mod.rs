@@ -39,19 +39,22 @@
 
 pub mod backedge;
 pub mod cache;
+mod shared;
 pub mod sizing;
 pub mod table;
 
+pub use shared::Shared;
+
 use super::full::eq_bytes;
-use super::path::{self, Link, PathRecords, Repoint, Unfired, Walker};
+use super::path::{self, Link, PathRecords, Rebuilt, Repoint, Scratch, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
     delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
     INDEX_SHARE, MIN_TABLE, RAM_BATCH,
 };
 use super::{
-    decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
-    StatesBack, StoreMark, Via,
+    decode_blob, descriptor, encode_blob, top_mask, Exactness, Insert, NewState, Resolver,
+    SharedIndex, StateBatch, StateId, StateStore, StatesBack, StoreMark, Via,
 };
 use super::{
     records_edges_inserts, storage_needed, BatchScratch, PathStep, RecordsEdges, StoreSpec,
@@ -59,6 +62,7 @@ use super::{
 use crate::error::StoreError;
 use crate::model::{Model, TransitionId};
 use crate::storage::runs::HashRuns;
+use crate::storage::vec::SegReader;
 use crate::storage::{Account, MemoryLimit, Storage};
 use backedge::{Backedge, BackedgeMark, BackedgeTable, NO_PARENT};
 use cache::{Cache, SearchPath, UNKNOWN_DEPTH};
@@ -226,6 +230,10 @@ struct Inner {
     walk: Walker,
     /// A cached state [`StateStore::get`] unpacked.
     got: Vec<u8>,
+    /// Parallel BFS: the numbering thread's scratch for what the workers left undecided
+    /// (and what it rebuilt during a chunk), and its reader of backedge blocks.
+    scratch: Scratch,
+    reader: SegReader,
 }
 
 impl Inner {
@@ -414,6 +422,9 @@ struct CombackCheckpoint {
     window: Option<WindowMark>,
 }
 
+/// States ahead whose home slots [`StateStore::add_new`] asks for.
+const AHEAD: usize = 8;
+
 /// Name of the index runs' files (`comback.index.run.G`).
 const RUNS: &str = "comback.index";
 
@@ -444,6 +455,9 @@ pub struct CombackStore<'m> {
     /// The automatic cache is reconsidered when the widest level passes this (never with a
     /// cache size given).
     grow_at: u64,
+    /// Threads the run may use ([`StateStore::set_threads`]): with more than one, BFS
+    /// expands chunks of parents on all of them through [`Shared`].
+    threads: usize,
 }
 
 pub(crate) use super::slots::prefetch;
@@ -612,6 +626,7 @@ impl<'m> CombackStore<'m> {
             scratch: Default::default(),
             levels: Levels::default(),
             grow_at,
+            threads: 1,
             inner: Inner {
                 cache,
                 stack: SearchPath::default(),
@@ -619,6 +634,8 @@ impl<'m> CombackStore<'m> {
                 counters: Counters::default(),
                 walk: Walker::default(),
                 got: Vec::new(),
+                scratch: Scratch::default(),
+                reader: SegReader::default(),
             },
         };
         s.publish_ram();
@@ -1037,6 +1054,8 @@ impl<'m> CombackStore<'m> {
                 inner.counters.waiting_reconstructed += 1;
             } else if let Some((v, _, _)) = inner.cache.get(n) {
                 v.append_to(&mut w.data);
+            } else if n == 0 {
+                w.data.extend_from_slice(initial);
             } else {
                 return Err(StoreError::Reconstruction {
                     store: "comback",
@@ -1147,6 +1166,15 @@ impl<'m> CombackStore<'m> {
         }
     }
 
+    /// Whether BFS may expand chunks on several threads through [`Shared`]: more than one
+    /// thread, the index in RAM, and state numbers in the waiting set (the open set is then
+    /// the id range the chunks are cut from).
+    fn shares_index(&self) -> bool {
+        self.threads > 1
+            && self.spill.is_none()
+            && self.opts.waiting_set == WaitingSet::StateNumbers
+    }
+
     /// Counts a new state at `depth` and, with an automatic cache, grows the cache when the
     /// widest level outgrew it ([`sizing`]).
     #[inline(always)]
@@ -1229,6 +1257,8 @@ impl<'m> CombackStore<'m> {
             + inner.cache.ram_bytes()
             + inner.stack.ram_bytes()
             + inner.waiting.ram_bytes()
+            + inner.scratch.ram_bytes()
+            + inner.reader.ram_bytes()
             + self.initial.capacity() as u64
     }
 }
@@ -1429,6 +1459,174 @@ impl StateStore for CombackStore<'_> {
             let depth = depth.min(u32::MAX as u64) as u32;
             self.inner.stack.push(depth, id, state);
         }
+    }
+
+    fn set_threads(&mut self, threads: usize) {
+        self.threads = threads;
+    }
+
+    /// Its state table and cache take a few bytes a state: chunks of the default size
+    /// would add a fifth to its peak RSS on Kanban-PT-00005 (47 → 70 MiB; 59 MiB with
+    /// small ones, which were also faster there).
+    fn small_chunks(&self) -> bool {
+        true
+    }
+
+    /// With more than one thread, while the index is in RAM and the waiting set holds state
+    /// numbers (the BFS open set is then the id range the chunks are cut from): the state
+    /// table, the state cache and the chunk's parents (see [`Shared`]). On one thread the
+    /// delayed batches are faster: they insert each new state in the same pass that looked
+    /// it up, where the chunked path probes it again.
+    fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
+        self.shared_split().map(|(view, _)| view)
+    }
+
+    /// The backedge blocks the threads read for their replays.
+    fn adopt_reads(&mut self, readers: &mut [SegReader]) -> Result<(), StoreError> {
+        for r in readers {
+            self.back.adopt(r)?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the chunk's parents together into the waiting buffer (variant 4's batch
+    /// replay, one walk over the union of their paths).
+    fn prepare_shared(&mut self, parents: std::ops::Range<StateId>) -> Result<(), StoreError> {
+        let inner = &mut self.inner;
+        let w = &inner.waiting;
+        let covered = parents.start >= w.first && parents.end <= w.first + w.ends.len() as u64
+            || parents.is_empty();
+        if covered {
+            return Ok(());
+        }
+        let before = inner.waiting.ram_bytes();
+        Self::reconstruct_range(
+            self.model,
+            &self.back,
+            &self.initial,
+            inner,
+            parents.start,
+            parents.end,
+        )?;
+        if inner.waiting.ram_bytes() != before {
+            self.publish_ram();
+        }
+        Ok(())
+    }
+
+    /// The view, and the numbering thread's [`shared::Resolve`] of what it leaves
+    /// undecided.
+    fn shared_split(&mut self) -> Option<(SharedIndex<'_>, Option<Box<dyn Resolver + '_>>)> {
+        if !self.shares_index() {
+            return None;
+        }
+        let fp_exact = self.table.fingerprint_is_descriptor();
+        let len = self.back.len();
+        // A replay climbs through backedge blocks all over the file, and the shared cache
+        // takes a thread's misses only when the chunk ends: each thread keeps up to 256
+        // blocks (768 KiB), fewer under a small budget (1/256 of it each).
+        let reader_blocks = match self.disk.budget().limit() {
+            MemoryLimit::Unlimited => 256,
+            MemoryLimit::Bytes(b) => (b / 256 / backedge::BLOCK_BYTES as u64).min(256) as usize,
+        };
+        let (back, descriptors) = self.back.split(reader_blocks);
+        let Inner {
+            cache,
+            waiting,
+            counters,
+            scratch,
+            reader,
+            ..
+        } = &mut self.inner;
+        let view = Shared {
+            table: &self.table,
+            cache,
+            back,
+            len,
+            initial: &self.initial,
+            waiting,
+            mask: top_mask(self.opts.hash_bits),
+        };
+        let resolve = shared::Resolve {
+            view,
+            reader,
+            descriptors,
+            model: self.model,
+            fp_exact,
+            scratch,
+            counters,
+        };
+        Some((SharedIndex::Comback(view), Some(Box::new(resolve))))
+    }
+
+    /// Caches the states rebuilt during the chunk (by the workers and by the numbering
+    /// thread), as the one-thread lookup caches what it replays, and takes back the
+    /// numbering thread's backedge blocks.
+    fn shared_done(&mut self, rebuilt: &mut [&mut Rebuilt]) -> Result<(), StoreError> {
+        let Inner {
+            cache,
+            counters,
+            scratch,
+            reader,
+            ..
+        } = &mut self.inner;
+        let held = scratch.ram_bytes();
+        let mut put = |r: &mut Rebuilt| {
+            counters.reconstructions += r.replays;
+            counters.reconstruction_fires += r.fires;
+            counters.cache_hits += r.cache_hits;
+            r.drain(|id, depth, state| cache.put_replayed(id, depth, state));
+        };
+        put(&mut scratch.rebuilt);
+        rebuilt.iter_mut().for_each(|r| put(r));
+        self.back.adopt(reader)?;
+        if held != self.inner.scratch.ram_bytes() {
+            self.publish_ram();
+        }
+        Ok(())
+    }
+
+    /// Inserts the new states one by one in id order through the one-thread path (which
+    /// probes for each one's empty slot, appends its backedge and descriptor and caches
+    /// it): only the lookups of the chunk's successors ran on the threads.
+    fn add_new<'a>(
+        &mut self,
+        count: usize,
+        new: &(dyn Fn(usize) -> NewState<'a> + Sync + 'a),
+        _threads: usize,
+        looked_up: u64,
+    ) -> Result<(), StoreError> {
+        // The lookups on the threads, less those the one-thread path counted again.
+        let counters = &mut self.inner.counters;
+        counters.generated = counters.generated + looked_up - count as u64;
+        let mask = top_mask(self.opts.hash_bits);
+        // Each insert probes for an empty slot: a random miss, asked for a few states ahead
+        // (the lookups that found these states absent ran on other threads).
+        for i in 0..count.min(AHEAD) {
+            self.table.touch(new(i).hash & mask);
+        }
+        let r = (0..count).try_for_each(|i| {
+            if i + AHEAD < count {
+                self.table.touch(new(i + AHEAD).hash & mask);
+            }
+            let n = new(i);
+            self.check(n.state, (count - i) as u64)?;
+            if self.table.needs_growth(1) {
+                self.grow(1)?;
+            }
+            let id = self.back.len();
+            match self.insert_descriptor(n.state, Some(n.via), n.hash & mask, Scope::All)? {
+                Some(Insert::New(got)) if got == id => Ok(()),
+                other => Err(StoreError::Invalid {
+                    store: "comback",
+                    message: format!(
+                        "state {id} of a parallel chunk was not new to the store ({other:?})"
+                    ),
+                }),
+            }
+        });
+        self.publish_if_resized();
+        r
     }
 
     fn len(&self) -> u64 {
