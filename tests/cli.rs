@@ -598,7 +598,7 @@ fn counter_overflow_while_exploring_names_the_model() {
 fn unused_threads_are_noted() {
     let model = shipped("Philosophers-PT-000005.pnml");
     let model = model.to_str().unwrap();
-    let o = spillway(&["explore", model, "--store", "comback", "--threads", "2"]);
+    let o = spillway(&["explore", model, "--store", "delta", "--threads", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("note: --threads 2: one thread ran"),
@@ -608,15 +608,7 @@ fn unused_threads_are_noted() {
     let o = spillway(&["explore", model, "--threads", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("--threads 2:"), "{}", stderr(&o));
-    let o = spillway(&[
-        "explore",
-        model,
-        "--store",
-        "comback",
-        "--threads",
-        "2",
-        "-q",
-    ]);
+    let o = spillway(&["explore", model, "--store", "delta", "--threads", "2", "-q"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
 }

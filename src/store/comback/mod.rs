@@ -1258,8 +1258,29 @@ impl<'m> CombackStore<'m> {
             + inner.stack.ram_bytes()
             + inner.waiting.ram_bytes()
             + inner.scratch.ram_bytes()
-            + inner.reader.ram_bytes()
+            + self.parallel_readers_bytes()
             + self.initial.capacity() as u64
+    }
+
+    /// Blocks each thread's reader of backedges keeps in parallel BFS: a replay climbs
+    /// through blocks all over the file, and the shared cache takes a thread's misses only
+    /// when the chunk ends; 256 (768 KiB), or 1/256 of the budget.
+    fn reader_blocks(&self) -> usize {
+        match self.disk.budget().limit() {
+            MemoryLimit::Unlimited => 256,
+            MemoryLimit::Bytes(b) => (b / 256 / backedge::BLOCK_BYTES as u64).min(256) as usize,
+        }
+    }
+
+    /// What the backedge readers of parallel BFS may hold (the numbering thread's and each
+    /// worker's, the latter counted again with the engine's buffers): charged from the first
+    /// chunk, before they fill.
+    fn parallel_readers_bytes(&self) -> u64 {
+        if !self.shares_index() {
+            return self.inner.reader.ram_bytes();
+        }
+        let per = (self.reader_blocks() * backedge::BLOCK_BYTES) as u64 + (128 << 10);
+        per * (self.threads as u64 + 1)
     }
 }
 
@@ -1463,6 +1484,8 @@ impl StateStore for CombackStore<'_> {
 
     fn set_threads(&mut self, threads: usize) {
         self.threads = threads;
+        // The parallel path's readers count from now on.
+        self.publish_ram();
     }
 
     /// Its state table and cache take a few bytes a state: chunks of the default size
@@ -1522,13 +1545,7 @@ impl StateStore for CombackStore<'_> {
         }
         let fp_exact = self.table.fingerprint_is_descriptor();
         let len = self.back.len();
-        // A replay climbs through backedge blocks all over the file, and the shared cache
-        // takes a thread's misses only when the chunk ends: each thread keeps up to 256
-        // blocks (768 KiB), fewer under a small budget (1/256 of it each).
-        let reader_blocks = match self.disk.budget().limit() {
-            MemoryLimit::Unlimited => 256,
-            MemoryLimit::Bytes(b) => (b / 256 / backedge::BLOCK_BYTES as u64).min(256) as usize,
-        };
+        let reader_blocks = self.reader_blocks();
         let (back, descriptors) = self.back.split(reader_blocks);
         let Inner {
             cache,
