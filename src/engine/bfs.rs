@@ -178,6 +178,13 @@ pub fn explore(
                     }
                     (w, Chunk::default(), account)
                 });
+                if w.threads() == 1 && !store.chunks_on_one_thread() {
+                    // One thread after all (the model does not fork, or the budget leaves
+                    // room for one): a store whose delayed batches beat the chunks there
+                    // stops sharing, and the buffers go below.
+                    store.set_threads(1);
+                    continue;
+                }
                 let more = expand_chunk(w, chunk, model, store, &mut run, next, &mut lv)?;
                 if let Some(a) = account {
                     // The chunk's buffers keep their size: count them against the budget.

@@ -556,6 +556,13 @@ pub trait StateStore {
     fn small_chunks(&self) -> bool {
         false
     }
+    /// Whether the chunked path beats the store's own batches when one thread runs it (the
+    /// model does not fork, or the budget leaves room for one thread): the full store's
+    /// grouped lookups do (the default); ComBack's delayed batches are faster, as they
+    /// insert a new state in the pass that looked it up.
+    fn chunks_on_one_thread(&self) -> bool {
+        true
+    }
     /// [`StateStore::shared_index`] with the [`Resolver`] of the answers it may leave
     /// undecided (`None`: it leaves none, the default).
     #[allow(clippy::type_complexity)]

@@ -1495,6 +1495,10 @@ impl StateStore for CombackStore<'_> {
         true
     }
 
+    fn chunks_on_one_thread(&self) -> bool {
+        false
+    }
+
     /// With more than one thread, while the index is in RAM and the waiting set holds state
     /// numbers (the BFS open set is then the id range the chunks are cut from): the state
     /// table, the state cache and the chunk's parents (see [`Shared`]). On one thread the
