@@ -1501,9 +1501,9 @@ impl StateStore for CombackStore<'_> {
 
     /// With more than one thread, while the index is in RAM and the waiting set holds state
     /// numbers (the BFS open set is then the id range the chunks are cut from): the state
-    /// table, the state cache and the chunk's parents (see [`Shared`]). On one thread the
-    /// delayed batches are faster: they insert each new state in the same pass that looked
-    /// it up, where the chunked path probes it again.
+    /// table, the state cache, the backedges and the chunk's parents (see [`Shared`]). On
+    /// one thread the delayed batches are faster: they insert each new state in the same
+    /// pass that looked it up, where the chunked path probes it again.
     fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
         self.shared_split().map(|(view, _)| view)
     }
@@ -1591,7 +1591,6 @@ impl StateStore for CombackStore<'_> {
             reader,
             ..
         } = &mut self.inner;
-        let held = scratch.ram_bytes();
         let mut put = |r: &mut Rebuilt| {
             counters.reconstructions += r.replays;
             counters.reconstruction_fires += r.fires;
@@ -1601,9 +1600,9 @@ impl StateStore for CombackStore<'_> {
         put(&mut scratch.rebuilt);
         rebuilt.iter_mut().for_each(|r| put(r));
         self.back.adopt(reader)?;
-        if held != self.inner.scratch.ram_bytes() {
-            self.publish_ram();
-        }
+        // The numbering thread's scratch grew during the chunk, when nothing could be
+        // published.
+        self.publish_ram();
         Ok(())
     }
 

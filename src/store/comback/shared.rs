@@ -116,10 +116,15 @@ impl PathRecords for Walk<'_, '_> {
         self.vector(start, out)
     }
 
+    /// (Backward comparisons only; replays load.)
     fn equals(&mut self, start: From, state: &[u8]) -> Result<bool, StoreError> {
-        let mut v = Vec::new();
-        self.vector(start, &mut v)?;
-        Ok(eq_bytes(&v, state))
+        let v = self.view;
+        Ok(match start {
+            From::Rebuilt(id) => self.rebuilt.get(id).is_some_and(|r| eq_bytes(r, state)),
+            From::Cached(id) => v.cache.get(id).is_some_and(|(e, _, _)| e.matches(state)),
+            From::Waiting(id) => v.waiting.get(id).is_some_and(|w| eq_bytes(w, state)),
+            From::Initial => eq_bytes(v.initial, state),
+        })
     }
 
     fn replayed(&mut self, _: From, _: StateId, _: u32, _: u32, _: &[u8]) {}
