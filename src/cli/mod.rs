@@ -165,11 +165,10 @@ pub struct ExploreArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// Threads expanding states in BFS with the full store and ComBack (default: the
-    /// available cores; checkpointed runs and runs under --memory too, fewer under a budget
-    /// too small for their buffers); once the full store's index has spilled under
-    /// --memory, they expand and resolve its delayed batches (a spilled ComBack table runs
-    /// on one). The numbering and the LTS file are the same whatever the number. Other
+    /// Threads expanding states in BFS with the full store (default: the available cores;
+    /// checkpointed runs and runs under --memory too, fewer under a budget too small for
+    /// their buffers) and ComBack (not under --memory); once the full store's index has
+    /// spilled under --memory, they expand and resolve its delayed batches. The numbering and the LTS file are the same whatever the number. Other
     /// stores, DFS, and .aut and Rust models run on one thread (the `threads` statistic
     /// says how many ran).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -425,6 +425,12 @@ struct CombackCheckpoint {
 /// States ahead whose home slots [`StateStore::add_new`] asks for.
 const AHEAD: usize = 8;
 
+/// Backedge blocks each thread's reader keeps in parallel BFS (768 KiB): a replay climbs
+/// through blocks all over the file, and the shared block cache takes a thread's misses
+/// only when the chunk ends (with the default 8, the threads decompressed the same blocks
+/// again and again: 9% of Peterson-PT-3's samples, 2% with 256).
+const READER_BLOCKS: usize = 256;
+
 /// Name of the index runs' files (`comback.index.run.G`).
 const RUNS: &str = "comback.index";
 
@@ -1167,10 +1173,14 @@ impl<'m> CombackStore<'m> {
     }
 
     /// Whether BFS may expand chunks on several threads through [`Shared`]: more than one
-    /// thread, the index in RAM, and state numbers in the waiting set (the open set is then
-    /// the id range the chunks are cut from).
+    /// thread, no `--memory` (under a budget the chunk's buffers and the threads' readers
+    /// come out of the state cache's share, and a cache that no longer holds a level costs
+    /// more than the second thread gains: Kanban-PT-00005 under 64M, 1.15 M → 1.01 M
+    /// entries, 2.6 times the replays, 5.7 → 6.3 s), and state numbers in the waiting set
+    /// (the open set is then the id range the chunks are cut from).
     fn shares_index(&self) -> bool {
         self.threads > 1
+            && self.disk.budget().limit() == MemoryLimit::Unlimited
             && self.spill.is_none()
             && self.opts.waiting_set == WaitingSet::StateNumbers
     }
@@ -1262,24 +1272,14 @@ impl<'m> CombackStore<'m> {
             + self.initial.capacity() as u64
     }
 
-    /// Blocks each thread's reader of backedges keeps in parallel BFS: a replay climbs
-    /// through blocks all over the file, and the shared cache takes a thread's misses only
-    /// when the chunk ends; 256 (768 KiB), or 1/256 of the budget.
-    fn reader_blocks(&self) -> usize {
-        match self.disk.budget().limit() {
-            MemoryLimit::Unlimited => 256,
-            MemoryLimit::Bytes(b) => (b / 256 / backedge::BLOCK_BYTES as u64).min(256) as usize,
-        }
-    }
-
     /// What the backedge readers of parallel BFS may hold (the numbering thread's and each
-    /// worker's, the latter counted again with the engine's buffers): charged from the first
-    /// chunk, before they fill.
+    /// worker's, the latter counted again with the engine's buffers): counted from the
+    /// first chunk, before they fill.
     fn parallel_readers_bytes(&self) -> u64 {
         if !self.shares_index() {
             return self.inner.reader.ram_bytes();
         }
-        let per = (self.reader_blocks() * backedge::BLOCK_BYTES) as u64 + (128 << 10);
+        let per = (READER_BLOCKS * backedge::BLOCK_BYTES) as u64 + (128 << 10);
         per * (self.threads as u64 + 1)
     }
 }
@@ -1549,8 +1549,7 @@ impl StateStore for CombackStore<'_> {
         }
         let fp_exact = self.table.fingerprint_is_descriptor();
         let len = self.back.len();
-        let reader_blocks = self.reader_blocks();
-        let (back, descriptors) = self.back.split(reader_blocks);
+        let (back, descriptors) = self.back.split(READER_BLOCKS);
         let Inner {
             cache,
             waiting,
