@@ -9,8 +9,8 @@
 //! Tree store: BFS and DFS (≤ 200,000 states by default, ≤ 3,000,000 with `--ignored`), and
 //! its BFS native files byte for byte against the full store's.
 //!
-//! `--threads 2` (the full store and ComBack, the ones that run in parallel), BFS, on every
-//! model up to 200,000 states: the same native file as one thread.
+//! `--threads 2` (the full store, ComBack and the tree store, the ones that run in parallel),
+//! BFS, on every model up to 200,000 states: the same native file as one thread.
 //!
 //! Full store: BFS and DFS, in RAM and with every structure forced through small compressed
 //! segment blocks (`Spill::Forced`); the large BFS run also with `--spill always`.
@@ -515,12 +515,13 @@ fn small_models_bfs_tree_writes_the_full_stores_lts() {
     );
 }
 
-/// Parallel BFS (`--threads 2`: the full store and ComBack) writes the native file of a
+/// Parallel BFS (`--threads 2`: the full store, ComBack, the tree store) writes the native file of a
 /// one-thread run, byte for byte, with the reference counts, on every model up to 200,000
 /// states (up to 3,000,000 with `--ignored`; `.aut` rows, which do not fork, run on one
 /// thread) — the full store with the vectors in RAM, and in segment files of tiny blocks
 /// behind a small cache (the threads read them through a view, most sealed reads missing
-/// the cache); ComBack with its defaults, and with weak descriptors and a tiny cache.
+/// the cache); ComBack with its defaults, and with weak descriptors and a tiny cache; the
+/// tree store (its threads fold every successor against its parent's tree).
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn small_models_bfs_two_threads_write_the_one_thread_lts() {
@@ -563,7 +564,14 @@ fn two_threads_write_the_one_thread_lts(min: u64, max: u64) {
         },
         "16-bit, tiny-cache",
     );
-    let mut cases = vec![full.clone(), full.spill(Spill::Forced), spilled, comback];
+    let tree = Case::new(Order::Bfs, StoreConfig::Tree(TreeOptions::default()));
+    let mut cases = vec![
+        full.clone(),
+        full.spill(Spill::Forced),
+        spilled,
+        comback,
+        tree,
+    ];
     if max <= SMALL {
         cases.push(weak);
     }

@@ -360,8 +360,8 @@ const THREADED: &[&str] = &["full", "comback", "delta", "hashcompact", "tree"];
 
 /// `--threads N` changes nothing in the output: every store that writes an LTS gives, in
 /// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget (the
-/// full store expands in parallel while its index is in RAM, ComBack without a budget; the
-/// others, and a spilled index, take the count and run on one thread).
+/// full store expands in parallel while its index is in RAM, ComBack and the tree store
+/// without a budget; the others, and a spilled index, take the count and run on one thread).
 #[test]
 fn threads_do_not_change_the_output() {
     let t = tempfile::tempdir().unwrap();
@@ -397,12 +397,12 @@ fn threads_do_not_change_the_output() {
                     let v = stats(&model, t.path(), &args);
                     assert_eq!(triple(&v), expect, "{label}");
                     // Only the full store (not under a budget that its threads' buffers
-                    // would crowd) and ComBack (not under a budget at all) expand in
-                    // parallel; they must, or this test would compare one-thread runs with
-                    // each other.
+                    // would crowd), ComBack and the tree store (not under a budget at all)
+                    // expand in parallel; they must, or this test would compare one-thread
+                    // runs with each other.
                     let parallel = match *store {
                         "full" => mode != "24M",
-                        "comback" => matches!(mode, "ram" | "checkpointed"),
+                        "comback" | "tree" => matches!(mode, "ram" | "checkpointed"),
                         _ => false,
                     };
                     let used = if parallel { threads } else { "1" };

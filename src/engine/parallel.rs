@@ -24,7 +24,7 @@ use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
 use crate::store::full::{eq_bytes, SharedVectors, Vectors};
 use crate::store::path::{Rebuilt, Scratch};
-use crate::store::{Found, Lookup, SharedIndex, StateBatch};
+use crate::store::{tree, Found, Lookup, SharedIndex, StateBatch};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -110,9 +110,13 @@ pub(super) struct Part {
     /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
+    /// What the shared index answered for each of the group's successors.
+    found: Vec<Found>,
     /// The scratch of a store that rebuilds states to compare them (ComBack); what it
     /// rebuilt is handed to the store after the chunk ([`Workers::rebuilt`]).
     scratch: Scratch,
+    /// The tree store's parent trees and fold buffers.
+    tree: tree::Reader,
 }
 
 impl Part {
@@ -123,10 +127,12 @@ impl Part {
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
             + self.undecided.capacity() * 4
             + self.hashes.capacity() * 8
+            + self.found.capacity() * std::mem::size_of::<Found>()
             + self.table.capacity() * 5
             + self.cand.ram_bytes()
             + self.tmp.ram_bytes()) as u64
             + self.scratch.ram_bytes()
+            + self.tree.ram_bytes()
     }
 
     fn clear(&mut self) {
@@ -155,6 +161,13 @@ impl Part {
             SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
             SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
             SharedIndex::Comback(v) => self.fill_with(model, &v, reader, parents),
+            SharedIndex::Tree(v) => {
+                // Taken out of the part while it fills it.
+                let mut tr = std::mem::take(&mut self.tree);
+                let r = self.fill_with(model, &v, &mut tr, parents);
+                self.tree = tr;
+                r
+            }
         }
     }
 
@@ -183,25 +196,24 @@ impl Part {
                 })??;
                 self.counts.push((self.labels.len() - before) as u32);
             }
-            // A lookup is two dependent misses (the slot, then the stored vector to compare):
-            // ask for every slot of the group, then for every vector, then probe.
-            self.hashes.clear();
-            for i in 0..self.tmp.len() {
-                let h = SharedIndex::hash(self.tmp.get(i));
-                view.prefetch_slot(h);
-                self.hashes.push(h);
-            }
-            for &h in &self.hashes {
-                view.prefetch_state(h);
-            }
-            let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
             let group_counts = &self.counts[self.counts.len() - group_len..];
+            self.hashes.clear();
+            self.found.clear();
+            view.find_group(
+                r,
+                model,
+                &mut self.scratch,
+                &self.tmp,
+                group_counts,
+                &mut self.hashes,
+                &mut self.found,
+            )?;
+            let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
             let mut i = 0;
             for &count in group_counts {
                 let before = cand.len();
                 for i in i..i + count as usize {
-                    let (s, h) = (self.tmp.get(i), self.hashes[i]);
-                    let found = view.find(r, model, &mut self.scratch, s, h)?;
+                    let (s, h, found) = (self.tmp.get(i), self.hashes[i], self.found[i]);
                     if let Found::Stored(id) = found {
                         self.known.push(id);
                     } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {

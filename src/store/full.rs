@@ -487,6 +487,22 @@ impl<V: Vectors> Lookup for Index<'_, V> {
     }
 
     #[inline(always)]
+    fn find_group(
+        &self,
+        r: &mut V::Reader,
+        model: &dyn Model,
+        scratch: &mut super::path::Scratch,
+        batch: &super::StateBatch,
+        _counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+    ) -> Result<(), StoreError> {
+        super::probe_group(self, r, model, scratch, batch, hashes, found)
+    }
+}
+
+impl<V: Vectors> super::Probe for Index<'_, V> {
+    #[inline(always)]
     fn prefetch_slot(&self, h: u64) {
         Index::prefetch_slot(self, h)
     }

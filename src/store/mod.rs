@@ -395,6 +395,8 @@ pub enum SharedIndex<'a> {
     Seg(full::Index<'a, crate::storage::vec::SegView<'a>>),
     /// ComBack: its state table, state cache and the chunk's rebuilt parents.
     Comback(comback::Shared<'a>),
+    /// The tree store: its node and root tables and the tree's shape.
+    Tree(tree::Shared<'a>),
 }
 
 impl SharedIndex<'_> {
@@ -420,7 +422,8 @@ pub enum Found {
 }
 
 /// How a worker thread reads one kind of [`SharedIndex`]; `Reader` is its own state for
-/// that (the blocks it read itself from a segment file, or nothing).
+/// that (the blocks it read itself from a segment file, a tree store's parent trees, or
+/// nothing).
 pub trait Lookup: Sync {
     type Reader: Default + Send;
     /// Calls `f` with the vector of parent `id` (a state of the chunk).
@@ -430,14 +433,35 @@ pub trait Lookup: Sync {
         id: StateId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, crate::error::StorageError>;
+    /// Looks up the successors of a group of parents (the parents went through
+    /// [`Lookup::with_parent`] in order since the previous group): `batch` holds them in
+    /// parent order, `counts[k]` of the `k`-th parent; pushes each successor's
+    /// [`SharedIndex::hash`] onto `hashes` (the chunk's tables key them by it) and its
+    /// answer onto `found`. A whole group at once, so that the lookups' cache misses overlap. `model` (the thread's copy) and
+    /// `scratch` serve a store that rebuilds states to compare them (what it rebuilds stays
+    /// in `scratch.rebuilt` for [`StateStore::shared_done`]).
+    #[allow(clippy::too_many_arguments)]
+    fn find_group(
+        &self,
+        r: &mut Self::Reader,
+        model: &dyn Model,
+        scratch: &mut path::Scratch,
+        batch: &StateBatch,
+        counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+    ) -> Result<(), StoreError>;
+}
+
+/// A [`Lookup`] by hash probes, one successor at a time ([`probe_group`] overlaps a group's
+/// misses): the full store's index and ComBack's state table.
+pub trait Probe: Lookup {
     /// Asks for the slot where the probe of hash `h` starts, so that the misses of a group
     /// of lookups overlap.
     fn prefetch_slot(&self, h: u64);
     /// Once the slot is in cache: asks for what the lookup compares next.
     fn prefetch_state(&self, h: u64);
-    /// Looks `state` (hash `h`) up; `model` (the thread's copy) and `scratch` serve a store
-    /// that rebuilds states to compare them (what it rebuilds stays in `scratch.rebuilt`
-    /// for [`StateStore::shared_done`]).
+    /// Looks `state` (hash `h`) up.
     fn find(
         &self,
         r: &mut Self::Reader,
@@ -446,6 +470,35 @@ pub trait Lookup: Sync {
         state: &[u8],
         h: u64,
     ) -> Result<Found, StoreError>;
+}
+
+/// [`Lookup::find_group`] of a [`Probe`]: a lookup is two dependent misses (the slot, then
+/// what it names), so every slot of the group is asked for as soon as its hash is known,
+/// then everything they name, then the group is probed.
+#[inline(always)]
+pub fn probe_group<P: Probe>(
+    p: &P,
+    r: &mut P::Reader,
+    model: &dyn Model,
+    scratch: &mut path::Scratch,
+    batch: &StateBatch,
+    hashes: &mut Vec<u64>,
+    found: &mut Vec<Found>,
+) -> Result<(), StoreError> {
+    let at = hashes.len();
+    for i in 0..batch.len() {
+        let h = SharedIndex::hash(batch.get(i));
+        p.prefetch_slot(h);
+        hashes.push(h);
+    }
+    let hashes = &hashes[at..];
+    for &h in hashes {
+        p.prefetch_state(h);
+    }
+    for (i, &h) in hashes.iter().enumerate() {
+        found.push(p.find(r, model, scratch, batch.get(i), h)?);
+    }
+    Ok(())
 }
 
 /// What settles the [`Found::Undecided`] answers of a [`SharedIndex`] on the numbering

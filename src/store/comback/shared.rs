@@ -27,7 +27,7 @@ use crate::model::Model;
 use crate::storage::vec::{SegReader, SegView};
 use crate::store::full::eq_bytes;
 use crate::store::path::{self, Link, PathRecords, Rebuilt, Scratch};
-use crate::store::{Found, Lookup, Resolver, StateId};
+use crate::store::{Found, Lookup, Probe, Resolver, StateBatch, StateId};
 
 /// See the module documentation.
 #[derive(Clone, Copy)]
@@ -195,6 +195,22 @@ impl Lookup for Shared<'_> {
         }
     }
 
+    #[inline(always)]
+    fn find_group(
+        &self,
+        r: &mut SegReader,
+        model: &dyn Model,
+        scratch: &mut Scratch,
+        batch: &StateBatch,
+        _counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+    ) -> Result<(), StoreError> {
+        crate::store::probe_group(self, r, model, scratch, batch, hashes, found)
+    }
+}
+
+impl Probe for Shared<'_> {
     #[inline(always)]
     fn prefetch_slot(&self, h: u64) {
         self.table.touch(h & self.mask);

@@ -32,13 +32,16 @@
 //! only what changed. After a hand-over the checkpoint is the full store's, and the logs
 //! are deleted once a checkpoint that no longer needs them is on disk.
 
+mod shared;
 mod table;
+
+pub use shared::{Reader, Shared};
 
 use super::full::{FullStore, SharedVectors};
 use super::window::INDEX_SHARE;
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore, StoreMark,
-    StoreSpec, Via,
+    decode_blob, encode_blob, Exactness, Insert, NewState, SharedIndex, StateBatch, StateId,
+    StateStore, StoreMark, StoreSpec, Via,
 };
 use crate::error::StoreError;
 use crate::model::Model;
@@ -140,6 +143,10 @@ struct Tree {
 /// No state.
 const NONE: StateId = u64::MAX;
 
+/// New states [`StateStore::add_new`] folds together: enough that a height's misses
+/// overlap, few enough that the window's trees stay in cache.
+const NEW_WINDOW: usize = 256;
+
 pub struct TreeStore {
     width: usize,
     leaves: usize,
@@ -165,6 +172,11 @@ pub struct TreeStore {
     /// Which inner nodes (plan indexes) are already on the successor's dirty list; all false
     /// between successors.
     batch_mark: Vec<bool>,
+    /// [`StateStore::add_new`]'s window: its parents' trees, which one each new state
+    /// folds against, and the new states.
+    new_parents: Vec<u32>,
+    new_of: Vec<u32>,
+    new_batch: StateBatch,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
@@ -282,6 +294,9 @@ impl TreeStore {
             batch_dirty: Vec::new(),
             batch_ends: Vec::new(),
             batch_mark: vec![false; leaves - 1],
+            new_parents: Vec::new(),
+            new_of: Vec::new(),
+            new_batch: StateBatch::default(),
             up,
             incremental: 0,
             whole: 0,
@@ -410,11 +425,7 @@ impl TreeStore {
 
     /// The state vector of the unfolded tree `vals`.
     fn write_state(&self, vals: &[u32], out: &mut Vec<u8>) {
-        out.clear();
-        for v in &vals[..self.leaves] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.truncate(self.width);
+        shared::write_state(vals, self.leaves, self.width, out);
     }
 
     fn check(&self, state: &[u8]) -> Result<(), StoreError> {
@@ -434,36 +445,14 @@ impl TreeStore {
     /// Cuts `state` into the leaves of `cur` (little-endian words, the last zero-padded).
     #[inline]
     fn load_leaves(&mut self, state: &[u8]) {
-        let mut chunks = state.chunks_exact(4);
-        for (v, c) in self.cur.iter_mut().zip(&mut chunks) {
-            *v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
-        }
-        let full = state.len() / 4;
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 4];
-            w[..rest.len()].copy_from_slice(rest);
-            self.cur[full] = u32::from_le_bytes(w);
-            self.cur[full + 1..self.leaves].fill(0);
-        } else {
-            self.cur[full..self.leaves].fill(0);
-        }
+        shared::load_leaves(state, &mut self.cur[..self.leaves]);
     }
 
     /// Unfolds state `id` into `vals` (leaves and inner references).
     fn unfold(&self, id: StateId, vals: &mut [u32]) -> Result<(), StoreError> {
         let root = self.roots.checked_pair(id)?;
-        let n = self.leaves;
-        let (l, r) = *self.plan.last().expect("at least two leaves");
-        vals[n + self.plan.len() - 1] = id as u32;
-        vals[l as usize] = root as u32;
-        vals[r as usize] = (root >> 32) as u32;
-        for k in (0..self.plan.len() - 1).rev() {
-            let p = self.nodes.pair(vals[n + k]);
-            let (l, r) = self.plan[k];
-            vals[l as usize] = p as u32;
-            vals[r as usize] = (p >> 32) as u32;
-        }
+        let nodes = &self.nodes;
+        shared::unfold_from(root, id, self.leaves, &self.plan, |r| nodes.pair(r), vals);
         Ok(())
     }
 
@@ -562,15 +551,23 @@ impl TreeStore {
     /// [`StateStore::insert_batch`] with the parent's tree `pv`. Each successor starts as a
     /// copy of the parent's tree; only the ancestors of its changed leaves (its *dirty*
     /// nodes, listed in plan order, which is height order) are interned again.
+    ///
+    /// `pvs` holds parent trees back to back: successor `s` is folded against tree
+    /// `of[s]` (against the first when `of` is empty).
     fn fold_batch(
         &mut self,
-        pv: &[u32],
+        pvs: &[u32],
+        of: &[u32],
         batch: &StateBatch,
         vals: &mut Vec<u32>,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         let m = batch.len();
-        let nv = pv.len();
+        let nv = self.cur.len();
+        let parent = |s: usize| {
+            let k = of.get(s).map_or(0, |&k| k as usize);
+            &pvs[k * nv..(k + 1) * nv]
+        };
         let n = self.leaves;
         let root = self.plan.len() - 1;
         vals.resize(m * nv, 0);
@@ -580,6 +577,7 @@ impl TreeStore {
         ends.clear();
         for s in 0..m {
             self.load_leaves(batch.get(s));
+            let pv = parent(s);
             let v = &mut vals[s * nv..(s + 1) * nv];
             v.copy_from_slice(pv);
             let start = dirty.len();
@@ -654,7 +652,7 @@ impl TreeStore {
                     }
                 } else {
                     // No leaf changed: the successor is its parent (a self-loop).
-                    Insert::Seen(pv[nv - 1] as StateId)
+                    Insert::Seen(parent(s)[nv - 1] as StateId)
                 });
             }
             Ok(())
@@ -732,7 +730,7 @@ impl StateStore for TreeStore {
         self.incremental += m as u64;
         let pv = std::mem::take(&mut self.got.vals);
         let mut vals = std::mem::take(&mut self.batch_vals);
-        let r = self.fold_batch(&pv, batch, &mut vals, out);
+        let r = self.fold_batch(&pv, &[], batch, &mut vals, out);
         self.got.vals = pv;
         self.batch_vals = vals;
         r
@@ -747,6 +745,103 @@ impl StateStore for TreeStore {
         if let Some(h) = &mut self.handed {
             h.full.set_threads(threads);
         }
+    }
+
+    /// With more than one thread and no budget (a budget may hand the states over in the
+    /// middle of a chunk's inserts): the node and root tables, which the threads fold every
+    /// successor against (see [`Shared`]); the numbering thread then folds only the new
+    /// states in. On one thread, [`StateStore::insert_batch`]'s height-by-height batches
+    /// are faster: the chunked path folds each new state twice.
+    fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
+        if self.threads < 2 || self.bounded.is_some() || self.handed.is_some() {
+            return None;
+        }
+        Some(SharedIndex::Tree(Shared {
+            roots: self.roots.view(),
+            nodes: self.nodes.view(),
+            states: self.roots.len(),
+            leaves: self.leaves,
+            width: self.width,
+            plan: &self.plan,
+            levels: &self.levels,
+            up: &self.up,
+        }))
+    }
+
+    /// Its tables take a few bytes a state: chunks of the default size would add a large
+    /// share to its peak RSS (as for ComBack).
+    fn small_chunks(&self) -> bool {
+        true
+    }
+
+    fn chunks_on_one_thread(&self) -> bool {
+        false
+    }
+
+    /// Folds the new states in, in id order, by windows of [`NEW_WINDOW`]: each against its
+    /// parent's tree (the chunk's parents, stored before it; consecutive new states mostly
+    /// share one, unfolded once), height by height over the window as
+    /// [`StateStore::insert_batch`] does, so that the misses overlap.
+    fn add_new<'a>(
+        &mut self,
+        count: usize,
+        new: &(dyn Fn(usize) -> NewState<'a> + Sync + 'a),
+        _threads: usize,
+        looked_up: u64,
+    ) -> Result<(), StoreError> {
+        // The threads folded every successor against its parent; these folds are again.
+        self.incremental += looked_up;
+        let nv = self.cur.len();
+        let mut pvs = std::mem::take(&mut self.new_parents);
+        let mut of = std::mem::take(&mut self.new_of);
+        let mut batch = std::mem::take(&mut self.new_batch);
+        let mut vals = std::mem::take(&mut self.batch_vals);
+        let mut out = Vec::with_capacity(NEW_WINDOW);
+        let r = (|| {
+            let mut at = 0;
+            while at < count {
+                let end = (at + NEW_WINDOW).min(count);
+                let first = self.roots.len();
+                let (mut held, mut last) = (0usize, NONE);
+                batch.clear();
+                of.clear();
+                for i in at..end {
+                    let n = new(i);
+                    self.check(n.state)?;
+                    if n.via.parent != last {
+                        last = n.via.parent;
+                        if pvs.len() < (held + 1) * nv {
+                            pvs.resize((held + 1) * nv, 0);
+                        }
+                        self.parent_unfolds += 1;
+                        self.unfold(last, &mut pvs[held * nv..(held + 1) * nv])?;
+                        held += 1;
+                    }
+                    of.push(held as u32 - 1);
+                    batch.push(n.via.transition, n.state);
+                }
+                out.clear();
+                self.fold_batch(&pvs, &of, &batch, &mut vals, &mut out)?;
+                for (j, ins) in out.iter().enumerate() {
+                    let id = first + j as u64;
+                    if *ins != Insert::New(id) {
+                        return Err(StoreError::Invalid {
+                            store: "tree",
+                            message: format!(
+                                "state {id} of a parallel chunk was not new to the store ({ins:?})"
+                            ),
+                        });
+                    }
+                }
+                at = end;
+            }
+            Ok(())
+        })();
+        self.new_parents = pvs;
+        self.new_of = of;
+        self.new_batch = batch;
+        self.batch_vals = vals;
+        r
     }
 
     /// Once handed over, the full store's delayed batches (before, one parent at a time).

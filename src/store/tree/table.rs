@@ -434,6 +434,15 @@ impl NodeTable {
         }
     }
 
+    /// A read-only view for worker threads (parallel BFS) while the table does not change.
+    pub fn view(&self) -> Find<'_> {
+        Find {
+            pairs: &self.pairs,
+            slots: self.index.slots(),
+            tag_mask: self.tag_mask,
+        }
+    }
+
     /// The reference of `pair`, inserting it if new: `(reference, new)`.
     #[inline]
     pub fn intern(&mut self, pair: u64) -> Result<(u32, bool), StoreError> {
@@ -602,6 +611,60 @@ mod tests {
         assert_eq!(t.pair_bytes(), 2 * (CHUNK as u64 * 20 / 8 + PAD as u64));
         for i in (0..(2 * CHUNK as u32)).step_by(997) {
             assert_eq!(t.pair(i), pack(i % 1000, i / 1000));
+        }
+    }
+}
+
+/// A [`NodeTable`] read by worker threads: lookups that never insert (and count nothing).
+#[derive(Clone, Copy)]
+pub struct Find<'a> {
+    pairs: &'a Pairs,
+    slots: &'a [u32],
+    tag_mask: u32,
+}
+
+impl Find<'_> {
+    /// The pair of reference `r` (a reference the table gave out).
+    #[inline(always)]
+    pub fn pair(&self, r: u32) -> u64 {
+        self.pairs.get(r)
+    }
+
+    /// Prefetches the home slot of `pair`, as [`NodeTable::touch`].
+    #[inline(always)]
+    pub fn touch(&self, pair: u64) {
+        if !self.slots.is_empty() {
+            prefetch(
+                &self.slots[home(pair_hash(pair), self.slots.len())] as *const u32 as *const u8,
+            );
+        }
+    }
+
+    /// The reference of `pair` if the table holds it: [`NodeTable::intern`]'s probe.
+    #[inline]
+    pub fn find(&self, pair: u64) -> Option<u32> {
+        let cap = self.slots.len();
+        if cap == 0 {
+            return None;
+        }
+        let h = pair_hash(pair);
+        let tag = h as u32 & self.tag_mask;
+        let mut i = home(h, cap);
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if s & self.tag_mask == tag {
+                let r = (s & !self.tag_mask) - 1;
+                if self.pairs.get(r) == pair {
+                    return Some(r);
+                }
+            }
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
         }
     }
 }

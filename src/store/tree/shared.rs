@@ -1,0 +1,313 @@
+//! The tree store's view for parallel BFS (engine/parallel.rs): worker threads unfold the
+//! chunk's parents and look every successor up by folding it against its parent's tree,
+//! reading the node and root tables but never writing them. A successor whose tree has a
+//! node the node table lacks, or whose root pair the root table lacks, was not stored
+//! before the chunk (`Found::Absent`); otherwise the root's reference is its number. The
+//! answer is never undecided: a pair is compared whole. The new states go in afterwards,
+//! on the numbering thread and in id order ([`super::TreeStore`]'s `add_new`), so the
+//! root references stay the state numbers.
+//!
+//! Most successors of a BFS are states already stored (about nine in ten on the MCC nets),
+//! so most of the interning work — a hash and two dependent misses per dirty node — moves
+//! to the threads; the numbering thread folds only the new states.
+
+use super::table::{pack, Find};
+use super::StateId;
+use crate::error::{StorageError, StoreError};
+use crate::model::Model;
+use crate::store::path::Scratch;
+use crate::store::{Found, Lookup, SharedIndex, StateBatch};
+use std::ops::Range;
+
+/// The tables and the tree's shape, read by every thread during a chunk.
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    pub(super) roots: Find<'a>,
+    pub(super) nodes: Find<'a>,
+    /// States stored (root references below this are state numbers).
+    pub(super) states: u64,
+    pub(super) leaves: usize,
+    pub(super) width: usize,
+    pub(super) plan: &'a [(u32, u32)],
+    pub(super) levels: &'a [Range<usize>],
+    pub(super) up: &'a [u32],
+}
+
+/// A thread's working buffers: the trees of the parents of the group it expands (in the
+/// order [`Lookup::with_parent`] unfolded them) and one successor's fold.
+#[derive(Default)]
+pub struct Reader {
+    /// `held` trees of `vals` values each, back to back (the group's parents so far).
+    parents: Vec<u32>,
+    held: usize,
+    /// The parent's vector, for the model.
+    state: Vec<u8>,
+    /// One successor's leaves; the group's trees (`vals` values each); their dirty nodes
+    /// (each successor's ascending), where each successor's list ends, and the next one
+    /// to look up; which nodes are on the current successor's list.
+    leaves: Vec<u32>,
+    vals: Vec<u32>,
+    dirty: Vec<u32>,
+    ends: Vec<usize>,
+    pos: Vec<usize>,
+    mark: Vec<bool>,
+}
+
+impl Reader {
+    /// RAM the buffers hold.
+    pub fn ram_bytes(&self) -> u64 {
+        ((self.parents.capacity()
+            + self.leaves.capacity()
+            + self.vals.capacity()
+            + self.dirty.capacity())
+            * 4
+            + (self.ends.capacity() + self.pos.capacity()) * 8
+            + self.state.capacity()
+            + self.mark.capacity()) as u64
+    }
+}
+
+/// Cuts `state` into `out.len()` leaves (little-endian words, the last zero-padded).
+#[inline]
+pub(super) fn load_leaves(state: &[u8], out: &mut [u32]) {
+    let mut chunks = state.chunks_exact(4);
+    for (v, c) in out.iter_mut().zip(&mut chunks) {
+        *v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+    }
+    let full = state.len() / 4;
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 4];
+        w[..rest.len()].copy_from_slice(rest);
+        out[full] = u32::from_le_bytes(w);
+        out[full + 1..].fill(0);
+    } else {
+        out[full..].fill(0);
+    }
+}
+
+/// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves.
+pub(super) fn write_state(vals: &[u32], leaves: usize, width: usize, out: &mut Vec<u8>) {
+    out.clear();
+    for v in &vals[..leaves] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.truncate(width);
+}
+
+/// Unfolds the tree whose root pair is `root` (state `id`) into `vals`, reading the inner
+/// nodes' pairs with `pair`.
+#[inline]
+pub(super) fn unfold_from(
+    root: u64,
+    id: StateId,
+    leaves: usize,
+    plan: &[(u32, u32)],
+    pair: impl Fn(u32) -> u64,
+    vals: &mut [u32],
+) {
+    let (l, r) = *plan.last().expect("at least two leaves");
+    vals[leaves + plan.len() - 1] = id as u32;
+    vals[l as usize] = root as u32;
+    vals[r as usize] = (root >> 32) as u32;
+    for k in (0..plan.len() - 1).rev() {
+        let p = pair(vals[leaves + k]);
+        let (l, r) = plan[k];
+        vals[l as usize] = p as u32;
+        vals[r as usize] = (p >> 32) as u32;
+    }
+}
+
+impl Shared<'_> {
+    fn values(&self) -> usize {
+        self.leaves + self.plan.len()
+    }
+}
+
+impl Lookup for Shared<'_> {
+    type Reader = Reader;
+
+    /// Unfolds parent `id` (kept for its successors' lookups) and hands the model its vector.
+    fn with_parent<R>(
+        &self,
+        r: &mut Reader,
+        id: StateId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StorageError> {
+        if id >= self.states {
+            return Err(StorageError::Invalid(format!(
+                "tree: parent {id} of a parallel chunk of {} states",
+                self.states
+            )));
+        }
+        let nv = self.values();
+        let at = r.held * nv;
+        if r.parents.len() < at + nv {
+            r.parents.resize(at + nv, 0);
+        }
+        let tree = &mut r.parents[at..at + nv];
+        let root = self.roots.pair(id as u32);
+        unfold_from(
+            root,
+            id,
+            self.leaves,
+            self.plan,
+            |x| self.nodes.pair(x),
+            tree,
+        );
+        r.held += 1;
+        write_state(tree, self.leaves, self.width, &mut r.state);
+        Ok(f(&r.state))
+    }
+
+    /// [`super::TreeStore::fold_batch`] without writes, over the whole group: every
+    /// successor starts as a copy of its parent's tree, and its dirty nodes are looked up
+    /// height by height for all successors at once (each height's home slots prefetched
+    /// first). A successor leaves the passes at its first node the tables lack (absent) or
+    /// at its root (stored, or absent).
+    fn find_group(
+        &self,
+        r: &mut Reader,
+        _model: &dyn Model,
+        _scratch: &mut Scratch,
+        batch: &StateBatch,
+        counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+    ) -> Result<(), StoreError> {
+        let (n, nv, m) = (self.leaves, self.values(), batch.len());
+        let root = self.plan.len() - 1;
+        let held = std::mem::take(&mut r.held);
+        if counts.len() != held || counts.iter().map(|&c| c as usize).sum::<usize>() != m {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "a parallel group of {m} successors of {} parents, {held} unfolded",
+                    counts.len()
+                ),
+            });
+        }
+        let Reader {
+            parents,
+            leaves,
+            vals,
+            dirty,
+            ends,
+            pos,
+            mark,
+            ..
+        } = r;
+        leaves.resize(n, 0);
+        mark.resize(self.plan.len(), false);
+        vals.resize(m * nv, 0);
+        dirty.clear();
+        ends.clear();
+        let at = found.len();
+        let mut s = 0;
+        for (k, &count) in counts.iter().enumerate() {
+            let parent = &parents[k * nv..(k + 1) * nv];
+            for _ in 0..count {
+                let state = batch.get(s);
+                hashes.push(SharedIndex::hash(state));
+                if state.len() != self.width {
+                    return Err(StoreError::Invalid {
+                        store: "tree",
+                        message: format!(
+                            "state of {} bytes in a store of {}-byte states",
+                            state.len(),
+                            self.width
+                        ),
+                    });
+                }
+                load_leaves(state, leaves);
+                let v = &mut vals[s * nv..(s + 1) * nv];
+                v.copy_from_slice(parent);
+                // The ancestors of changed leaves, as `TreeStore::fold_batch` marks them.
+                let start = dirty.len();
+                for i in 0..n {
+                    if leaves[i] != parent[i] {
+                        v[i] = leaves[i];
+                        let mut j = i;
+                        loop {
+                            let k = self.up[j] as usize;
+                            if mark[k] {
+                                break;
+                            }
+                            mark[k] = true;
+                            dirty.push(k as u32);
+                            if k == root {
+                                break;
+                            }
+                            j = n + k;
+                        }
+                    }
+                }
+                // Plan order is height order: a node's children come before it.
+                dirty[start..].sort_unstable();
+                for &k in &dirty[start..] {
+                    mark[k as usize] = false;
+                }
+                ends.push(dirty.len());
+                // No leaf changed: the parent itself (a self-loop). The others are settled
+                // below.
+                found.push(if start == dirty.len() {
+                    Found::Stored(parent[nv - 1] as StateId)
+                } else {
+                    Found::Undecided
+                });
+                s += 1;
+            }
+        }
+        let found = &mut found[at..];
+        // `pos[s]`: the next dirty node of successor `s`; `ends[s]` when it is settled.
+        pos.clear();
+        pos.push(0);
+        pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        for lv in self.levels {
+            let table = if lv.end > root {
+                &self.roots
+            } else {
+                &self.nodes
+            };
+            for s in 0..m {
+                let v = &vals[s * nv..(s + 1) * nv];
+                for &k in &dirty[pos[s]..ends[s]] {
+                    if k as usize >= lv.end {
+                        break;
+                    }
+                    let (l, r) = self.plan[k as usize];
+                    table.touch(pack(v[l as usize], v[r as usize]));
+                }
+            }
+            for s in 0..m {
+                let v = &mut vals[s * nv..(s + 1) * nv];
+                while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
+                    let k = dirty[pos[s]] as usize;
+                    let (l, r) = self.plan[k];
+                    match table.find(pack(v[l as usize], v[r as usize])) {
+                        // A node no stored state has: neither has this one.
+                        None => {
+                            found[s] = Found::Absent;
+                            pos[s] = ends[s];
+                        }
+                        Some(rf) if k == root => {
+                            found[s] = Found::Stored(rf as StateId);
+                            pos[s] = ends[s];
+                        }
+                        Some(rf) => {
+                            v[n + k] = rf;
+                            pos[s] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(s) = found.iter().position(|&f| f == Found::Undecided) {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!("successor {s} of a parallel group reached no root"),
+            });
+        }
+        Ok(())
+    }
+}
