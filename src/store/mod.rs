@@ -436,8 +436,8 @@ pub trait Lookup: Sync {
     /// Looks up the successors of a group of parents (the parents went through
     /// [`Lookup::with_parent`] in order since the previous group): `batch` holds them in
     /// parent order, `counts[k]` of the `k`-th parent; pushes each successor's
-    /// [`SharedIndex::hash`] onto `hashes` (the chunk's tables key them by it) and its
-    /// answer onto `found`. A whole group at once, so that the lookups' cache misses overlap. `model` (the thread's copy) and
+    /// [`SharedIndex::hash`] onto `hashes` (the chunk's tables key the candidates by it: a
+    /// successor found [`Found::Stored`] may get any value) and its answer onto `found`. A whole group at once, so that the lookups' cache misses overlap. `model` (the thread's copy) and
     /// `scratch` serve a store that rebuilds states to compare them (what it rebuilds stays
     /// in `scratch.rebuilt` for [`StateStore::shared_done`]).
     #[allow(clippy::too_many_arguments)]

@@ -742,6 +742,8 @@ impl StateStore for TreeStore {
 
     fn set_threads(&mut self, threads: usize) {
         self.threads = threads;
+        self.roots.set_threads(threads);
+        self.nodes.set_threads(threads);
         if let Some(h) = &mut self.handed {
             h.full.set_threads(threads);
         }

@@ -208,7 +208,6 @@ impl Lookup for Shared<'_> {
             let parent = &parents[k * nv..(k + 1) * nv];
             for _ in 0..count {
                 let state = batch.get(s);
-                hashes.push(SharedIndex::hash(state));
                 if state.len() != self.width {
                     return Err(StoreError::Invalid {
                         store: "tree",
@@ -302,10 +301,18 @@ impl Lookup for Shared<'_> {
                 }
             }
         }
-        if let Some(s) = found.iter().position(|&f| f == Found::Undecided) {
-            return Err(StoreError::Invalid {
-                store: "tree",
-                message: format!("successor {s} of a parallel group reached no root"),
+        // Only a successor not stored needs its hash (the chunk's table of candidates is
+        // keyed by it); most are stored, and the fold needs none.
+        for (s, f) in found.iter().enumerate() {
+            hashes.push(match f {
+                Found::Stored(_) => 0,
+                Found::Absent => SharedIndex::hash(batch.get(s)),
+                Found::Undecided => {
+                    return Err(StoreError::Invalid {
+                        store: "tree",
+                        message: format!("successor {s} of a parallel group reached no root"),
+                    })
+                }
             });
         }
         Ok(())

@@ -13,10 +13,13 @@
 //! array, so old and new indexes never coexist (no transient of twice the index).
 
 use crate::error::StoreError;
+use crate::par;
 use crate::storage::budget::{Account, Budget, MemoryLimit, UNTRACKED_RESERVE};
 use crate::storage::SegVec;
 use crate::store::slots::prefetch;
 use memmap2::MmapMut;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Pairs per chunk of the pair array: growing the array maps a chunk and never copies (a
@@ -208,6 +211,21 @@ impl Index {
             None => &[],
         }
     }
+    /// The slots as atomics, for threads that fill an empty index at once
+    /// ([`NodeTable::grow`] on several threads: compare-and-swap on empty slots). While this
+    /// borrow lives no `&mut` to the slots can exist, so every access is through the atomics.
+    fn atomic(&self) -> &[AtomicU32] {
+        match &self.map {
+            // SAFETY: `AtomicU32` has the size and bit validity of `u32`, and the mapping is
+            // page-aligned, so each slot is 4-byte aligned as `AtomicU32` requires; the
+            // mapping is at least `cap * 4` bytes and lives as long as `self`, whose shared
+            // borrow the slice keeps (no plain write can happen meanwhile).
+            Some(m) => unsafe {
+                std::slice::from_raw_parts(m.as_ptr() as *const AtomicU32, self.cap)
+            },
+            None => &[],
+        }
+    }
     #[inline(always)]
     fn slots_mut(&mut self) -> &mut [u32] {
         match &mut self.map {
@@ -221,6 +239,53 @@ impl Index {
 #[inline(always)]
 fn home(h: u64, cap: usize) -> usize {
     (((h >> 32) * cap as u64) >> 32) as usize
+}
+
+/// Entries from which [`NodeTable::grow`] rebuilds the index on every thread it may use,
+/// and the references a thread claims at a time.
+const PARALLEL_GROW: u64 = 1 << 16;
+const GROW_PIECE: usize = 4096;
+
+/// Home slots asked for ahead of their insertion while an index is rebuilt.
+const AHEAD: usize = 8;
+
+/// Indexes references `refs` of `pairs` into the empty slots `slots`, which other threads
+/// fill at the same time: an empty slot is claimed with compare-and-swap, a lost race
+/// moves on (the references are distinct, so no two threads insert the same one). Each
+/// home slot is asked for [`AHEAD`] references before it is claimed.
+fn index_atomic(slots: &[AtomicU32], pairs: &Pairs, refs: Range<u64>, tag_mask: u32) {
+    let cap = slots.len();
+    let mut ring = [0u64; AHEAD];
+    let ask = |ring: &mut [u64; AHEAD], r: u64| {
+        let h = pair_hash(pairs.get(r as u32));
+        ring[r as usize % AHEAD] = h;
+        prefetch(&slots[home(h, cap)] as *const AtomicU32 as *const u8);
+    };
+    for r in refs.start..(refs.start + AHEAD as u64).min(refs.end) {
+        ask(&mut ring, r);
+    }
+    for r in refs.clone() {
+        let h = ring[r as usize % AHEAD];
+        if r + (AHEAD as u64) < refs.end {
+            ask(&mut ring, r + AHEAD as u64);
+        }
+        let entry = (h as u32 & tag_mask) | (r as u32 + 1);
+        let mut i = home(h, cap);
+        loop {
+            // Relaxed: the threads only claim slots; the step's end publishes the index.
+            if slots[i].load(Ordering::Relaxed) == 0
+                && slots[i]
+                    .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            i += 1;
+            if i == cap {
+                i = 0;
+            }
+        }
+    }
 }
 
 /// A table's budget account, when the run has a limit.
@@ -247,6 +312,8 @@ pub struct NodeTable {
     pub log: Option<SegVec>,
     /// Index slots compared against a stored pair and found different (tag collisions).
     pub false_compares: u64,
+    /// Threads an index rebuild may use ([`NodeTable::set_threads`]).
+    threads: usize,
 }
 
 impl NodeTable {
@@ -261,7 +328,14 @@ impl NodeTable {
             charge,
             log,
             false_compares: 0,
+            threads: 1,
         }
+    }
+
+    /// Threads an index rebuild may use (the run's `--threads`; the rebuilds happen between
+    /// parallel steps, when the other threads are idle).
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     pub fn len(&self) -> u64 {
@@ -405,17 +479,30 @@ impl NodeTable {
         } else {
             !((1u32 << id_bits) - 1)
         };
-        let slots = index.slots_mut();
-        for r in 0..self.len {
-            let h = pair_hash(self.pair(r as u32));
-            let mut i = home(h, cap);
-            while slots[i] != 0 {
-                i += 1;
-                if i == cap {
-                    i = 0;
+        if self.threads > 1 && self.len >= PARALLEL_GROW {
+            // Pieces claimed in turn: where an entry lands in its probe run depends on the
+            // scheduling, but not what a lookup finds (references are the pair array's).
+            let (slots, pairs) = (index.atomic(), &self.pairs);
+            let mut pieces: Vec<_> = (0..self.len)
+                .step_by(GROW_PIECE)
+                .map(|start| start..(start + GROW_PIECE as u64).min(self.len))
+                .collect();
+            par::claim(self.threads, &mut pieces, |refs| {
+                index_atomic(slots, pairs, refs.clone(), tag_mask)
+            });
+        } else {
+            let slots = index.slots_mut();
+            for r in 0..self.len {
+                let h = pair_hash(self.pair(r as u32));
+                let mut i = home(h, cap);
+                while slots[i] != 0 {
+                    i += 1;
+                    if i == cap {
+                        i = 0;
+                    }
                 }
+                slots[i] = (h as u32 & tag_mask) | (r as u32 + 1);
             }
-            slots[i] = (h as u32 & tag_mask) | (r as u32 + 1);
         }
         self.index = index;
         self.tag_mask = tag_mask;
@@ -555,6 +642,38 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index rebuilt on several threads (compare-and-swap claims) finds every pair under
+    /// its reference, as one rebuilt on one thread does, through interns and the threads'
+    /// read-only view; a pair never stored is not found.
+    #[test]
+    fn indexes_rebuilt_on_threads_find_every_pair() {
+        let pair_of = |i: u64| pack(i as u32 ^ 0x5555, (i.wrapping_mul(0x9E37_79B9) >> 7) as u32);
+        let n = 3 * PARALLEL_GROW + 1_234;
+        for threads in [1, 2, 4] {
+            let mut t = NodeTable::new("test", None, None);
+            t.set_threads(threads);
+            for i in 0..n {
+                assert_eq!(
+                    t.intern(pair_of(i)).unwrap(),
+                    (i as u32, true),
+                    "{threads}: {i}"
+                );
+            }
+            let view = t.view();
+            for i in (0..n).step_by(7) {
+                assert_eq!(view.find(pair_of(i)), Some(i as u32), "{threads}: {i}");
+            }
+            assert_eq!(view.find(pack(1, 2)), None);
+            for i in (0..n).step_by(5) {
+                assert_eq!(
+                    t.intern(pair_of(i)).unwrap(),
+                    (i as u32, false),
+                    "{threads}: {i}"
+                );
+            }
+        }
+    }
 
     /// Pairs whose children widen step by step (a repack at every new width, also once
     /// the first chunk is full), up to 32 bits on each side.
