@@ -436,6 +436,7 @@ fn expand_chunk(
             state: part.cand.get(c),
             hash: part.cand_hashes[c],
             via: chunk.vias[i],
+            extra: part.cand_extra.get(c),
         }
     };
     store.add_new(chunk.new.len(), &new, threads, looked_up)?;

@@ -24,7 +24,7 @@ use crate::par::{self, THREAD_BYTES};
 use crate::storage::vec::SegReader;
 use crate::store::full::{eq_bytes, SharedVectors, Vectors};
 use crate::store::path::{Rebuilt, Scratch};
-use crate::store::{tree, Found, Lookup, SharedIndex, StateBatch};
+use crate::store::{tree, Extra, Found, Lookup, SharedIndex, StateBatch};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -110,8 +110,12 @@ pub(super) struct Part {
     /// A group of parents' successors and their hashes.
     tmp: StateBatch,
     hashes: Vec<u64>,
-    /// What the shared index answered for each of the group's successors.
+    /// What the shared index answered for each of the group's successors, and what it
+    /// handed on for them.
     found: Vec<Found>,
+    extra: Extra,
+    /// What the shared index handed on for each candidate (or nothing).
+    pub cand_extra: Extra,
     /// The scratch of a store that rebuilds states to compare them (ComBack); what it
     /// rebuilt is handed to the store after the chunk ([`Workers::rebuilt`]).
     scratch: Scratch,
@@ -133,6 +137,8 @@ impl Part {
             + self.tmp.ram_bytes()) as u64
             + self.scratch.ram_bytes()
             + self.tree.ram_bytes()
+            + self.extra.ram_bytes()
+            + self.cand_extra.ram_bytes()
     }
 
     fn clear(&mut self) {
@@ -142,6 +148,7 @@ impl Part {
         self.known.clear();
         self.cand.clear();
         self.cand_hashes.clear();
+        self.cand_extra.clear();
         self.table.clear();
         self.ids.clear();
         self.undecided.clear();
@@ -199,6 +206,7 @@ impl Part {
             let group_counts = &self.counts[self.counts.len() - group_len..];
             self.hashes.clear();
             self.found.clear();
+            self.extra.clear();
             view.find_group(
                 r,
                 model,
@@ -207,8 +215,10 @@ impl Part {
                 group_counts,
                 &mut self.hashes,
                 &mut self.found,
+                &mut self.extra,
             )?;
             let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
+            let (extra, cand_extra) = (&self.extra, &mut self.cand_extra);
             let mut i = 0;
             for &count in group_counts {
                 let before = cand.len();
@@ -225,6 +235,9 @@ impl Part {
                         }
                         table.insert_unique(h, cand.len() as u32, |&m| hashes[m as usize]);
                         hashes.push(h);
+                        if !extra.ends.is_empty() {
+                            cand_extra.push(extra.get(i));
+                        }
                         cand.push(self.tmp.transition(i), s);
                         self.known.push(CANDIDATE);
                     }

@@ -496,6 +496,7 @@ impl<V: Vectors> Lookup for Index<'_, V> {
         _counts: &[u32],
         hashes: &mut Vec<u64>,
         found: &mut Vec<Found>,
+        _extra: &mut crate::store::Extra,
     ) -> Result<(), StoreError> {
         super::probe_group(self, r, model, scratch, batch, hashes, found)
     }

@@ -440,6 +440,10 @@ pub trait Lookup: Sync {
     /// successor found [`Found::Stored`] may get any value) and its answer onto `found`. A whole group at once, so that the lookups' cache misses overlap. `model` (the thread's copy) and
     /// `scratch` serve a store that rebuilds states to compare them (what it rebuilds stays
     /// in `scratch.rebuilt` for [`StateStore::shared_done`]).
+    ///
+    /// `extra`: what the lookup learnt of each successor it did not find, for
+    /// [`StateStore::add_new`] ([`NewState::extra`]); a store that needs nothing leaves it
+    /// empty.
     #[allow(clippy::too_many_arguments)]
     fn find_group(
         &self,
@@ -450,7 +454,46 @@ pub trait Lookup: Sync {
         counts: &[u32],
         hashes: &mut Vec<u64>,
         found: &mut Vec<Found>,
+        extra: &mut Extra,
     ) -> Result<(), StoreError>;
+}
+
+/// Words per successor, back to back: those of successor `i` end at `ends[i]` (either
+/// every successor of a group has an entry, or none has: `ends` is then empty).
+#[derive(Default)]
+pub struct Extra {
+    pub words: Vec<u32>,
+    pub ends: Vec<u32>,
+}
+
+impl Extra {
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.ends.clear();
+    }
+
+    /// The words of entry `i` (none when there are no entries).
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u32] {
+        match self.ends.get(i) {
+            Some(&end) => {
+                let start = if i == 0 { 0 } else { self.ends[i - 1] };
+                &self.words[start as usize..end as usize]
+            }
+            None => &[],
+        }
+    }
+
+    /// Appends `words` as the next entry.
+    #[inline]
+    pub fn push(&mut self, words: &[u32]) {
+        self.words.extend_from_slice(words);
+        self.ends.push(self.words.len() as u32);
+    }
+
+    pub fn ram_bytes(&self) -> u64 {
+        (self.words.capacity() + self.ends.capacity()) as u64 * 4
+    }
 }
 
 /// A [`Lookup`] by hash probes, one successor at a time ([`probe_group`] overlaps a group's
@@ -516,6 +559,8 @@ pub struct NewState<'a> {
     pub state: &'a [u8],
     pub hash: u64,
     pub via: Via,
+    /// What the lookup that did not find it handed on ([`Lookup::find_group`]'s `extra`).
+    pub extra: &'a [u32],
 }
 
 /// A visited-state store.

@@ -205,6 +205,7 @@ impl Lookup for Shared<'_> {
         _counts: &[u32],
         hashes: &mut Vec<u64>,
         found: &mut Vec<Found>,
+        _extra: &mut crate::store::Extra,
     ) -> Result<(), StoreError> {
         crate::store::probe_group(self, r, model, scratch, batch, hashes, found)
     }

@@ -172,11 +172,13 @@ pub struct TreeStore {
     /// Which inner nodes (plan indexes) are already on the successor's dirty list; all false
     /// between successors.
     batch_mark: Vec<bool>,
-    /// [`StateStore::add_new`]'s window: its parents' trees, which one each new state
-    /// folds against, and the new states.
-    new_parents: Vec<u32>,
-    new_of: Vec<u32>,
-    new_batch: StateBatch,
+    /// [`StateStore::add_new`]'s window: the new states' absent nodes as word triples,
+    /// where each state's triples end, the reference each triple got, the next triple
+    /// of each state.
+    new_words: Vec<u32>,
+    new_ends: Vec<usize>,
+    new_refs: Vec<u32>,
+    new_pos: Vec<usize>,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
@@ -294,9 +296,10 @@ impl TreeStore {
             batch_dirty: Vec::new(),
             batch_ends: Vec::new(),
             batch_mark: vec![false; leaves - 1],
-            new_parents: Vec::new(),
-            new_of: Vec::new(),
-            new_batch: StateBatch::default(),
+            new_words: Vec::new(),
+            new_ends: Vec::new(),
+            new_refs: Vec::new(),
+            new_pos: Vec::new(),
             up,
             incremental: 0,
             whole: 0,
@@ -551,23 +554,15 @@ impl TreeStore {
     /// [`StateStore::insert_batch`] with the parent's tree `pv`. Each successor starts as a
     /// copy of the parent's tree; only the ancestors of its changed leaves (its *dirty*
     /// nodes, listed in plan order, which is height order) are interned again.
-    ///
-    /// `pvs` holds parent trees back to back: successor `s` is folded against tree
-    /// `of[s]` (against the first when `of` is empty).
     fn fold_batch(
         &mut self,
-        pvs: &[u32],
-        of: &[u32],
+        pv: &[u32],
         batch: &StateBatch,
         vals: &mut Vec<u32>,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         let m = batch.len();
-        let nv = self.cur.len();
-        let parent = |s: usize| {
-            let k = of.get(s).map_or(0, |&k| k as usize);
-            &pvs[k * nv..(k + 1) * nv]
-        };
+        let nv = pv.len();
         let n = self.leaves;
         let root = self.plan.len() - 1;
         vals.resize(m * nv, 0);
@@ -577,7 +572,6 @@ impl TreeStore {
         ends.clear();
         for s in 0..m {
             self.load_leaves(batch.get(s));
-            let pv = parent(s);
             let v = &mut vals[s * nv..(s + 1) * nv];
             v.copy_from_slice(pv);
             let start = dirty.len();
@@ -652,7 +646,7 @@ impl TreeStore {
                     }
                 } else {
                     // No leaf changed: the successor is its parent (a self-loop).
-                    Insert::Seen(parent(s)[nv - 1] as StateId)
+                    Insert::Seen(pv[nv - 1] as StateId)
                 });
             }
             Ok(())
@@ -730,7 +724,7 @@ impl StateStore for TreeStore {
         self.incremental += m as u64;
         let pv = std::mem::take(&mut self.got.vals);
         let mut vals = std::mem::take(&mut self.batch_vals);
-        let r = self.fold_batch(&pv, &[], batch, &mut vals, out);
+        let r = self.fold_batch(&pv, batch, &mut vals, out);
         self.got.vals = pv;
         self.batch_vals = vals;
         r
@@ -780,10 +774,11 @@ impl StateStore for TreeStore {
         false
     }
 
-    /// Folds the new states in, in id order, by windows of [`NEW_WINDOW`]: each against its
-    /// parent's tree (the chunk's parents, stored before it; consecutive new states mostly
-    /// share one, unfolded once), height by height over the window as
-    /// [`StateStore::insert_batch`] does, so that the misses overlap.
+    /// Interns the new states' absent nodes (what the threads' lookups handed on: see
+    /// [`Shared`]) in id order, by windows of [`NEW_WINDOW`] states, height by height over
+    /// the window as [`StateStore::insert_batch`] does, so that the misses overlap; each
+    /// root, interned in id order, gets the state's number. A node two new states share is
+    /// interned by the first and found by the second.
     fn add_new<'a>(
         &mut self,
         count: usize,
@@ -791,58 +786,103 @@ impl StateStore for TreeStore {
         _threads: usize,
         looked_up: u64,
     ) -> Result<(), StoreError> {
-        // The threads folded every successor against its parent; these folds are again.
+        // The threads folded every successor against its parent.
         self.incremental += looked_up;
-        let nv = self.cur.len();
-        let mut pvs = std::mem::take(&mut self.new_parents);
-        let mut of = std::mem::take(&mut self.new_of);
-        let mut batch = std::mem::take(&mut self.new_batch);
-        let mut vals = std::mem::take(&mut self.batch_vals);
-        let mut out = Vec::with_capacity(NEW_WINDOW);
+        let (n, root) = (self.leaves, self.plan.len() - 1);
+        let invalid = |id: u64, what: &str| StoreError::Invalid {
+            store: "tree",
+            message: format!("new state {id} of a parallel chunk: {what}"),
+        };
+        // The window's words, where each state's end, and the reference each absent node
+        // got (by word triple).
+        let mut words = std::mem::take(&mut self.new_words);
+        let mut ends = std::mem::take(&mut self.new_ends);
+        let mut refs = std::mem::take(&mut self.new_refs);
+        let mut pos = std::mem::take(&mut self.new_pos);
         let r = (|| {
             let mut at = 0;
             while at < count {
                 let end = (at + NEW_WINDOW).min(count);
                 let first = self.roots.len();
-                let (mut held, mut last) = (0usize, NONE);
-                batch.clear();
-                of.clear();
+                words.clear();
+                ends.clear();
                 for i in at..end {
                     let n = new(i);
                     self.check(n.state)?;
-                    if n.via.parent != last {
-                        last = n.via.parent;
-                        if pvs.len() < (held + 1) * nv {
-                            pvs.resize((held + 1) * nv, 0);
-                        }
-                        self.parent_unfolds += 1;
-                        self.unfold(last, &mut pvs[held * nv..(held + 1) * nv])?;
-                        held += 1;
+                    let id = first + (i - at) as u64;
+                    let ex = n.extra;
+                    let ok = ex.len().is_multiple_of(3)
+                        && ex.chunks_exact(3).all(|t| (t[0] as usize) <= root)
+                        && ex.len() >= 3
+                        && ex[ex.len() - 3] as usize == root;
+                    if !ok {
+                        return Err(invalid(id, "its lookup handed on no root"));
                     }
-                    of.push(held as u32 - 1);
-                    batch.push(n.via.transition, n.state);
+                    words.extend_from_slice(ex);
+                    ends.push(words.len() / 3);
                 }
-                out.clear();
-                self.fold_batch(&pvs, &of, &batch, &mut vals, &mut out)?;
-                for (j, ins) in out.iter().enumerate() {
-                    let id = first + j as u64;
-                    if *ins != Insert::New(id) {
-                        return Err(StoreError::Invalid {
-                            store: "tree",
-                            message: format!(
-                                "state {id} of a parallel chunk was not new to the store ({ins:?})"
-                            ),
-                        });
+                refs.clear();
+                refs.resize(words.len() / 3, 0);
+                pos.clear();
+                pos.push(0);
+                pos.extend_from_slice(&ends[..ends.len() - 1]);
+                // The pair of triple `t` of the state whose triples start at `from`: a child
+                // that is absent too was interned at a lower height, by an earlier triple.
+                let pair = |words: &[u32], refs: &[u32], from: usize, t: usize| {
+                    let (k, l, r) = (words[3 * t], words[3 * t + 1], words[3 * t + 2]);
+                    let (cl, cr) = self.plan[k as usize];
+                    let child = |c: u32, v: u32| {
+                        if (c as usize) < n {
+                            return v;
+                        }
+                        (from..t)
+                            .find(|&u| words[3 * u] as usize + n == c as usize)
+                            .map_or(v, |u| refs[u])
+                    };
+                    pack(child(cl, l), child(cr, r))
+                };
+                for lv in &self.levels {
+                    let is_root = lv.end > root;
+                    for s in 0..ends.len() {
+                        let from = if s == 0 { 0 } else { ends[s - 1] };
+                        for t in pos[s]..ends[s] {
+                            if words[3 * t] as usize >= lv.end {
+                                break;
+                            }
+                            let p = pair(&words, &refs, from, t);
+                            if is_root {
+                                self.roots.touch(p);
+                            } else {
+                                self.nodes.touch(p);
+                            }
+                        }
+                    }
+                    for s in 0..ends.len() {
+                        let from = if s == 0 { 0 } else { ends[s - 1] };
+                        while pos[s] < ends[s] && (words[3 * pos[s]] as usize) < lv.end {
+                            let t = pos[s];
+                            let p = pair(&words, &refs, from, t);
+                            refs[t] = if is_root {
+                                let id = first + s as u64;
+                                match self.roots.intern(p)? {
+                                    (got, true) if got as u64 == id => got,
+                                    _ => return Err(invalid(id, "its root was not new")),
+                                }
+                            } else {
+                                self.nodes.intern(p)?.0
+                            };
+                            pos[s] += 1;
+                        }
                     }
                 }
                 at = end;
             }
             Ok(())
         })();
-        self.new_parents = pvs;
-        self.new_of = of;
-        self.new_batch = batch;
-        self.batch_vals = vals;
+        self.new_words = words;
+        self.new_ends = ends;
+        self.new_refs = refs;
+        self.new_pos = pos;
         r
     }
 

@@ -16,8 +16,12 @@ use super::StateId;
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::store::path::Scratch;
-use crate::store::{Found, Lookup, SharedIndex, StateBatch};
+use crate::store::{Extra, Found, Lookup, SharedIndex, StateBatch};
 use std::ops::Range;
+
+/// An inner node's value in a thread's fold when no stored state has that node (references
+/// stay below `u32::MAX - 1`: [`super::table::MAX_ENTRIES`]).
+pub(super) const ABSENT: u32 = u32::MAX;
 
 /// The tables and the tree's shape, read by every thread during a chunk.
 #[derive(Clone, Copy)]
@@ -51,6 +55,8 @@ pub struct Reader {
     ends: Vec<usize>,
     pos: Vec<usize>,
     mark: Vec<bool>,
+    /// One absent successor's words for `add_new`.
+    words: Vec<u32>,
 }
 
 impl Reader {
@@ -62,6 +68,7 @@ impl Reader {
             + self.dirty.capacity())
             * 4
             + (self.ends.capacity() + self.pos.capacity()) * 8
+            + self.words.capacity() * 4
             + self.state.capacity()
             + self.mark.capacity()) as u64
     }
@@ -163,8 +170,11 @@ impl Lookup for Shared<'_> {
     /// [`super::TreeStore::fold_batch`] without writes, over the whole group: every
     /// successor starts as a copy of its parent's tree, and its dirty nodes are looked up
     /// height by height for all successors at once (each height's home slots prefetched
-    /// first). A successor leaves the passes at its first node the tables lack (absent) or
-    /// at its root (stored, or absent).
+    /// first). A node the node table lacks, or whose child it lacks, is [`ABSENT`]: no
+    /// stored state has it. The root settles the successor: stored (its reference is the
+    /// state number) or absent. An absent successor hands on its absent nodes in height
+    /// order, as `(node, left child, right child)` words (a child that is itself absent
+    /// has a placeholder): all `add_new` must intern for it.
     fn find_group(
         &self,
         r: &mut Reader,
@@ -174,6 +184,7 @@ impl Lookup for Shared<'_> {
         counts: &[u32],
         hashes: &mut Vec<u64>,
         found: &mut Vec<Found>,
+        extra: &mut Extra,
     ) -> Result<(), StoreError> {
         let (n, nv, m) = (self.leaves, self.values(), batch.len());
         let root = self.plan.len() - 1;
@@ -195,6 +206,7 @@ impl Lookup for Shared<'_> {
             ends,
             pos,
             mark,
+            words,
             ..
         } = r;
         leaves.resize(n, 0);
@@ -248,7 +260,7 @@ impl Lookup for Shared<'_> {
                 }
                 ends.push(dirty.len());
                 // No leaf changed: the parent itself (a self-loop). The others are settled
-                // below.
+                // at their root below.
                 found.push(if start == dirty.len() {
                     Found::Stored(parent[nv - 1] as StateId)
                 } else {
@@ -258,10 +270,12 @@ impl Lookup for Shared<'_> {
             }
         }
         let found = &mut found[at..];
-        // `pos[s]`: the next dirty node of successor `s`; `ends[s]` when it is settled.
+        // `pos[s]`: the next dirty node of successor `s`.
         pos.clear();
         pos.push(0);
         pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        // Whether value `c` of a tree is an inner node no stored state has.
+        let absent = |v: &[u32], c: u32| c as usize >= n && v[c as usize] == ABSENT;
         for lv in self.levels {
             let table = if lv.end > root {
                 &self.roots
@@ -275,7 +289,9 @@ impl Lookup for Shared<'_> {
                         break;
                     }
                     let (l, r) = self.plan[k as usize];
-                    table.touch(pack(v[l as usize], v[r as usize]));
+                    if !absent(v, l) && !absent(v, r) {
+                        table.touch(pack(v[l as usize], v[r as usize]));
+                    }
                 }
             }
             for s in 0..m {
@@ -283,23 +299,32 @@ impl Lookup for Shared<'_> {
                 while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
                     let k = dirty[pos[s]] as usize;
                     let (l, r) = self.plan[k];
-                    match table.find(pack(v[l as usize], v[r as usize])) {
-                        // A node no stored state has: neither has this one.
-                        None => {
-                            found[s] = Found::Absent;
-                            pos[s] = ends[s];
-                        }
-                        Some(rf) if k == root => {
-                            found[s] = Found::Stored(rf as StateId);
-                            pos[s] = ends[s];
-                        }
-                        Some(rf) => {
-                            v[n + k] = rf;
-                            pos[s] += 1;
-                        }
+                    let got = if absent(v, l) || absent(v, r) {
+                        None
+                    } else {
+                        table.find(pack(v[l as usize], v[r as usize]))
+                    };
+                    v[n + k] = got.unwrap_or(ABSENT);
+                    if k == root {
+                        found[s] = got.map_or(Found::Absent, |id| Found::Stored(id as StateId));
+                    }
+                    pos[s] += 1;
+                }
+            }
+        }
+        for s in 0..m {
+            let v = &vals[s * nv..(s + 1) * nv];
+            words.clear();
+            if found[s] == Found::Absent {
+                let start = if s == 0 { 0 } else { ends[s - 1] };
+                for &k in &dirty[start..ends[s]] {
+                    if v[n + k as usize] == ABSENT {
+                        let (l, r) = self.plan[k as usize];
+                        words.extend_from_slice(&[k, v[l as usize], v[r as usize]]);
                     }
                 }
             }
+            extra.push(words);
         }
         // Only a successor not stored needs its hash (the chunk's table of candidates is
         // keyed by it); most are stored, and the fold needs none.
