@@ -745,9 +745,8 @@ impl StateStore for TreeStore {
 
     /// With more than one thread and no budget (a budget may hand the states over in the
     /// middle of a chunk's inserts): the node and root tables, which the threads fold every
-    /// successor against (see [`Shared`]); the numbering thread then folds only the new
-    /// states in. On one thread, [`StateStore::insert_batch`]'s height-by-height batches
-    /// are faster: the chunked path folds each new state twice.
+    /// successor against (see [`Shared`]); the numbering thread then interns only the nodes
+    /// the new states lack ([`StateStore::add_new`]).
     fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
         if self.threads < 2 || self.bounded.is_some() || self.handed.is_some() {
             return None;
@@ -770,6 +769,9 @@ impl StateStore for TreeStore {
         true
     }
 
+    /// On one thread the chunked path was no faster than [`StateStore::insert_batch`]
+    /// (Kanban-PT-00005 7.0–7.1 s against 5.2–6.4 s; Peterson-PT-3 and
+    /// SharedMemory-PT-000010 within 4%, two runs each).
     fn chunks_on_one_thread(&self) -> bool {
         false
     }
@@ -811,12 +813,19 @@ impl StateStore for TreeStore {
                     self.check(n.state)?;
                     let id = first + (i - at) as u64;
                     let ex = n.extra;
+                    // Nodes in ascending plan order (children first), the root last.
                     let ok = ex.len().is_multiple_of(3)
-                        && ex.chunks_exact(3).all(|t| (t[0] as usize) <= root)
                         && ex.len() >= 3
-                        && ex[ex.len() - 3] as usize == root;
+                        && ex[ex.len() - 3] as usize == root
+                        && ex
+                            .chunks_exact(3)
+                            .zip(ex.chunks_exact(3).skip(1))
+                            .all(|(a, b)| a[0] < b[0]);
                     if !ok {
-                        return Err(invalid(id, "its lookup handed on no root"));
+                        return Err(invalid(
+                            id,
+                            "its lookup handed on no nodes ending at the root",
+                        ));
                     }
                     words.extend_from_slice(ex);
                     ends.push(words.len() / 3);
