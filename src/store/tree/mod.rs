@@ -572,31 +572,14 @@ impl TreeStore {
         ends.clear();
         for s in 0..m {
             self.load_leaves(batch.get(s));
-            let v = &mut vals[s * nv..(s + 1) * nv];
-            v.copy_from_slice(pv);
-            let start = dirty.len();
-            for i in 0..n {
-                if self.cur[i] != pv[i] {
-                    v[i] = self.cur[i];
-                    let mut j = i;
-                    loop {
-                        let k = self.up[j] as usize;
-                        if self.batch_mark[k] {
-                            break;
-                        }
-                        self.batch_mark[k] = true;
-                        dirty.push(k as u32);
-                        if k == root {
-                            break;
-                        }
-                        j = n + k;
-                    }
-                }
-            }
-            dirty[start..].sort_unstable();
-            for &k in &dirty[start..] {
-                self.batch_mark[k as usize] = false;
-            }
+            shared::fold_start(
+                &self.cur[..n],
+                pv,
+                &self.up,
+                &mut self.batch_mark,
+                &mut vals[s * nv..(s + 1) * nv],
+                &mut dirty,
+            );
             ends.push(dirty.len());
         }
         // `pos[s]`: the next dirty node of successor `s`.

@@ -93,6 +93,48 @@ pub(super) fn load_leaves(state: &[u8], out: &mut [u32]) {
     }
 }
 
+/// Starts a successor's fold against its parent's tree `parent`: `v` becomes the parent's
+/// tree with the successor's `leaves`, and the successor's *dirty* nodes — the ancestors of
+/// its changed leaves, up to the root — go onto `dirty` in plan order, which is height
+/// order (a node's children before it). `up` gives each value's parent node; `mark` (one
+/// flag per inner node) is all false before and after.
+#[inline]
+pub(super) fn fold_start(
+    leaves: &[u32],
+    parent: &[u32],
+    up: &[u32],
+    mark: &mut [bool],
+    v: &mut [u32],
+    dirty: &mut Vec<u32>,
+) {
+    let n = leaves.len();
+    let root = mark.len() - 1;
+    v.copy_from_slice(parent);
+    let start = dirty.len();
+    for i in 0..n {
+        if leaves[i] != parent[i] {
+            v[i] = leaves[i];
+            let mut j = i;
+            loop {
+                let k = up[j] as usize;
+                if mark[k] {
+                    break;
+                }
+                mark[k] = true;
+                dirty.push(k as u32);
+                if k == root {
+                    break;
+                }
+                j = n + k;
+            }
+        }
+    }
+    dirty[start..].sort_unstable();
+    for &k in &dirty[start..] {
+        mark[k as usize] = false;
+    }
+}
+
 /// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves.
 pub(super) fn write_state(vals: &[u32], leaves: usize, width: usize, out: &mut Vec<u8>) {
     out.clear();
@@ -231,33 +273,15 @@ impl Lookup for Shared<'_> {
                     });
                 }
                 load_leaves(state, leaves);
-                let v = &mut vals[s * nv..(s + 1) * nv];
-                v.copy_from_slice(parent);
-                // The ancestors of changed leaves, as `TreeStore::fold_batch` marks them.
                 let start = dirty.len();
-                for i in 0..n {
-                    if leaves[i] != parent[i] {
-                        v[i] = leaves[i];
-                        let mut j = i;
-                        loop {
-                            let k = self.up[j] as usize;
-                            if mark[k] {
-                                break;
-                            }
-                            mark[k] = true;
-                            dirty.push(k as u32);
-                            if k == root {
-                                break;
-                            }
-                            j = n + k;
-                        }
-                    }
-                }
-                // Plan order is height order: a node's children come before it.
-                dirty[start..].sort_unstable();
-                for &k in &dirty[start..] {
-                    mark[k as usize] = false;
-                }
+                fold_start(
+                    leaves,
+                    parent,
+                    self.up,
+                    mark,
+                    &mut vals[s * nv..(s + 1) * nv],
+                    dirty,
+                );
                 ends.push(dirty.len());
                 // No leaf changed: the parent itself (a self-loop). The others are settled
                 // at their root below.
