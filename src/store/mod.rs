@@ -437,9 +437,10 @@ pub trait Lookup: Sync {
     /// [`Lookup::with_parent`] in order since the previous group): `batch` holds them in
     /// parent order, `counts[k]` of the `k`-th parent; pushes each successor's
     /// [`SharedIndex::hash`] onto `hashes` (the chunk's tables key the candidates by it: a
-    /// successor found [`Found::Stored`] may get any value) and its answer onto `found`. A whole group at once, so that the lookups' cache misses overlap. `model` (the thread's copy) and
-    /// `scratch` serve a store that rebuilds states to compare them (what it rebuilds stays
-    /// in `scratch.rebuilt` for [`StateStore::shared_done`]).
+    /// successor found [`Found::Stored`] may get any value) and its answer onto `found`. A
+    /// whole group at once, so that the lookups' cache misses overlap. `model` (the
+    /// thread's copy) and `scratch` serve a store that rebuilds states to compare them
+    /// (what it rebuilds stays in `scratch.rebuilt` for [`StateStore::shared_done`]).
     ///
     /// `extra`: what the lookup learnt of each successor it did not find, for
     /// [`StateStore::add_new`] ([`NewState::extra`]); a store that needs nothing leaves it

@@ -536,30 +536,15 @@ impl NodeTable {
         if self.len >= self.limit {
             self.grow()?;
         }
-        let h = pair_hash(pair);
-        let tag = h as u32 & self.tag_mask;
-        let cap = self.index.cap;
-        let mut i = home(h, cap);
-        loop {
-            let s = self.index.slots()[i];
-            if s == 0 {
-                break;
-            }
-            if s & self.tag_mask == tag {
-                let r = (s & !self.tag_mask) - 1;
-                if self.pair(r) == pair {
-                    return Ok((r, false));
-                }
-                self.false_compares += 1;
-            }
-            i += 1;
-            if i == cap {
-                i = 0;
-            }
-        }
+        let (found, false_compares) = self.view().probe(pair);
+        self.false_compares += false_compares;
+        let i = match found {
+            Ok(r) => return Ok((r, false)),
+            Err(i) => i,
+        };
         let r = self.len as u32;
         self.push_pair(pair)?;
-        self.index.slots_mut()[i] = tag | (r + 1);
+        self.index.slots_mut()[i] = (pair_hash(pair) as u32 & self.tag_mask) | (r + 1);
         Ok((r, true))
     }
 
@@ -759,26 +744,36 @@ impl Find<'_> {
         }
     }
 
-    /// The reference of `pair` if the table holds it: [`NodeTable::intern`]'s probe.
+    /// The reference of `pair` if the table holds it.
     #[inline]
     pub fn find(&self, pair: u64) -> Option<u32> {
-        let cap = self.slots.len();
-        if cap == 0 {
+        if self.slots.is_empty() {
             return None;
         }
+        self.probe(pair).0.ok()
+    }
+
+    /// Probes for `pair` (the index must have slots): `Ok(reference)`, or `Err(slot)`, the
+    /// empty slot where it would go; and how many stored pairs with the same tag it
+    /// compared and found different.
+    #[inline(always)]
+    fn probe(&self, pair: u64) -> (Result<u32, usize>, u64) {
+        let cap = self.slots.len();
         let h = pair_hash(pair);
         let tag = h as u32 & self.tag_mask;
+        let mut false_compares = 0;
         let mut i = home(h, cap);
         loop {
             let s = self.slots[i];
             if s == 0 {
-                return None;
+                return (Err(i), false_compares);
             }
             if s & self.tag_mask == tag {
                 let r = (s & !self.tag_mask) - 1;
                 if self.pairs.get(r) == pair {
-                    return Some(r);
+                    return (Ok(r), false_compares);
                 }
+                false_compares += 1;
             }
             i += 1;
             if i == cap {
