@@ -593,16 +593,8 @@ impl TreeStore {
                 } else {
                     &self.nodes
                 };
-                for s in 0..m {
-                    let v = &vals[s * nv..(s + 1) * nv];
-                    for &k in &dirty[pos[s]..ends[s]] {
-                        if k as usize >= lv.end {
-                            break;
-                        }
-                        let (l, r) = self.plan[k as usize];
-                        table.touch(pack(v[l as usize], v[r as usize]));
-                    }
-                }
+                let (plan, n) = (&self.plan, self.leaves);
+                shared::touch_height(table.view(), plan, n, vals, nv, &dirty, &pos, &ends, lv.end);
                 if lv.end > root {
                     break;
                 }

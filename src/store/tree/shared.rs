@@ -135,6 +135,41 @@ pub(super) fn fold_start(
     }
 }
 
+/// Prefetches, for every successor `s` of a batch (trees of `nv` values back to back in
+/// `vals`, `leaves` leaves each), the home slot in `table` of each of its dirty nodes from
+/// `pos[s]` up to `ends[s]` that lies below plan index `end` (one height): the misses of a
+/// height overlap before it is interned or looked up. A node with an [`ABSENT`] child is
+/// skipped (a thread's lookup does not look it up; interning never meets one, as
+/// references stay below `ABSENT`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) fn touch_height(
+    table: Find<'_>,
+    plan: &[(u32, u32)],
+    leaves: usize,
+    vals: &[u32],
+    nv: usize,
+    dirty: &[u32],
+    pos: &[usize],
+    ends: &[usize],
+    end: usize,
+) {
+    let absent = |v: &[u32], c: u32| c as usize >= leaves && v[c as usize] == ABSENT;
+    // `ends` has one entry per successor (`pos` at least one, even for none).
+    for s in 0..ends.len() {
+        let v = &vals[s * nv..(s + 1) * nv];
+        for &k in &dirty[pos[s]..ends[s]] {
+            if k as usize >= end {
+                break;
+            }
+            let (l, r) = plan[k as usize];
+            if !absent(v, l) && !absent(v, r) {
+                table.touch(pack(v[l as usize], v[r as usize]));
+            }
+        }
+    }
+}
+
 /// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves.
 pub(super) fn write_state(vals: &[u32], leaves: usize, width: usize, out: &mut Vec<u8>) {
     out.clear();
@@ -306,18 +341,7 @@ impl Lookup for Shared<'_> {
             } else {
                 &self.nodes
             };
-            for s in 0..m {
-                let v = &vals[s * nv..(s + 1) * nv];
-                for &k in &dirty[pos[s]..ends[s]] {
-                    if k as usize >= lv.end {
-                        break;
-                    }
-                    let (l, r) = self.plan[k as usize];
-                    if !absent(v, l) && !absent(v, r) {
-                        table.touch(pack(v[l as usize], v[r as usize]));
-                    }
-                }
-            }
+            touch_height(*table, self.plan, n, vals, nv, dirty, pos, ends, lv.end);
             for s in 0..m {
                 let v = &mut vals[s * nv..(s + 1) * nv];
                 while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {

@@ -515,10 +515,7 @@ impl NodeTable {
     /// misses overlap).
     #[inline(always)]
     pub fn touch(&self, pair: u64) {
-        let s = self.index.slots();
-        if !s.is_empty() {
-            prefetch(&s[home(pair_hash(pair), s.len())] as *const u32 as *const u8);
-        }
+        self.view().touch(pair)
     }
 
     /// A read-only view for worker threads (parallel BFS) while the table does not change.
