@@ -141,6 +141,17 @@ impl Rebuilt {
         self.fires += w.path.len() as u64;
     }
 
+    /// Keeps `state`, stored state `id` at stored depth `depth`, met on the way of a replay
+    /// (a later replay may start there, as the one-thread path starts from the replay
+    /// checkpoints it caches).
+    pub fn keep_passed(&mut self, id: StateId, depth: u32, state: &[u8]) {
+        if let hashbrown::hash_map::Entry::Vacant(e) = self.at.entry(id) {
+            let s = self.data.len();
+            self.data.extend_from_slice(state);
+            e.insert((depth, s, self.data.len()));
+        }
+    }
+
     /// Calls `f(id, depth, state)` for every state kept, and empties it.
     pub fn drain(&mut self, mut f: impl FnMut(StateId, u32, &[u8])) {
         for (&id, &(depth, s, e)) in &self.at {

@@ -59,7 +59,7 @@ enum From {
 struct Walk<'v, 'a> {
     view: &'v Shared<'a>,
     r: &'v mut SegReader,
-    rebuilt: &'v Rebuilt,
+    rebuilt: &'v mut Rebuilt,
 }
 
 impl Walk<'_, '_> {
@@ -127,7 +127,14 @@ impl PathRecords for Walk<'_, '_> {
         })
     }
 
-    fn replayed(&mut self, _: From, _: StateId, _: u32, _: u32, _: &[u8]) {}
+    /// Keeps the replay checkpoints the one-thread path would cache
+    /// ([`super::REPLAY_CHECKPOINT`]): without them every replay of a chunk climbed to a
+    /// cached state or a parent again (Peterson-PT-3: 2.6 times the one-thread firings).
+    fn replayed(&mut self, _: From, id: StateId, depth: u32, _: u32, state: &[u8]) {
+        if depth.is_multiple_of(super::REPLAY_CHECKPOINT) {
+            self.rebuilt.keep_passed(id, depth, state);
+        }
+    }
 }
 
 impl Shared<'_> {
