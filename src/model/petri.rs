@@ -11,10 +11,11 @@
 //! skipping empty places eight bytes at a time. Transitions without input places are always
 //! tested. The guards start as a static guess (an initially empty input place, as such a place
 //! is more often empty later, then the heaviest arc) and are chosen again, after 2^12, 2^15,
-//! 2^18 and 2^21 states, as the input place that was marked in the fewest states so far:
-//! Peterson-PT-3 tests about 9 transitions a state instead of 25 for its 4 enabled ones. Which
-//! place guards a transition never changes the enabled set (every enabled transition's guard
-//! is marked), only how many transitions are tested.
+//! 2^18 and 2^21 states, as the input place that was marked in the fewest states so far: on
+//! the first 30,000 states of Peterson-PT-3 (counted offline) that is about 9 transitions
+//! tested a state instead of 25, for 4 enabled. Which place guards a transition never changes
+//! the enabled set (every enabled transition's guard is marked), only how many transitions
+//! are tested.
 
 pub use super::pnml::PetriNet;
 use super::{Fired, LabelId, Model, TransitionId};
