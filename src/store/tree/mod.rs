@@ -169,9 +169,9 @@ pub struct TreeStore {
     batch_vals: Vec<u32>,
     batch_dirty: Vec<u32>,
     batch_ends: Vec<usize>,
-    /// Which inner nodes (plan indexes) are already on the successor's dirty list; all false
-    /// between successors.
-    batch_mark: Vec<bool>,
+    /// Which inner nodes (plan indexes) are already on the successor's dirty list, a bit
+    /// each; all zero between successors.
+    batch_mark: Vec<u64>,
     /// [`StateStore::add_new`]'s window: the new states' absent nodes as word triples,
     /// where each state's triples end, the reference each triple got, the next triple
     /// of each state.
@@ -295,7 +295,7 @@ impl TreeStore {
             batch_vals: Vec::new(),
             batch_dirty: Vec::new(),
             batch_ends: Vec::new(),
-            batch_mark: vec![false; leaves - 1],
+            batch_mark: vec![0; (leaves - 1).div_ceil(64)],
             new_words: Vec::new(),
             new_ends: Vec::new(),
             new_refs: Vec::new(),

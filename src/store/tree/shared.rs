@@ -54,7 +54,7 @@ pub struct Reader {
     dirty: Vec<u32>,
     ends: Vec<usize>,
     pos: Vec<usize>,
-    mark: Vec<bool>,
+    mark: Vec<u64>,
     /// One absent successor's words for `add_new`.
     words: Vec<u32>,
 }
@@ -70,7 +70,7 @@ impl Reader {
             + (self.ends.capacity() + self.pos.capacity()) * 8
             + self.words.capacity() * 4
             + self.state.capacity()
-            + self.mark.capacity()) as u64
+            + self.mark.capacity() * 8) as u64
     }
 }
 
@@ -97,20 +97,21 @@ pub(super) fn load_leaves(state: &[u8], out: &mut [u32]) {
 /// tree with the successor's `leaves`, and the successor's *dirty* nodes — the ancestors of
 /// its changed leaves, up to the root — go onto `dirty` in plan order, which is height
 /// order (a node's children before it). `up` gives each value's parent node; `mark` (one
-/// flag per inner node) is all false before and after.
+/// bit per inner node, 64 a word) is all zero before and after: the dirty nodes are listed
+/// from its set bits, ascending, with no sort.
 #[inline]
 pub(super) fn fold_start(
     leaves: &[u32],
     parent: &[u32],
     up: &[u32],
-    mark: &mut [bool],
+    mark: &mut [u64],
     v: &mut [u32],
     dirty: &mut Vec<u32>,
 ) {
     let n = leaves.len();
-    let root = mark.len() - 1;
+    // Inner nodes `0..n - 1`, the root last.
+    let root = n - 2;
     v.copy_from_slice(parent);
-    let start = dirty.len();
     // The changed leaves as bit masks of 64 leaves, built without a branch per leaf (the
     // compare loop vectorises), then visited by their set bits: a branch per leaf
     // mispredicted at each of the few changed ones.
@@ -130,11 +131,11 @@ pub(super) fn fold_start(
             let mut j = i;
             loop {
                 let k = up[j] as usize;
-                if mark[k] {
+                let (w, bit) = (k / 64, 1u64 << (k % 64));
+                if mark[w] & bit != 0 {
                     break;
                 }
-                mark[k] = true;
-                dirty.push(k as u32);
+                mark[w] |= bit;
                 if k == root {
                     break;
                 }
@@ -142,9 +143,13 @@ pub(super) fn fold_start(
             }
         }
     }
-    dirty[start..].sort_unstable();
-    for &k in &dirty[start..] {
-        mark[k as usize] = false;
+    for (w, word) in mark.iter_mut().enumerate() {
+        let mut x = *word;
+        while x != 0 {
+            dirty.push((w * 64) as u32 + x.trailing_zeros());
+            x &= x - 1;
+        }
+        *word = 0;
     }
 }
 
@@ -300,7 +305,7 @@ impl Lookup for Shared<'_> {
             ..
         } = r;
         leaves.resize(n, 0);
-        mark.resize(self.plan.len(), false);
+        mark.resize(self.plan.len().div_ceil(64), 0);
         vals.resize(m * nv, 0);
         dirty.clear();
         ends.clear();
