@@ -214,7 +214,9 @@ impl NativeWriter {
     /// Starts the background thread that compresses and writes edge blocks to `file`.
     fn start(&mut self, mut file: BlockFile) -> Result<(), LtsError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u32, Vec<u8>)>(QUEUED_BLOCKS);
-        let (free_tx, free) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUED_BLOCKS);
+        // Two spares are enough (the numbering thread takes one per block, the background
+        // thread gives one back per block); more would only stay resident.
+        let (free_tx, free) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
         let worker = std::thread::Builder::new()
             .name("lts-writer".into())
             .spawn(move || {

@@ -146,6 +146,13 @@ const FIRST_REVIEW: u32 = 1 << 12;
 const REVIEW_FACTOR: u32 = 8;
 const LAST_REVIEW: u32 = 1 << 21;
 
+/// How good a guard an input place with initial marking `initial` and an arc of weight `w`
+/// looks before any state is scanned (smaller is better): an initially empty place, as such
+/// a place is more often empty later, then the heaviest arc.
+fn guess(initial: u64, w: u32) -> (bool, std::cmp::Reverse<u32>) {
+    (initial != 0, std::cmp::Reverse(w))
+}
+
 /// A compiled P/T net with counters of type `C`. `Clone` gives another thread its own
 /// scratch buffers ([`Model::fork`]).
 #[derive(Clone)]
@@ -259,8 +266,10 @@ impl<C: Counter> PetriModel<C> {
             touch.sort_unstable();
             touch.dedup();
             touch_rows.push(touch);
-            // Guard: prefer an initially empty input place, then the heaviest arc.
-            match Self::static_guard(&pre, &net.places) {
+            match pre
+                .iter()
+                .min_by_key(|&&(p, w)| guess(net.places[p as usize].initial, w))
+            {
                 Some(&(p, _)) => guarded[p as usize].push(ti as u32),
                 None => unguarded.push(ti as u32),
             }
@@ -303,15 +312,6 @@ impl<C: Counter> PetriModel<C> {
         })
     }
 
-    /// The first guess of a transition's guard among its input arcs `pre`.
-    fn static_guard<'a>(
-        pre: &'a [(u32, u32)],
-        places: &[super::pnml::Place],
-    ) -> Option<&'a (u32, u32)> {
-        pre.iter()
-            .min_by_key(|&&(p, w)| (places[p as usize].initial != 0, std::cmp::Reverse(w)))
-    }
-
     /// Chooses every guard again: the input place marked in the fewest states scanned so
     /// far (ties: the earlier guess's order, the initially empty place and heavier arc
     /// first).
@@ -319,13 +319,9 @@ impl<C: Counter> PetriModel<C> {
         let mut rows: Vec<Vec<u32>> = vec![Vec::new(); self.places];
         for t in 0..self.transitions {
             let pre = self.pre.row(t);
-            let best = pre.iter().min_by_key(|&&(p, w)| {
-                (
-                    g.marked[p as usize],
-                    self.initial[p as usize] != 0,
-                    std::cmp::Reverse(w),
-                )
-            });
+            let best = pre
+                .iter()
+                .min_by_key(|&&(p, w)| (g.marked[p as usize], guess(self.initial[p as usize], w)));
             if let Some(&(p, _)) = best {
                 rows[p as usize].push(t as u32);
             }
