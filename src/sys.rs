@@ -2,7 +2,8 @@
 //! resident memory, CPU time, and how much memory the machine (or the cgroup the process
 //! runs in) can give. Linux `/proc` and `/sys/fs/cgroup`; elsewhere the figures are 0 or
 //! unknown, never an error. And one CPU hint, [`prefetch`], for the batched probes of the
-//! stores' tables and the spilled index's filters.
+//! stores' tables and the spilled index's filters, and two memory hints, [`huge_pages`] and
+//! [`populate`].
 
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
 pub fn peak_rss_bytes() -> u64 {
@@ -334,6 +335,52 @@ pub fn prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Asks the kernel to back the 2 MiB-aligned part of `[p, p + len)` (an allocation not yet
+/// touched) with transparent huge pages (`MADV_HUGEPAGE`; Linux only, a no-op elsewhere or
+/// when refused). Tables read at random (ComBack's state table and state cache) otherwise
+/// miss the TLB on nearly every access and pay a page walk.
+pub fn huge_pages(p: *const u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (p as usize).next_multiple_of(HUGE);
+    let end = (p as usize + len) & !(HUGE - 1);
+    #[cfg(target_os = "linux")]
+    madvise(start, end, libc::MADV_HUGEPAGE);
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
+
+/// Faults in the pages of `[p, p + len)` — memory about to be written — with one
+/// `MADV_POPULATE_WRITE` instead of a fault per page (Linux 5.14 and later; refused before,
+/// and then the pages fault in as they are written; a no-op elsewhere). Contents are
+/// unchanged.
+pub fn populate(p: *const u8, len: usize) {
+    const PAGE: usize = 4096;
+    let start = (p as usize) & !(PAGE - 1);
+    let end = if len == 0 {
+        start
+    } else {
+        (p as usize + len).next_multiple_of(PAGE)
+    };
+    #[cfg(target_os = "linux")]
+    madvise(start, end, libc::MADV_POPULATE_WRITE);
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
+
+/// `madvise(start, end - start, advice)` when the range is not empty; errors ignored (the
+/// advice is only ever a hint here).
+#[cfg(target_os = "linux")]
+fn madvise(start: usize, end: usize, advice: libc::c_int) {
+    if end > start {
+        // SAFETY: the callers pass pages of an allocation they own and advice that only
+        // changes how the kernel backs them (huge pages, or faulting them in now); neither
+        // changes their contents.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, advice);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -529,34 +529,6 @@ impl<V: Vectors> super::Probe for Index<'_, V> {
     }
 }
 
-/// Faults in the pages of `[p, p + len)` (fresh spare capacity a thread is about to fill)
-/// with one `MADV_POPULATE_WRITE` instead of a fault per page: on wide vectors the faults of
-/// both threads copying new states were a large share of `add_new`, and each takes the
-/// process's memory-map lock. Contents are unchanged; a kernel without it (before 5.14)
-/// refuses, and the pages fault in as they are written.
-fn populate(p: *const u8, len: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = (p as usize) & !(PAGE - 1);
-        let end = (p as usize + len).next_multiple_of(PAGE);
-        if len > 0 {
-            // SAFETY: MADV_POPULATE_WRITE only faults in pages of a range this allocation
-            // owns (the spare capacity, rounded out to pages of the same mapping); it never
-            // changes their contents.
-            unsafe {
-                libc::madvise(
-                    start as *mut libc::c_void,
-                    end - start,
-                    libc::MADV_POPULATE_WRITE,
-                );
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, len);
-}
-
 /// States a thread of `add_new` or of an index rebuild claims at a time: small enough that
 /// the threads finish a step together, large enough that claiming costs nothing.
 const ADD_PIECE: usize = 512;
@@ -1662,7 +1634,9 @@ impl StateStore for FullStore {
         let (bad, width) = (std::sync::atomic::AtomicU64::new(u64::MAX), self.width);
         par::claim(threads, &mut shares, |(i, dst)| {
             let ids = first + *i as u64..first + (*i + per).min(count) as u64;
-            populate(dst.as_ptr() as *const u8, dst.len());
+            // On wide vectors the faults of both threads copying new states into fresh pages
+            // were a large share of `add_new` (each takes the memory map's lock).
+            crate::sys::populate(dst.as_ptr() as *const u8, dst.len());
             let mut at = 0;
             for id in ids.clone() {
                 let v = new((id - first) as usize).state;

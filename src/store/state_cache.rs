@@ -336,7 +336,7 @@ impl<H: Header> Region<H> {
                 let stride = H::BYTES + packing.packed_len(w);
                 let len = n * stride;
                 let mut bytes: Vec<u8> = Vec::with_capacity(len);
-                super::comback::huge_pages(bytes.as_ptr(), len);
+                crate::sys::huge_pages(bytes.as_ptr(), len);
                 bytes.resize(len, 0);
                 Region::Flat {
                     stride,

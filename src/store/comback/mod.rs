@@ -468,28 +468,6 @@ pub struct CombackStore<'m> {
 
 pub(crate) use super::slots::prefetch;
 
-/// Asks the kernel to back the 2 MiB-aligned part of `[p, p + len)` (an allocation not yet
-/// touched) with transparent huge pages (`MADV_HUGEPAGE`; Linux only, a no-op elsewhere or
-/// when refused). The state table and the state cache are read at random; with 4 KiB pages
-/// nearly every access also misses the TLB and pays a page walk.
-pub(crate) fn huge_pages(p: *const u8, len: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = (p as usize).next_multiple_of(HUGE);
-        let end = (p as usize + len) & !(HUGE - 1);
-        if end > start {
-            // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the pages
-            // of a range this allocation owns; it never changes their contents.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, len);
-}
-
 impl<'m> CombackStore<'m> {
     /// A new store whose backedge table is a segment vector of `storage`.
     pub fn new(

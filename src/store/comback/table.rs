@@ -30,11 +30,11 @@ impl Slot {
 }
 
 /// `n` empty slots, in transparent huge pages where the kernel offers them (see
-/// [`super::huge_pages`]): every lookup is a random access, and with 4 KiB pages most of
+/// [`crate::sys::huge_pages`]): every lookup is a random access, and with 4 KiB pages most of
 /// them also miss the TLB.
 fn zeroed_slots(n: usize) -> Vec<Slot> {
     let mut v: Vec<Slot> = Vec::with_capacity(n);
-    super::huge_pages(v.as_ptr() as *const u8, n * std::mem::size_of::<Slot>());
+    crate::sys::huge_pages(v.as_ptr() as *const u8, n * std::mem::size_of::<Slot>());
     v.resize(n, Slot::default());
     v
 }
