@@ -339,8 +339,8 @@ pub fn prefetch(p: *const u8) {
 
 /// Asks the kernel to back the 2 MiB-aligned part of `[p, p + len)` (an allocation not yet
 /// touched) with transparent huge pages (`MADV_HUGEPAGE`; Linux only, a no-op elsewhere or
-/// when refused). Tables read at random (ComBack's state table and state cache) otherwise
-/// miss the TLB on nearly every access and pay a page walk.
+/// when refused). Tables read at random (ComBack's state table, the packed state caches of
+/// ComBack and Δ) otherwise miss the TLB on nearly every access and pay a page walk.
 pub fn huge_pages(p: *const u8, len: usize) {
     const HUGE: usize = 2 << 20;
     let start = (p as usize).next_multiple_of(HUGE);
