@@ -992,6 +992,69 @@ fn reference_random_and_lru_up_to_3m() {
     .check();
 }
 
+/// The paper's headline (Figure 4): with sleep sets, a cache only as large as the max stack
+/// depth still visits every state and explores no more than 2–4× the true transitions. It
+/// holds on the MCC nets whose nondeterminism is mostly concurrency (docs/CACHING.md,
+/// "Figure 4"); on these six every strategy must finish there, exactly, within 4×.
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn figure4_headline_holds_at_the_max_stack_depth() {
+    const NETS: [&str; 6] = [
+        "QuasiCertifProtocol-PT-02",
+        "Sudoku-PT-AN03",
+        "ParamProductionCell-PT-1",
+        "AirplaneLD-PT-0010",
+        "Referendum-PT-0010",
+        "NQueens-PT-08",
+    ];
+    let rows = common::reference_rows(0, 200_000);
+    let mut failures = Vec::new();
+    for name in NETS {
+        let file = format!("/{name}.pnml");
+        let r = rows
+            .iter()
+            .find(|r| r.rel.ends_with(&file))
+            .unwrap_or_else(|| panic!("{name} is not in REFERENCE.tsv"));
+        with_model(&r.path, |m| {
+            let (_, _, deadlocks) = full_counts(m)?;
+            let base = CacheOptions {
+                size: r.states,
+                replacement: Strategy::Random,
+                stream: None,
+                sleep_sets: true,
+                seed: 1,
+            };
+            let depth = observe(m, base.clone(), u64::MAX)?.max_depth;
+            for s in Strategy::ALL {
+                let opts = CacheOptions {
+                    size: depth,
+                    replacement: s,
+                    ..base.clone()
+                };
+                // Past 4× the true transitions' worth of visits the headline is lost anyway.
+                let seen = observe(m, opts, 4 * r.transitions)?;
+                let ratio = seen.transitions as f64 / r.transitions as f64;
+                eprintln!("{name} cache {depth} {}: {seen:?}, {ratio:.2}×", s.as_str());
+                if seen.capped
+                    || seen.distinct != r.states
+                    || seen.deadlocks != deadlocks
+                    || ratio > 4.0
+                {
+                    failures.push(format!(
+                        "{name} cache {depth} (the max depth) {}: {seen:?}, expected {} states, \
+                         {deadlocks} deadlocks, at most 4× {} transitions",
+                        s.as_str(),
+                        r.states,
+                        r.transitions
+                    ));
+                }
+            }
+            Ok(())
+        });
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// P/T transition kinds follow the arcs: a local step, a fork, a synchronisation (the
 /// type-oriented strategy ranks cached states by them); a DVE rendez-vous is a
 /// synchronisation too.
