@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::bin;
+use common::{bin, Arcs};
 use spillway::engine::caching::explore_visiting;
 use spillway::model::petri::{self, TokenWidth};
 use spillway::model::{pnml, Model, TransitionId};
@@ -248,8 +248,6 @@ impl Report {
 // Standalone part: models the test builds, counts from closed forms or a BFS written here.
 
 /// A P/T net: initial marking and per transition (inputs, outputs) as (place, weight).
-type Arcs = Vec<(usize, u32)>;
-
 struct Net {
     initial: Vec<u32>,
     transitions: Vec<(Arcs, Arcs)>,
@@ -257,26 +255,7 @@ struct Net {
 
 impl Net {
     fn pnml(&self) -> String {
-        let mut s = String::from("<?xml version=\"1.0\"?>\n<pnml xmlns=\"http://www.pnml.org/version-2009/grammar/pnml\">\n<net id=\"n\" type=\"http://www.pnml.org/version-2009/grammar/ptnet\">\n<page id=\"g\">\n");
-        for (i, m) in self.initial.iter().enumerate() {
-            s += &format!(
-                "<place id=\"p{i}\"><initialMarking><text>{m}</text></initialMarking></place>\n"
-            );
-        }
-        let mut arc = 0;
-        for (t, (ins, outs)) in self.transitions.iter().enumerate() {
-            s += &format!("<transition id=\"t{t}\"/>\n");
-            for &(p, w) in ins {
-                s += &format!("<arc id=\"a{arc}\" source=\"p{p}\" target=\"t{t}\"><inscription><text>{w}</text></inscription></arc>\n");
-                arc += 1;
-            }
-            for &(p, w) in outs {
-                s += &format!("<arc id=\"a{arc}\" source=\"t{t}\" target=\"p{p}\"><inscription><text>{w}</text></inscription></arc>\n");
-                arc += 1;
-            }
-        }
-        s += "</page>\n</net>\n</pnml>\n";
-        s
+        common::pnml(&self.initial, &self.transitions)
     }
 
     /// Reachable markings and deadlocks by a plain BFS over markings (no spillway code).

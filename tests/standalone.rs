@@ -5,14 +5,11 @@
 
 mod common;
 
-use common::{bin, STORES};
+use common::{bin, Arcs, STORES};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Arcs of a transition: (place, weight).
-type Arcs = Vec<(usize, u32)>;
 
 /// A P/T net: initial marking and, per transition, (input arcs, output arcs).
 struct Net {
@@ -23,25 +20,7 @@ struct Net {
 
 impl Net {
     fn pnml(&self) -> String {
-        let mut s = String::from("<?xml version=\"1.0\"?>\n<pnml xmlns=\"http://www.pnml.org/version-2009/grammar/pnml\">\n<net id=\"n\" type=\"http://www.pnml.org/version-2009/grammar/ptnet\">\n<page id=\"g\">\n");
-        for (i, m) in self.initial.iter().enumerate() {
-            s += &format!(
-                "<place id=\"p{i}\"><initialMarking><text>{m}</text></initialMarking></place>\n"
-            );
-        }
-        let mut arc = 0;
-        for (t, (ins, outs)) in self.transitions.iter().enumerate() {
-            s += &format!("<transition id=\"t{t}\"/>\n");
-            for &(p, w) in ins {
-                s += &format!("<arc id=\"a{arc}\" source=\"p{p}\" target=\"t{t}\"><inscription><text>{w}</text></inscription></arc>\n");
-                arc += 1;
-            }
-            for &(p, w) in outs {
-                s += &format!("<arc id=\"a{arc}\" source=\"t{t}\" target=\"p{p}\"><inscription><text>{w}</text></inscription></arc>\n");
-                arc += 1;
-            }
-        }
-        s + "</page>\n</net>\n</pnml>\n"
+        common::pnml(&self.initial, &self.transitions)
     }
 
     /// The oracle: states, transitions ((marking, enabled transition) pairs) and deadlocks

@@ -241,3 +241,30 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
         n
     }
 }
+
+/// Arcs of a P/T transition: (place, weight).
+pub type Arcs = Vec<(usize, u32)>;
+
+/// A P/T net in PNML: places `p0…` with the `initial` marking, transitions `t0…` with
+/// their (input arcs, output arcs); for the models the tests build themselves.
+pub fn pnml(initial: &[u32], transitions: &[(Arcs, Arcs)]) -> String {
+    let mut s = String::from("<?xml version=\"1.0\"?>\n<pnml xmlns=\"http://www.pnml.org/version-2009/grammar/pnml\">\n<net id=\"n\" type=\"http://www.pnml.org/version-2009/grammar/ptnet\">\n<page id=\"g\">\n");
+    for (i, m) in initial.iter().enumerate() {
+        s += &format!(
+            "<place id=\"p{i}\"><initialMarking><text>{m}</text></initialMarking></place>\n"
+        );
+    }
+    let mut arc = 0;
+    for (t, (ins, outs)) in transitions.iter().enumerate() {
+        s += &format!("<transition id=\"t{t}\"/>\n");
+        for &(p, w) in ins {
+            s += &format!("<arc id=\"a{arc}\" source=\"p{p}\" target=\"t{t}\"><inscription><text>{w}</text></inscription></arc>\n");
+            arc += 1;
+        }
+        for &(p, w) in outs {
+            s += &format!("<arc id=\"a{arc}\" source=\"t{t}\" target=\"p{p}\"><inscription><text>{w}</text></inscription></arc>\n");
+            arc += 1;
+        }
+    }
+    s + "</page>\n</net>\n</pnml>\n"
+}
