@@ -183,6 +183,7 @@ fn check_matrix(
                     100.0 * size as f64 / states as f64,
                     r.as_str()
                 );
+                let (blown, failed) = (report.blown.len(), report.failures.len());
                 if s.distinct > states {
                     report.failures.push(format!(
                         "{row}: {} distinct states visited, more than the {states} reachable",
@@ -204,6 +205,14 @@ fn check_matrix(
                         "{row}: ok, {} visits, {} transitions, depth {}",
                         s.visits, s.transitions, s.max_depth
                     );
+                }
+                // As it happens, not only at the end: a long matrix stopped by a time limit
+                // still says what it found.
+                for b in &report.blown[blown..] {
+                    eprintln!("blew up: {b}");
+                }
+                for f in &report.failures[failed..] {
+                    eprintln!("FAILED: {f}");
                 }
             }
         }
@@ -227,15 +236,12 @@ impl Report {
         self.exact += other.exact;
     }
 
-    /// Fails on any wrong count, and when no run of the matrix finished; prints the
-    /// blow-ups. The issue asks every run of its matrix to finish; where the exponential
+    /// Fails on any wrong count, and when no run of the matrix finished (each blow-up was
+    /// printed when it happened). The issue asks every run of its matrix to finish; where the exponential
     /// re-exploration of caching makes that impossible in test time, docs/CACHING.md says
     /// so with the figures (this test is what measures them).
     fn check(&self) {
         assert!(self.failures.is_empty(), "{}", self.failures.join("\n"));
-        for b in &self.blown {
-            eprintln!("blew up: {b}");
-        }
         eprintln!(
             "CACHING-MATRIX {} exact runs, {} cut short",
             self.exact,
