@@ -237,9 +237,9 @@ impl Report {
     }
 
     /// Fails on any wrong count, and when no run of the matrix finished (each blow-up was
-    /// printed when it happened). The issue asks every run of its matrix to finish; where the exponential
-    /// re-exploration of caching makes that impossible in test time, docs/CACHING.md says
-    /// so with the figures (this test is what measures them).
+    /// printed when it happened). The issue asks every run of its matrix to finish; where
+    /// the exponential re-exploration of caching makes that impossible in test time,
+    /// docs/CACHING.md says so with the figures (this test is what measures them).
     fn check(&self) {
         assert!(self.failures.is_empty(), "{}", self.failures.join("\n"));
         eprintln!(
