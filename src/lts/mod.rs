@@ -453,8 +453,8 @@ impl LtsFormat {
 
     /// About how many bytes a writer of this format keeps resident: the native writer's
     /// current edge block, the blocks queued for its compression thread (raw and compressed),
-    /// two spare block buffers and its 1 MiB file buffer; a text writer's file buffer. Runs under `--memory` charge
-    /// it to the budget.
+    /// two spare block buffers and its 1 MiB file buffer; a text writer's file buffer. Runs
+    /// under `--memory` charge it to the budget.
     pub fn writer_ram_bytes(self) -> u64 {
         match self {
             LtsFormat::Native => 4 << 20,
