@@ -168,7 +168,11 @@ pub struct TreeStore {
     /// ascending) and where each successor's list ends.
     batch_vals: Vec<u32>,
     batch_dirty: Vec<u32>,
+    /// The [`table::pair_hash`] of each of `batch_dirty`'s nodes.
+    batch_hashes: Vec<u64>,
     batch_ends: Vec<usize>,
+    /// The next dirty node of each successor of the batch.
+    batch_pos: Vec<usize>,
     /// Which inner nodes (plan indexes) are already on the successor's dirty list, a bit
     /// each; all zero between successors.
     batch_mark: Vec<u64>,
@@ -265,7 +269,8 @@ impl TreeStore {
             })
         };
         let roots = NodeTable::new("tree.roots", charge("tree.roots"), log(ROOTS_LOG)?);
-        let nodes = NodeTable::new("tree.nodes", charge("tree.nodes"), log(NODES_LOG)?);
+        let mut nodes = NodeTable::new("tree.nodes", charge("tree.nodes"), log(NODES_LOG)?);
+        nodes.remember();
         let leaves = width.div_ceil(4).max(2);
         let n = 2 * leaves - 1;
         let (plan, levels) = plan(leaves);
@@ -294,7 +299,9 @@ impl TreeStore {
             },
             batch_vals: Vec::new(),
             batch_dirty: Vec::new(),
+            batch_hashes: Vec::new(),
             batch_ends: Vec::new(),
+            batch_pos: Vec::new(),
             batch_mark: vec![0; (leaves - 1).div_ceil(64)],
             new_words: Vec::new(),
             new_ends: Vec::new(),
@@ -370,6 +377,7 @@ impl TreeStore {
             charge("tree.nodes"),
             Some(storage.open_sequential_vec(NODES_LOG, nodes_log)?),
         );
+        s.nodes.remember();
         s.roots.reload(roots)?;
         s.nodes.reload(nodes)?;
         Ok(s)
@@ -582,8 +590,11 @@ impl TreeStore {
             );
             ends.push(dirty.len());
         }
+        let mut hashes = std::mem::take(&mut self.batch_hashes);
+        hashes.resize(dirty.len(), 0);
         // `pos[s]`: the next dirty node of successor `s`.
-        let mut pos: Vec<usize> = Vec::with_capacity(m);
+        let mut pos = std::mem::take(&mut self.batch_pos);
+        pos.clear();
         pos.push(0);
         pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
         let r = (|| {
@@ -593,8 +604,8 @@ impl TreeStore {
                 } else {
                     &self.nodes
                 };
-                let (plan, n) = (&self.plan, self.leaves);
-                shared::touch_height(table.view(), plan, n, vals, nv, &dirty, &pos, &ends, lv.end);
+                let (plan, n, d, h) = (&self.plan, self.leaves, &dirty, &mut hashes);
+                shared::touch_height(table.view(), plan, n, vals, nv, d, h, &pos, &ends, lv.end);
                 if lv.end > root {
                     break;
                 }
@@ -603,7 +614,8 @@ impl TreeStore {
                     while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
                         let k = dirty[pos[s]] as usize;
                         let (l, r) = self.plan[k];
-                        v[n + k] = self.nodes.intern(pack(v[l as usize], v[r as usize]))?.0;
+                        let p = pack(v[l as usize], v[r as usize]);
+                        v[n + k] = self.nodes.intern_hashed(p, hashes[pos[s]])?.0;
                         pos[s] += 1;
                     }
                 }
@@ -613,7 +625,7 @@ impl TreeStore {
             for s in 0..m {
                 let v = &vals[s * nv..(s + 1) * nv];
                 out.push(if pos[s] < ends[s] {
-                    let (id, new) = self.roots.intern(pack(v[l], v[r]))?;
+                    let (id, new) = self.roots.intern_hashed(pack(v[l], v[r]), hashes[pos[s]])?;
                     if new {
                         Insert::New(id as StateId)
                     } else {
@@ -627,7 +639,9 @@ impl TreeStore {
             Ok(())
         })();
         self.batch_dirty = dirty;
+        self.batch_hashes = hashes;
         self.batch_ends = ends;
+        self.batch_pos = pos;
         r
     }
 
@@ -1038,6 +1052,10 @@ impl StateStore for TreeStore {
         );
         m.insert("tree_incremental_inserts".into(), json!(self.incremental));
         m.insert("tree_whole_folds".into(), json!(self.whole));
+        m.insert(
+            "tree_memo_hits".into(),
+            json!(self.nodes.memo.as_ref().map_or(0, |m| m.hits)),
+        );
         m.insert("tree_parent_unfolds".into(), json!(self.parent_unfolds));
         m.insert(
             "tree_false_compares".into(),

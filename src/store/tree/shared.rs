@@ -11,17 +11,25 @@
 //! so most of the interning work — a hash and two dependent misses per dirty node — moves
 //! to the threads; the numbering thread folds only the new states.
 
-use super::table::{pack, Find};
+use super::table::{pack, pair_hash, Find, Memo};
 use super::StateId;
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::store::path::Scratch;
 use crate::store::{Extra, Found, Lookup, SharedIndex, StateBatch};
+use std::cell::RefCell;
 use std::ops::Range;
 
 /// An inner node's value in a thread's fold when no stored state has that node (references
 /// stay below `u32::MAX - 1`: [`super::table::MAX_ENTRIES`]).
 pub(super) const ABSENT: u32 = u32::MAX;
+
+thread_local! {
+    /// Each thread's memo of the node table's lookups ([`Memo`]): a thread expands parts of
+    /// every chunk, so its memo stays warm across parts and chunks (one per part would be
+    /// spread over eight times the memory and each see a sixteenth of the lookups).
+    static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
+}
 
 /// The tables and the tree's shape, read by every thread during a chunk.
 #[derive(Clone, Copy)]
@@ -52,6 +60,8 @@ pub struct Reader {
     leaves: Vec<u32>,
     vals: Vec<u32>,
     dirty: Vec<u32>,
+    /// The [`pair_hash`] of each dirty node (its place in `dirty`), once computed.
+    dhash: Vec<u64>,
     ends: Vec<usize>,
     pos: Vec<usize>,
     mark: Vec<u64>,
@@ -67,7 +77,7 @@ impl Reader {
             + self.vals.capacity()
             + self.dirty.capacity())
             * 4
-            + (self.ends.capacity() + self.pos.capacity()) * 8
+            + (self.ends.capacity() + self.pos.capacity() + self.dhash.capacity()) * 8
             + self.words.capacity() * 4
             + self.state.capacity()
             + self.mark.capacity() * 8) as u64
@@ -156,7 +166,8 @@ pub(super) fn fold_start(
 /// Prefetches, for every successor `s` of a batch (trees of `nv` values back to back in
 /// `vals`, `leaves` leaves each), the home slot in `table` of each of its dirty nodes from
 /// `pos[s]` up to `ends[s]` that lies below plan index `end` (one height): the misses of a
-/// height overlap before it is interned or looked up. A node with an [`ABSENT`] child is
+/// height overlap before it is interned or looked up. Each node's [`pair_hash`] goes to
+/// `hashes` at its place in `dirty`, for the lookup to use. A node with an [`ABSENT`] child is
 /// skipped (a thread's lookup does not look it up; interning never meets one, as
 /// references stay below `ABSENT`).
 #[allow(clippy::too_many_arguments)]
@@ -168,6 +179,7 @@ pub(super) fn touch_height(
     vals: &[u32],
     nv: usize,
     dirty: &[u32],
+    hashes: &mut [u64],
     pos: &[usize],
     ends: &[usize],
     end: usize,
@@ -176,13 +188,16 @@ pub(super) fn touch_height(
     // `ends` has one entry per successor (`pos` at least one, even for none).
     for s in 0..ends.len() {
         let v = &vals[s * nv..(s + 1) * nv];
-        for &k in &dirty[pos[s]..ends[s]] {
+        for j in pos[s]..ends[s] {
+            let k = dirty[j];
             if k as usize >= end {
                 break;
             }
             let (l, r) = plan[k as usize];
             if !absent(v, l) && !absent(v, r) {
-                table.touch(pack(v[l as usize], v[r as usize]));
+                let h = pair_hash(pack(v[l as usize], v[r as usize]));
+                hashes[j] = h;
+                table.touch_hashed(h);
             }
         }
     }
@@ -298,6 +313,7 @@ impl Lookup for Shared<'_> {
             leaves,
             vals,
             dirty,
+            dhash,
             ends,
             pos,
             mark,
@@ -347,19 +363,24 @@ impl Lookup for Shared<'_> {
             }
         }
         let found = &mut found[at..];
+        dhash.resize(dirty.len(), 0);
         // `pos[s]`: the next dirty node of successor `s`.
         pos.clear();
         pos.push(0);
         pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
         // Whether value `c` of a tree is an inner node no stored state has.
         let absent = |v: &[u32], c: u32| c as usize >= n && v[c as usize] == ABSENT;
+        // The thread's memo of the node table, taken for the group and put back after.
+        let mut memo = MEMO.take();
         for lv in self.levels {
             let table = if lv.end > root {
                 &self.roots
             } else {
                 &self.nodes
             };
-            touch_height(*table, self.plan, n, vals, nv, dirty, pos, ends, lv.end);
+            touch_height(
+                *table, self.plan, n, vals, nv, dirty, dhash, pos, ends, lv.end,
+            );
             for s in 0..m {
                 let v = &mut vals[s * nv..(s + 1) * nv];
                 while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
@@ -368,7 +389,12 @@ impl Lookup for Shared<'_> {
                     let got = if absent(v, l) || absent(v, r) {
                         None
                     } else {
-                        table.find(pack(v[l as usize], v[r as usize]))
+                        let (p, h) = (pack(v[l as usize], v[r as usize]), dhash[pos[s]]);
+                        if k == root {
+                            table.find_hashed(p, h)
+                        } else {
+                            memo.find(table, p, h)
+                        }
                     };
                     v[n + k] = got.unwrap_or(ABSENT);
                     if k == root {
@@ -378,6 +404,7 @@ impl Lookup for Shared<'_> {
                 }
             }
         }
+        MEMO.set(memo);
         for s in 0..m {
             let v = &vals[s * nv..(s + 1) * nv];
             words.clear();
