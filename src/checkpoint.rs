@@ -33,7 +33,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 

@@ -117,6 +117,15 @@ pub trait Model {
         0
     }
 
+    /// Which parts of the state each transition touches, for stores whose compression
+    /// depends on where values that change together lie (the tree store regroups the
+    /// state's bytes by it): `(unit, touched)`, the state being `state_len / unit` units of
+    /// `unit` bytes and `touched[t]` the units transition `t` reads or writes. `None` (the
+    /// default): not known, the layout stays as it is.
+    fn touched_units(&self) -> Option<(usize, Vec<Vec<u32>>)> {
+        None
+    }
+
     /// An independent copy for another thread (parallel BFS, `--threads`): the same states,
     /// transition and label ids, with its own scratch buffers. `None` (the default) when the
     /// model cannot be copied, e.g. because its label table grows while exploring (typed

@@ -553,6 +553,12 @@ impl<C: Counter> Model for PetriModel<C> {
         false
     }
 
+    /// A place is a unit (one counter); a transition touches its pre- and post-set.
+    fn touched_units(&self) -> Option<(usize, Vec<Vec<u32>>)> {
+        let rows = (0..self.transitions).map(|t| self.touches.row(t).to_vec());
+        Some((C::BYTES, rows.collect()))
+    }
+
     fn transition_kind(&self, t: TransitionId) -> u8 {
         let t = t.0 as usize;
         if t >= self.transitions {

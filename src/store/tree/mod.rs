@@ -32,6 +32,7 @@
 //! only what changed. After a hand-over the checkpoint is the full store's, and the logs
 //! are deleted once a checkpoint that no longer needs them is on disk.
 
+mod layout;
 mod shared;
 mod table;
 
@@ -76,6 +77,9 @@ impl StoreSpec for TreeOptions {
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         let mut s = TreeStore::build(width(model)?, storage)?;
+        let units = model.touched_units();
+        let order = layout::order(s.width, units.clone());
+        s.set_order(order, units);
         s.index_slots = self.index_slots;
         Ok(Box::new(s))
     }
@@ -91,6 +95,7 @@ impl StoreSpec for TreeOptions {
             storage,
             mark,
             self.index_slots,
+            model.touched_units(),
         )?))
     }
 }
@@ -109,6 +114,8 @@ enum Mark {
     /// The tables, as their logs hold them.
     Tables {
         width: usize,
+        /// The leaves' byte order the tables were built with (empty: as given).
+        order: Vec<u32>,
         roots: u64,
         nodes: u64,
         roots_log: VecMark,
@@ -185,6 +192,10 @@ pub struct TreeStore {
     new_pos: Vec<usize>,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
+    /// The leaves' byte order ([`layout::order`]; empty: the model's own), and the leaves
+    /// each transition can change ([`layout::touched_leaves`]).
+    order: Vec<u32>,
+    touched: Vec<Vec<u32>>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
     incremental: u64,
     whole: u64,
@@ -317,6 +328,8 @@ impl TreeStore {
             handed: None,
             threads: 1,
             index_slots: None,
+            order: Vec::new(),
+            touched: Vec::new(),
         })
     }
 
@@ -326,6 +339,7 @@ impl TreeStore {
         storage: &Storage,
         mark: &StoreMark,
         index_slots: Option<u64>,
+        units: Option<(usize, Vec<Vec<u32>>)>,
     ) -> Result<Self, StoreError> {
         let m: Mark = decode_blob("tree", &mark.blob)?;
         let (Mark::Tables { width: w, .. } | Mark::Full { width: w, .. }) = m;
@@ -342,12 +356,26 @@ impl TreeStore {
         s.bounded = (storage.config.memory != MemoryLimit::Unlimited).then(|| storage.handle());
         let (roots, nodes, roots_log, nodes_log) = match m {
             Mark::Tables {
+                order,
                 roots,
                 nodes,
                 roots_log,
                 nodes_log,
                 ..
-            } => (roots, nodes, roots_log, nodes_log),
+            } => {
+                if !order.is_empty() && order.len() != width {
+                    return Err(StoreError::Invalid {
+                        store: "tree",
+                        message: format!(
+                            "the checkpoint's byte order has {} entries for {width}-byte states",
+                            order.len()
+                        ),
+                    });
+                }
+                // The tables hold leaves in this order, whatever the model suggests now.
+                s.set_order(order, units);
+                (roots, nodes, roots_log, nodes_log)
+            }
             Mark::Full {
                 handed_at, full, ..
             } => {
@@ -435,8 +463,15 @@ impl TreeStore {
     }
 
     /// The state vector of the unfolded tree `vals`.
+    /// Takes the leaves' bytes in `order` ([`layout::order`]; a permutation of the state's
+    /// bytes, or empty), with the model's `units` for the leaves each transition can change.
+    fn set_order(&mut self, order: Vec<u32>, units: Option<(usize, Vec<Vec<u32>>)>) {
+        self.touched = layout::touched_leaves(&order, units);
+        self.order = order;
+    }
+
     fn write_state(&self, vals: &[u32], out: &mut Vec<u8>) {
-        shared::write_state(vals, self.leaves, self.width, out);
+        shared::write_state(vals, self.leaves, self.width, &self.order, out);
     }
 
     fn check(&self, state: &[u8]) -> Result<(), StoreError> {
@@ -456,7 +491,7 @@ impl TreeStore {
     /// Cuts `state` into the leaves of `cur` (little-endian words, the last zero-padded).
     #[inline]
     fn load_leaves(&mut self, state: &[u8]) {
-        shared::load_leaves(state, &mut self.cur[..self.leaves]);
+        shared::load_leaves(state, &self.order, &mut self.cur[..self.leaves]);
     }
 
     /// Unfolds state `id` into `vals` (leaves and inner references).
@@ -579,15 +614,18 @@ impl TreeStore {
         dirty.clear();
         ends.clear();
         for s in 0..m {
-            self.load_leaves(batch.get(s));
-            shared::fold_start(
-                &self.cur[..n],
-                pv,
-                &self.up,
-                &mut self.batch_mark,
-                &mut vals[s * nv..(s + 1) * nv],
-                &mut dirty,
-            );
+            let v = &mut vals[s * nv..(s + 1) * nv];
+            match self.touched.get(batch.transition(s).0 as usize) {
+                Some(t) if !self.order.is_empty() => {
+                    let (o, up, mark) = (&self.order, &self.up, &mut self.batch_mark);
+                    shared::fold_start_touched(batch.get(s), t, o, pv, up, mark, v, &mut dirty);
+                }
+                _ => {
+                    self.load_leaves(batch.get(s));
+                    let (cur, up, mark) = (&self.cur[..n], &self.up, &mut self.batch_mark);
+                    shared::fold_start(cur, pv, up, mark, v, &mut dirty);
+                }
+            }
             ends.push(dirty.len());
         }
         let mut hashes = std::mem::take(&mut self.batch_hashes);
@@ -749,6 +787,8 @@ impl StateStore for TreeStore {
             plan: &self.plan,
             levels: &self.levels,
             up: &self.up,
+            order: &self.order,
+            touched: &self.touched,
         }))
     }
 
@@ -1008,6 +1048,7 @@ impl StateStore for TreeStore {
         Ok(StoreMark {
             blob: encode_blob(&Mark::Tables {
                 width: self.width,
+                order: self.order.clone(),
                 roots: self.roots.len(),
                 nodes: self.nodes.len(),
                 roots_log,
@@ -1051,6 +1092,7 @@ impl StateStore for TreeStore {
             json!(per(self.tables_bytes())),
         );
         m.insert("tree_incremental_inserts".into(), json!(self.incremental));
+        m.insert("tree_regrouped".into(), json!(!self.order.is_empty()));
         m.insert("tree_whole_folds".into(), json!(self.whole));
         m.insert(
             "tree_memo_hits".into(),

@@ -43,6 +43,10 @@ pub struct Shared<'a> {
     pub(super) plan: &'a [(u32, u32)],
     pub(super) levels: &'a [Range<usize>],
     pub(super) up: &'a [u32],
+    /// The byte order of the leaves ([`super::layout::order`]) and the leaves each
+    /// transition can change ([`fold_start_touched`]).
+    pub(super) order: &'a [u32],
+    pub(super) touched: &'a [Vec<u32>],
 }
 
 /// A thread's working buffers: the trees of the parents of the group it expands (in the
@@ -84,9 +88,29 @@ impl Reader {
     }
 }
 
-/// Cuts `state` into `out.len()` leaves (little-endian words, the last zero-padded).
+/// Cuts `state` into `out.len()` leaves (little-endian words, the last zero-padded), its
+/// bytes taken in `order` ([`super::layout::order`]; empty: as they are).
 #[inline]
-pub(super) fn load_leaves(state: &[u8], out: &mut [u32]) {
+pub(super) fn load_leaves(state: &[u8], order: &[u32], out: &mut [u32]) {
+    if !order.is_empty() {
+        let mut chunks = order.chunks_exact(4);
+        for (v, c) in out.iter_mut().zip(&mut chunks) {
+            *v = u32::from_le_bytes([c[0], c[1], c[2], c[3]].map(|j| state[j as usize]));
+        }
+        let full = order.len() / 4;
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 4];
+            for (b, &j) in w.iter_mut().zip(rest) {
+                *b = state[j as usize];
+            }
+            out[full] = u32::from_le_bytes(w);
+            out[full + 1..].fill(0);
+        } else {
+            out[full..].fill(0);
+        }
+        return;
+    }
     let mut chunks = state.chunks_exact(4);
     for (v, c) in out.iter_mut().zip(&mut chunks) {
         *v = u32::from_le_bytes(c.try_into().expect("4 bytes"));
@@ -119,8 +143,6 @@ pub(super) fn fold_start(
     dirty: &mut Vec<u32>,
 ) {
     let n = leaves.len();
-    // Inner nodes `0..n - 1`, the root last.
-    let root = n - 2;
     v.copy_from_slice(parent);
     // The changed leaves as bit masks of 64 leaves, built without a branch per leaf (the
     // compare loop vectorises), then visited by their set bits: a branch per leaf
@@ -138,21 +160,34 @@ pub(super) fn fold_start(
             let i = base + changed.trailing_zeros() as usize;
             changed &= changed - 1;
             v[i] = leaves[i];
-            let mut j = i;
-            loop {
-                let k = up[j] as usize;
-                let (w, bit) = (k / 64, 1u64 << (k % 64));
-                if mark[w] & bit != 0 {
-                    break;
-                }
-                mark[w] |= bit;
-                if k == root {
-                    break;
-                }
-                j = n + k;
-            }
+            mark_up(i, n, up, mark);
         }
     }
+    list_marked(mark, dirty);
+}
+
+/// Marks the ancestors of leaf `i` (of `n`) dirty, up to the root or the first one marked.
+#[inline(always)]
+fn mark_up(i: usize, n: usize, up: &[u32], mark: &mut [u64]) {
+    let root = n - 2;
+    let mut j = i;
+    loop {
+        let k = up[j] as usize;
+        let (w, bit) = (k / 64, 1u64 << (k % 64));
+        if mark[w] & bit != 0 {
+            break;
+        }
+        mark[w] |= bit;
+        if k == root {
+            break;
+        }
+        j = n + k;
+    }
+}
+
+/// Lists the marked nodes on `dirty`, ascending, and clears the marks.
+#[inline(always)]
+fn list_marked(mark: &mut [u64], dirty: &mut Vec<u32>) {
     for (w, word) in mark.iter_mut().enumerate() {
         let mut x = *word;
         while x != 0 {
@@ -161,6 +196,40 @@ pub(super) fn fold_start(
         }
         *word = 0;
     }
+}
+
+/// [`fold_start`] for a store whose leaves take the state's bytes in an `order` of its own
+/// ([`super::layout`]), given the leaves the successor's transition can change (`touched`:
+/// those holding a byte of a unit it touches, [`Model::touched_units`]): only those are
+/// gathered from `state` and compared with the parent's. Gathering every leaf of every
+/// successor instead made the regrouped store slower than the model's own layout.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn fold_start_touched(
+    state: &[u8],
+    touched: &[u32],
+    order: &[u32],
+    parent: &[u32],
+    up: &[u32],
+    mark: &mut [u64],
+    v: &mut [u32],
+    dirty: &mut Vec<u32>,
+) {
+    let n = parent.len().div_ceil(2);
+    v.copy_from_slice(parent);
+    for &l in touched {
+        let l = l as usize;
+        let mut w = [0u8; 4];
+        for (b, &j) in w.iter_mut().zip(&order[4 * l..order.len().min(4 * l + 4)]) {
+            *b = state[j as usize];
+        }
+        let x = u32::from_le_bytes(w);
+        if x != parent[l] {
+            v[l] = x;
+            mark_up(l, n, up, mark);
+        }
+    }
+    list_marked(mark, dirty);
 }
 
 /// Prefetches, for every successor `s` of a batch (trees of `nv` values back to back in
@@ -203,13 +272,27 @@ pub(super) fn touch_height(
     }
 }
 
-/// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves.
-pub(super) fn write_state(vals: &[u32], leaves: usize, width: usize, out: &mut Vec<u8>) {
+/// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves, whose
+/// bytes were taken in `order` ([`load_leaves`]).
+pub(super) fn write_state(
+    vals: &[u32],
+    leaves: usize,
+    width: usize,
+    order: &[u32],
+    out: &mut Vec<u8>,
+) {
     out.clear();
-    for v in &vals[..leaves] {
-        out.extend_from_slice(&v.to_le_bytes());
+    if order.is_empty() {
+        for v in &vals[..leaves] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.truncate(width);
+        return;
     }
-    out.truncate(width);
+    out.resize(width, 0);
+    for (j, &to) in order.iter().enumerate() {
+        out[to as usize] = (vals[j / 4] >> (8 * (j % 4))) as u8;
+    }
 }
 
 /// Unfolds the tree whose root pair is `root` (state `id`) into `vals`, reading the inner
@@ -273,7 +356,7 @@ impl Lookup for Shared<'_> {
             tree,
         );
         r.held += 1;
-        write_state(tree, self.leaves, self.width, &mut r.state);
+        write_state(tree, self.leaves, self.width, self.order, &mut r.state);
         Ok(f(&r.state))
     }
 
@@ -341,16 +424,18 @@ impl Lookup for Shared<'_> {
                         ),
                     });
                 }
-                load_leaves(state, leaves);
                 let start = dirty.len();
-                fold_start(
-                    leaves,
-                    parent,
-                    self.up,
-                    mark,
-                    &mut vals[s * nv..(s + 1) * nv],
-                    dirty,
-                );
+                let v = &mut vals[s * nv..(s + 1) * nv];
+                match self.touched.get(batch.transition(s).0 as usize) {
+                    Some(t) if !self.order.is_empty() => {
+                        let o = self.order;
+                        fold_start_touched(state, t, o, parent, self.up, mark, v, dirty);
+                    }
+                    _ => {
+                        load_leaves(state, self.order, leaves);
+                        fold_start(leaves, parent, self.up, mark, v, dirty);
+                    }
+                }
                 ends.push(dirty.len());
                 // No leaf changed: the parent itself (a self-loop). The others are settled
                 // at their root below.
