@@ -22,8 +22,8 @@ const WINDOW: usize = 8;
 /// The tree's byte order for states of `width` bytes: leaf byte `j` holds state byte
 /// `order[j]`. Empty when the layout stays as given: no units known, units that do not
 /// tile the state, too many transitions, or a greedy order that is the identity.
-pub fn order(width: usize, units: Option<(usize, Vec<Vec<u32>>)>) -> Vec<u32> {
-    let Some((unit, touched)) = units else {
+pub fn order(width: usize, units: Option<&(usize, Vec<Vec<u32>>)>) -> Vec<u32> {
+    let Some(&(unit, ref touched)) = units else {
         return Vec::new();
     };
     if unit == 0 || !width.is_multiple_of(unit) || touched.len() > MAX_TRANSITIONS {
@@ -97,8 +97,8 @@ pub fn order(width: usize, units: Option<(usize, Vec<Vec<u32>>)>) -> Vec<u32> {
 /// For each transition, the leaves (of 4 bytes, in `order`) that hold a byte of a unit it
 /// touches, ascending: the only leaves its firing can change. Empty when `order` is (the
 /// store then compares every leaf).
-pub fn touched_leaves(order: &[u32], units: Option<(usize, Vec<Vec<u32>>)>) -> Vec<Vec<u32>> {
-    let Some((unit, touched)) = units else {
+pub fn touched_leaves(order: &[u32], units: Option<&(usize, Vec<Vec<u32>>)>) -> Vec<Vec<u32>> {
+    let Some(&(unit, ref touched)) = units else {
         return Vec::new();
     };
     if order.is_empty() || unit == 0 {
@@ -135,7 +135,7 @@ mod tests {
     fn groups_the_units_each_transition_touches() {
         // Units 0, 2, 4 belong to process a (transitions 0 and 1), 1, 3, 5 to b (2 and 3).
         let touched = vec![vec![0, 2], vec![2, 4], vec![1, 3], vec![3, 5]];
-        let o = order(12, Some((2, touched.clone())));
+        let o = order(12, Some(&(2, touched.clone())));
         assert_eq!(o.len(), 12);
         let units: Vec<u32> = o.chunks(2).map(|c| c[0] / 2).collect();
         for c in o.chunks(2) {
@@ -152,7 +152,7 @@ mod tests {
         // Nothing known, units that do not tile the state, or an order that changes
         // nothing: the layout stays.
         assert!(order(12, None).is_empty());
-        assert!(order(12, Some((5, touched))).is_empty());
-        assert!(order(4, Some((1, vec![vec![0, 1], vec![2, 3]]))).is_empty());
+        assert!(order(12, Some(&(5, touched))).is_empty());
+        assert!(order(4, Some(&(1, vec![vec![0, 1], vec![2, 3]]))).is_empty());
     }
 }

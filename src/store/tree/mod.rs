@@ -78,8 +78,7 @@ impl StoreSpec for TreeOptions {
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         let mut s = TreeStore::build(width(model)?, storage)?;
         let units = model.touched_units();
-        let order = layout::order(s.width, units.clone());
-        s.set_order(order, units);
+        s.set_order(layout::order(s.width, units.as_ref()), units.as_ref());
         s.index_slots = self.index_slots;
         Ok(Box::new(s))
     }
@@ -193,7 +192,8 @@ pub struct TreeStore {
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// The leaves' byte order ([`layout::order`]; empty: the model's own), and the leaves
-    /// each transition can change ([`layout::touched_leaves`]).
+    /// each transition can change ([`layout::touched_leaves`]; empty when the order is, or
+    /// when the model does not say: every leaf is compared then).
     order: Vec<u32>,
     touched: Vec<Vec<u32>>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
@@ -373,7 +373,7 @@ impl TreeStore {
                     });
                 }
                 // The tables hold leaves in this order, whatever the model suggests now.
-                s.set_order(order, units);
+                s.set_order(order, units.as_ref());
                 (roots, nodes, roots_log, nodes_log)
             }
             Mark::Full {
@@ -462,14 +462,14 @@ impl TreeStore {
         Ok(())
     }
 
-    /// The state vector of the unfolded tree `vals`.
     /// Takes the leaves' bytes in `order` ([`layout::order`]; a permutation of the state's
     /// bytes, or empty), with the model's `units` for the leaves each transition can change.
-    fn set_order(&mut self, order: Vec<u32>, units: Option<(usize, Vec<Vec<u32>>)>) {
+    fn set_order(&mut self, order: Vec<u32>, units: Option<&(usize, Vec<Vec<u32>>)>) {
         self.touched = layout::touched_leaves(&order, units);
         self.order = order;
     }
 
+    /// The state vector of the unfolded tree `vals`.
     fn write_state(&self, vals: &[u32], out: &mut Vec<u8>) {
         shared::write_state(vals, self.leaves, self.width, &self.order, out);
     }
@@ -616,7 +616,7 @@ impl TreeStore {
         for s in 0..m {
             let v = &mut vals[s * nv..(s + 1) * nv];
             match self.touched.get(batch.transition(s).0 as usize) {
-                Some(t) if !self.order.is_empty() => {
+                Some(t) => {
                     let (o, up, mark) = (&self.order, &self.up, &mut self.batch_mark);
                     shared::fold_start_touched(batch.get(s), t, o, pv, up, mark, v, &mut dirty);
                 }

@@ -44,7 +44,8 @@ pub struct Shared<'a> {
     pub(super) levels: &'a [Range<usize>],
     pub(super) up: &'a [u32],
     /// The byte order of the leaves ([`super::layout::order`]) and the leaves each
-    /// transition can change ([`fold_start_touched`]).
+    /// transition can change ([`fold_start_touched`]; empty when the order is, or when
+    /// the model does not say).
     pub(super) order: &'a [u32],
     pub(super) touched: &'a [Vec<u32>],
 }
@@ -93,21 +94,8 @@ impl Reader {
 #[inline]
 pub(super) fn load_leaves(state: &[u8], order: &[u32], out: &mut [u32]) {
     if !order.is_empty() {
-        let mut chunks = order.chunks_exact(4);
-        for (v, c) in out.iter_mut().zip(&mut chunks) {
-            *v = u32::from_le_bytes([c[0], c[1], c[2], c[3]].map(|j| state[j as usize]));
-        }
-        let full = order.len() / 4;
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 4];
-            for (b, &j) in w.iter_mut().zip(rest) {
-                *b = state[j as usize];
-            }
-            out[full] = u32::from_le_bytes(w);
-            out[full + 1..].fill(0);
-        } else {
-            out[full..].fill(0);
+        for (l, v) in out.iter_mut().enumerate() {
+            *v = gather_leaf(state, order, l);
         }
         return;
     }
@@ -198,6 +186,16 @@ fn list_marked(mark: &mut [u64], dirty: &mut Vec<u32>) {
     }
 }
 
+/// Leaf `l` of `state` whose bytes are taken in `order` (zero-padded past the state's end).
+#[inline(always)]
+fn gather_leaf(state: &[u8], order: &[u32], l: usize) -> u32 {
+    let mut w = [0u8; 4];
+    for (b, &j) in w.iter_mut().zip(order.get(4 * l..).unwrap_or(&[])) {
+        *b = state[j as usize];
+    }
+    u32::from_le_bytes(w)
+}
+
 /// [`fold_start`] for a store whose leaves take the state's bytes in an `order` of its own
 /// ([`super::layout`]), given the leaves the successor's transition can change (`touched`:
 /// those holding a byte of a unit it touches, [`Model::touched_units`]): only those are
@@ -219,11 +217,7 @@ pub(super) fn fold_start_touched(
     v.copy_from_slice(parent);
     for &l in touched {
         let l = l as usize;
-        let mut w = [0u8; 4];
-        for (b, &j) in w.iter_mut().zip(&order[4 * l..order.len().min(4 * l + 4)]) {
-            *b = state[j as usize];
-        }
-        let x = u32::from_le_bytes(w);
+        let x = gather_leaf(state, order, l);
         if x != parent[l] {
             v[l] = x;
             mark_up(l, n, up, mark);
@@ -427,7 +421,7 @@ impl Lookup for Shared<'_> {
                 let start = dirty.len();
                 let v = &mut vals[s * nv..(s + 1) * nv];
                 match self.touched.get(batch.transition(s).0 as usize) {
-                    Some(t) if !self.order.is_empty() => {
+                    Some(t) => {
                         let o = self.order;
                         fold_start_touched(state, t, o, parent, self.up, mark, v, dirty);
                     }
