@@ -124,6 +124,16 @@ pub fn touched_leaves(order: &[u32], units: Option<&(usize, Vec<Vec<u32>>)>) -> 
         .collect()
 }
 
+/// Whether `order` holds each of `0..width` once (a checkpoint's order is checked before
+/// the leaves are gathered through it).
+pub fn is_permutation(order: &[u32], width: usize) -> bool {
+    let mut seen = vec![false; width];
+    order.len() == width
+        && order
+            .iter()
+            .all(|&i| (i as usize) < width && !std::mem::replace(&mut seen[i as usize], true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,9 +156,10 @@ mod tests {
             |us: [u32; 3]| us.map(pos).iter().max().unwrap() - us.map(pos).iter().min().unwrap();
         assert_eq!(span([0, 2, 4]), 2, "{units:?}");
         assert_eq!(span([1, 3, 5]), 2, "{units:?}");
-        let mut sorted = o.clone();
-        sorted.sort();
-        assert_eq!(sorted, (0..12).collect::<Vec<u32>>());
+        assert!(is_permutation(&o, 12));
+        assert!(!is_permutation(&o[..11], 12));
+        assert!(!is_permutation(&[0, 1, 1], 3));
+        assert!(!is_permutation(&[0, 1, 3], 3));
         // Nothing known, units that do not tile the state, or an order that changes
         // nothing: the layout stays.
         assert!(order(12, None).is_empty());

@@ -363,11 +363,12 @@ impl TreeStore {
                 nodes_log,
                 ..
             } => {
-                if !order.is_empty() && order.len() != width {
+                if !order.is_empty() && !layout::is_permutation(&order, width) {
                     return Err(StoreError::Invalid {
                         store: "tree",
                         message: format!(
-                            "the checkpoint's byte order has {} entries for {width}-byte states",
+                            "the checkpoint's byte order ({} entries) is not an order of the \
+                             {width} bytes of a state",
                             order.len()
                         ),
                     });
