@@ -168,6 +168,12 @@ pub struct TreeStore {
     /// The tree `get` unfolded last (a BFS parent), and its state vector.
     got: Tree,
     state: Vec<u8>,
+    /// Which state `state` holds (`NONE`: none yet); the inner nodes an unfolding over
+    /// `got` flagged ([`shared::unfold_over`]: all clear between calls) and the leaves it
+    /// changed, which are all `get` rewrites in `state` when it held `got`'s state.
+    state_of: StateId,
+    stale: Vec<bool>,
+    got_changed: Vec<u32>,
     /// The tree inserted last (a DFS parent).
     last: Tree,
     /// A batch's trees (`batch × vals`), their dirty nodes (plan indexes, each successor's
@@ -304,6 +310,9 @@ impl TreeStore {
                 vals: vec![0; n],
             },
             state: Vec::with_capacity(width),
+            state_of: NONE,
+            stale: vec![false; n - leaves],
+            got_changed: Vec::new(),
             last: Tree {
                 id: NONE,
                 vals: vec![0; n],
@@ -452,6 +461,7 @@ impl TreeStore {
         self.roots.release();
         self.nodes.release();
         self.got.id = NONE;
+        self.state_of = NONE;
         self.last.id = NONE;
         full.index_adopted()?;
         full.set_threads(self.threads);
@@ -563,19 +573,50 @@ impl TreeStore {
         if self.got.id == p {
             return Ok(());
         }
-        let mut vals = std::mem::take(&mut self.got.vals);
+        if self.last.id == p {
+            self.got.id = NONE;
+            self.got.vals.copy_from_slice(&self.last.vals);
+            self.got.id = p;
+            return Ok(());
+        }
+        self.parent_unfolds += 1;
+        self.unfold_got(p).map(|_| ())
+    }
+
+    /// Unfolds state `p` into `got`: over the tree it holds, if any (then `got_changed`
+    /// lists the leaves that changed, and the answer is the state it held), else whole.
+    fn unfold_got(&mut self, p: StateId) -> Result<Option<StateId>, StoreError> {
+        let from = self.got.id;
+        if from == p {
+            self.got_changed.clear();
+            return Ok(Some(p));
+        }
         self.got.id = NONE;
-        let r = if self.last.id == p {
-            vals.copy_from_slice(&self.last.vals);
-            Ok(())
+        let mut vals = std::mem::take(&mut self.got.vals);
+        let r = if from == NONE {
+            self.unfold(p, &mut vals).map(|_| None)
         } else {
-            self.parent_unfolds += 1;
-            self.unfold(p, &mut vals)
+            self.got_changed.clear();
+            self.roots.checked_pair(p).map(|root| {
+                let nodes = &self.nodes;
+                let (stale, changed) = (&mut self.stale, &mut self.got_changed);
+                let pair = |r| nodes.pair(r);
+                shared::unfold_over(
+                    root,
+                    p,
+                    self.leaves,
+                    &self.plan,
+                    pair,
+                    &mut vals,
+                    stale,
+                    changed,
+                );
+                Some(from)
+            })
         };
-        let got = &mut self.got;
-        got.vals = vals;
+        self.got.vals = vals;
         if r.is_ok() {
-            got.id = p;
+            self.got.id = p;
         }
         r
     }
@@ -970,18 +1011,16 @@ impl StateStore for TreeStore {
         if id >= self.roots.len() {
             return Ok(None);
         }
-        if self.got.id != id {
-            let mut vals = std::mem::take(&mut self.got.vals);
-            vals.resize(self.cur.len(), 0);
-            self.got.id = NONE;
-            let r = self.unfold(id, &mut vals);
-            self.got.vals = vals;
-            r?;
-            self.got.id = id;
+        let from = self.unfold_got(id)?;
+        if from.is_none() || from != Some(self.state_of) {
+            let mut state = std::mem::take(&mut self.state);
+            self.write_state(&self.got.vals, &mut state);
+            self.state = state;
+        } else {
+            let (vals, changed) = (&self.got.vals, &self.got_changed);
+            shared::write_leaves(vals, changed, self.width, &self.order, &mut self.state);
         }
-        let mut state = std::mem::take(&mut self.state);
-        self.write_state(&self.got.vals, &mut state);
-        self.state = state;
+        self.state_of = id;
         Ok(Some(&self.state))
     }
 
@@ -1159,8 +1198,17 @@ mod tests {
 
     #[test]
     fn numbers_states_in_order_and_gives_them_back() {
-        for width in [0usize, 1, 3, 4, 5, 8, 13, 40] {
+        // Each width in the model's byte order and in a shuffled one (a regrouped layout:
+        // `get` then scatters the bytes of the leaves it unfolds).
+        for (width, shuffled) in [0usize, 1, 3, 4, 5, 8, 13, 40]
+            .into_iter()
+            .flat_map(|w| [(w, false), (w, true)])
+        {
             let mut s = TreeStore::build(width, None).unwrap();
+            if shuffled {
+                let order = (0..width as u32).map(|b| b * 7 % width as u32);
+                s.set_order(order.collect(), None);
+            }
             let state = |i: u32| -> Vec<u8> {
                 (0..width)
                     .map(|b| (i.wrapping_mul(2654435761) >> (b % 4 * 8)) as u8 ^ b as u8)
@@ -1191,6 +1239,7 @@ mod tests {
                 };
             }
             assert_eq!(s.len(), ids.len() as u64);
+            // In no particular order: each state is unfolded over the one before.
             for (st, &id) in &ids {
                 assert_eq!(s.get(id).unwrap(), Some(&st[..]), "width {width} id {id}");
             }

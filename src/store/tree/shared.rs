@@ -59,6 +59,13 @@ pub struct Reader {
     held: usize,
     /// The parent's vector, for the model.
     state: Vec<u8>,
+    /// The parent unfolded last (`state` is its vector), as the node and root tables'
+    /// identities and its number, so that the next one is unfolded over it
+    /// ([`unfold_over`]; the flags it keeps, the leaves it changed).
+    last: Vec<u32>,
+    last_of: Option<(u64, u64, StateId)>,
+    stale: Vec<bool>,
+    changed: Vec<u32>,
     /// One successor's leaves; the group's trees (`vals` values each); their dirty nodes
     /// (each successor's ascending), where each successor's list ends, and the next one
     /// to look up; which nodes are on the current successor's list.
@@ -83,7 +90,8 @@ impl Reader {
             + self.dirty.capacity())
             * 4
             + (self.ends.capacity() + self.pos.capacity() + self.dhash.capacity()) * 8
-            + self.words.capacity() * 4
+            + (self.words.capacity() + self.last.capacity() + self.changed.capacity()) * 4
+            + self.stale.capacity()
             + self.state.capacity()
             + self.mark.capacity() * 8) as u64
     }
@@ -312,6 +320,79 @@ pub(super) fn unfold_from(
     }
 }
 
+/// [`unfold_from`] over `vals`, which holds the unfolding of another state: a node whose
+/// reference did not change keeps its subtree, so only the paths to the leaves that
+/// differ are read (consecutive states of a BFS level share most of their nodes). Pushes
+/// the leaves whose value changed onto `changed`. `stale` (a flag per inner node) must be
+/// all clear, and is left so: a node is flagged when its parent gives it a new reference
+/// and cleared when it is read, children after their parents.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn unfold_over(
+    root: u64,
+    id: StateId,
+    leaves: usize,
+    plan: &[(u32, u32)],
+    pair: impl Fn(u32) -> u64,
+    vals: &mut [u32],
+    stale: &mut [bool],
+    changed: &mut Vec<u32>,
+) {
+    let top = plan.len() - 1;
+    let mut set = |vals: &mut [u32], stale: &mut [bool], c: u32, x: u32| {
+        let c = c as usize;
+        if vals[c] != x {
+            vals[c] = x;
+            if c < leaves {
+                changed.push(c as u32);
+            } else {
+                stale[c - leaves] = true;
+            }
+        }
+    };
+    vals[leaves + top] = id as u32;
+    let (l, r) = plan[top];
+    set(vals, stale, l, root as u32);
+    set(vals, stale, r, (root >> 32) as u32);
+    for k in (0..top).rev() {
+        if !stale[k] {
+            continue;
+        }
+        stale[k] = false;
+        let p = pair(vals[leaves + k]);
+        let (l, r) = plan[k];
+        set(vals, stale, l, p as u32);
+        set(vals, stale, r, (p >> 32) as u32);
+    }
+}
+
+/// Rewrites in `out`, the state vector of an earlier unfolding, the bytes of the leaves
+/// `changed` of `vals` (as [`write_state`] writes them).
+pub(super) fn write_leaves(
+    vals: &[u32],
+    changed: &[u32],
+    width: usize,
+    order: &[u32],
+    out: &mut [u8],
+) {
+    for &j in changed {
+        let bytes = vals[j as usize].to_le_bytes();
+        let at = 4 * j as usize;
+        for (b, &x) in bytes.iter().enumerate() {
+            let i = at + b;
+            if i >= width {
+                break;
+            }
+            let to = if order.is_empty() {
+                i
+            } else {
+                order[i] as usize
+            };
+            out[to] = x;
+        }
+    }
+}
+
 impl Shared<'_> {
     fn values(&self) -> usize {
         self.leaves + self.plan.len()
@@ -339,18 +420,27 @@ impl Lookup for Shared<'_> {
         if r.parents.len() < at + nv {
             r.parents.resize(at + nv, 0);
         }
-        let tree = &mut r.parents[at..at + nv];
         let root = self.roots.pair(id as u32);
-        unfold_from(
-            root,
-            id,
-            self.leaves,
-            self.plan,
-            |x| self.nodes.pair(x),
-            tree,
-        );
+        let key = (self.nodes.id(), self.roots.id(), id);
+        let pair = |x| self.nodes.pair(x);
+        match r.last_of.take() {
+            Some(was) if (was.0, was.1) == (key.0, key.1) => {
+                r.changed.clear();
+                let (last, stale, changed) = (&mut r.last, &mut r.stale, &mut r.changed);
+                unfold_over(root, id, self.leaves, self.plan, pair, last, stale, changed);
+                write_leaves(last, changed, self.width, self.order, &mut r.state);
+            }
+            _ => {
+                r.last.resize(nv, 0);
+                r.stale.clear();
+                r.stale.resize(self.plan.len(), false);
+                unfold_from(root, id, self.leaves, self.plan, pair, &mut r.last);
+                write_state(&r.last, self.leaves, self.width, self.order, &mut r.state);
+            }
+        }
+        r.last_of = Some(key);
+        r.parents[at..at + nv].copy_from_slice(&r.last);
         r.held += 1;
-        write_state(tree, self.leaves, self.width, self.order, &mut r.state);
         Ok(f(&r.state))
     }
 

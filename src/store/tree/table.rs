@@ -889,6 +889,11 @@ pub struct Find<'a> {
 }
 
 impl Find<'_> {
+    /// The table's identity: another table, or this one after a release, has another.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The pair of reference `r` (a reference the table gave out).
     #[inline(always)]
     pub fn pair(&self, r: u32) -> u64 {
