@@ -337,6 +337,28 @@ fn every_store_resumes_after_sigkill() {
 /// The stores that write an LTS.
 const THREADED: &[&str] = &["full", "comback", "delta", "hashcompact", "tree"];
 
+/// Parents with many successors: 17 toggles give every state 17, so a group of 8 parents
+/// has 136, more than a thread settles at once (the tree store's slices of 128), and the
+/// parallel stores' answers must still be the one-thread run's, in order.
+#[test]
+fn wide_fanout_groups_give_the_one_thread_file() {
+    let t = tempfile::tempdir().unwrap();
+    let model = common::toggles_file(t.path(), 17);
+    let expect = (1 << 17, 17 << 17, 0);
+    for store in ["full", "comback", "tree"] {
+        let mut files = Vec::new();
+        for threads in ["1", "2"] {
+            let out = t.path().join(format!("{store}-{threads}.slts"));
+            let args = ["--store", store, "--threads", threads, "-o", out.to_str().unwrap()];
+            let v = stats(&model, t.path(), &args);
+            assert_eq!(triple(&v), expect, "{store} {threads}");
+            assert_eq!(v["threads"].to_string(), threads, "{store}: ran in parallel");
+            files.push(std::fs::read(&out).unwrap());
+        }
+        assert!(files[0] == files[1], "{store}: two threads wrote another file");
+    }
+}
+
 /// `--threads N` changes nothing in the output: every store that writes an LTS gives, in
 /// BFS, with 2 and 4 threads the file of a one-thread run, in RAM and under a budget (the
 /// full store expands in parallel while its index is in RAM, ComBack and the tree store

@@ -463,8 +463,7 @@ impl Lookup for Shared<'_> {
         found: &mut Vec<Found>,
         extra: &mut Extra,
     ) -> Result<(), StoreError> {
-        let (n, nv, m) = (self.leaves, self.values(), batch.len());
-        let root = self.plan.len() - 1;
+        let m = batch.len();
         let held = std::mem::take(&mut r.held);
         if counts.len() != held || counts.iter().map(|&c| c as usize).sum::<usize>() != m {
             return Err(StoreError::Invalid {
@@ -475,28 +474,51 @@ impl Lookup for Shared<'_> {
                 ),
             });
         }
-        let Reader {
-            parents,
-            leaves,
-            vals,
-            dirty,
-            dhash,
-            ends,
-            pos,
-            mark,
-            words,
-            ..
-        } = r;
-        leaves.resize(n, 0);
-        mark.resize(self.plan.len().div_ceil(64), 0);
-        vals.resize(m * nv, 0);
-        dirty.clear();
-        ends.clear();
+        // The parents' trees are read while a slice is settled: out of the reader meanwhile.
+        let parents = std::mem::take(&mut r.parents);
+        let res = self.fold_slices(r, &parents, batch, counts, hashes, found, extra);
+        r.parents = parents;
+        res
+    }
+}
+
+/// Successors a thread folds and looks up together ([`Shared::fold_slices`]): enough that
+/// a height's misses overlap (a group of 8 parents has 32–85 successors on the reference
+/// nets), few enough that a parent with hundreds of successors does not leave every part's
+/// buffers that large for the rest of the run (SharedMemory-PT-000010, two threads: 4 MiB
+/// of its 32 MiB peak).
+const SLICE: usize = 128;
+
+impl Shared<'_> {
+    /// [`Lookup::find_group`]'s work, [`SLICE`] successors at a time (each slice's trees,
+    /// dirty nodes and hashes in the reader's buffers); `parents` holds the group's trees.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_slices(
+        &self,
+        r: &mut Reader,
+        parents: &[u32],
+        batch: &StateBatch,
+        counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+        extra: &mut Extra,
+    ) -> Result<(), StoreError> {
+        let (n, nv) = (self.leaves, self.values());
+        r.leaves.resize(n, 0);
+        r.mark.resize(self.plan.len().div_ceil(64), 0);
+        r.dirty.clear();
+        r.ends.clear();
         let at = found.len();
-        let mut s = 0;
+        let (mut s, mut first) = (0, 0);
         for (k, &count) in counts.iter().enumerate() {
             let parent = &parents[k * nv..(k + 1) * nv];
             for _ in 0..count {
+                if s - first == SLICE {
+                    self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+                    r.dirty.clear();
+                    r.ends.clear();
+                    first = s;
+                }
                 let state = batch.get(s);
                 if state.len() != self.width {
                     return Err(StoreError::Invalid {
@@ -508,8 +530,19 @@ impl Lookup for Shared<'_> {
                         ),
                     });
                 }
-                let start = dirty.len();
-                let v = &mut vals[s * nv..(s + 1) * nv];
+                let i = s - first;
+                if r.vals.len() < (i + 1) * nv {
+                    r.vals.resize((i + 1) * nv, 0);
+                }
+                let start = r.dirty.len();
+                let Reader {
+                    leaves,
+                    vals,
+                    dirty,
+                    mark,
+                    ..
+                } = &mut *r;
+                let v = &mut vals[i * nv..(i + 1) * nv];
                 match self.touched.get(batch.transition(s).0 as usize) {
                     Some(t) => {
                         let o = self.order;
@@ -520,10 +553,10 @@ impl Lookup for Shared<'_> {
                         fold_start(leaves, parent, self.up, mark, v, dirty);
                     }
                 }
-                ends.push(dirty.len());
+                r.ends.push(r.dirty.len());
                 // No leaf changed: the parent itself (a self-loop). The others are settled
                 // at their root below.
-                found.push(if start == dirty.len() {
+                found.push(if start == r.dirty.len() {
                     Found::Stored(parent[nv - 1] as StateId)
                 } else {
                     Found::Undecided
@@ -531,7 +564,35 @@ impl Lookup for Shared<'_> {
                 s += 1;
             }
         }
-        let found = &mut found[at..];
+        if s > first {
+            self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+        }
+        Ok(())
+    }
+
+    /// Looks up the dirty nodes of successors `slice` of the batch (the reader's trees
+    /// `0..slice.len()`, whose answers start `found`) height by height, and hands on what
+    /// an absent one lacks and its hash.
+    fn settle(
+        &self,
+        r: &mut Reader,
+        batch: &StateBatch,
+        slice: Range<usize>,
+        found: &mut [Found],
+        hashes: &mut Vec<u64>,
+        extra: &mut Extra,
+    ) -> Result<(), StoreError> {
+        let (n, nv, m) = (self.leaves, self.values(), slice.len());
+        let root = self.plan.len() - 1;
+        let Reader {
+            vals,
+            dirty,
+            dhash,
+            ends,
+            pos,
+            words,
+            ..
+        } = r;
         dhash.resize(dirty.len(), 0);
         // `pos[s]`: the next dirty node of successor `s`.
         pos.clear();
@@ -539,7 +600,7 @@ impl Lookup for Shared<'_> {
         pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
         // Whether value `c` of a tree is an inner node no stored state has.
         let absent = |v: &[u32], c: u32| c as usize >= n && v[c as usize] == ABSENT;
-        // The thread's memo of the node table, taken for the group and put back after.
+        // The thread's memo of the node table, taken for the slice and put back after.
         let mut memo = MEMO.take();
         for lv in self.levels {
             let table = if lv.end > root {
@@ -590,14 +651,17 @@ impl Lookup for Shared<'_> {
         }
         // Only a successor not stored needs its hash (the chunk's table of candidates is
         // keyed by it); most are stored, and the fold needs none.
-        for (s, f) in found.iter().enumerate() {
+        for (s, f) in found[..m].iter().enumerate() {
             hashes.push(match f {
                 Found::Stored(_) => 0,
-                Found::Absent => SharedIndex::hash(batch.get(s)),
+                Found::Absent => SharedIndex::hash(batch.get(slice.start + s)),
                 Found::Undecided => {
                     return Err(StoreError::Invalid {
                         store: "tree",
-                        message: format!("successor {s} of a parallel group reached no root"),
+                        message: format!(
+                            "successor {} of a parallel group reached no root",
+                            slice.start + s
+                        ),
                     })
                 }
             });
