@@ -107,20 +107,37 @@ pub(super) struct Part {
     /// Why a parent of the part could not be expanded (the model failed, or its vector
     /// or a compared one could not be read back).
     error: Option<ExploreError>,
-    /// A group of parents' successors and their hashes.
-    tmp: StateBatch,
-    hashes: Vec<u64>,
-    /// What the shared index answered for each of the group's successors, and what it
-    /// handed on for them.
-    found: Vec<Found>,
-    extra: Extra,
     /// What the shared index handed on for each candidate (or nothing).
     pub cand_extra: Extra,
     /// The scratch of a store that rebuilds states to compare them (ComBack); what it
     /// rebuilt is handed to the store after the chunk ([`Workers::rebuilt`]).
     scratch: Scratch,
+}
+
+/// A thread's buffers for one group of parents at a time, whichever part it fills: per
+/// thread rather than per part (8 parts a thread), since a group's successors are gone
+/// once its candidates are in the part (SharedMemory-PT-000010, tree store, two threads:
+/// 2.3 MiB of a 32 MiB peak).
+#[derive(Default)]
+struct Group {
+    /// The group's successors and their hashes.
+    tmp: StateBatch,
+    hashes: Vec<u64>,
+    /// What the shared index answered for each successor, and what it handed on for them.
+    found: Vec<Found>,
+    extra: Extra,
     /// The tree store's parent trees and fold buffers.
     tree: tree::Reader,
+}
+
+impl Group {
+    fn ram_bytes(&self) -> u64 {
+        (self.hashes.capacity() * 8
+            + self.found.capacity() * std::mem::size_of::<Found>()
+            + self.tmp.ram_bytes()) as u64
+            + self.extra.ram_bytes()
+            + self.tree.ram_bytes()
+    }
 }
 
 impl Part {
@@ -130,14 +147,9 @@ impl Part {
             + self.labels.capacity() * std::mem::size_of::<LabelId>()
             + (self.known.capacity() + self.cand_hashes.capacity() + self.ids.capacity()) * 8
             + self.undecided.capacity() * 4
-            + self.hashes.capacity() * 8
-            + self.found.capacity() * std::mem::size_of::<Found>()
             + self.table.capacity() * 5
-            + self.cand.ram_bytes()
-            + self.tmp.ram_bytes()) as u64
+            + self.cand.ram_bytes()) as u64
             + self.scratch.ram_bytes()
-            + self.tree.ram_bytes()
-            + self.extra.ram_bytes()
             + self.cand_extra.ram_bytes()
     }
 
@@ -155,24 +167,26 @@ impl Part {
         self.error = None;
     }
 
-    /// Expands the parents (state ids) `parents`; `reader` reads vectors from segment files.
+    /// Expands the parents (state ids) `parents`; `reader` reads vectors from segment files,
+    /// `g` holds a group's successors (both the thread's).
     fn fill(
         &mut self,
         model: &dyn Model,
         view: SharedIndex<'_>,
         reader: &mut SegReader,
+        g: &mut Group,
         parents: Range<u64>,
     ) -> Result<(), ExploreError> {
         // One dispatch per part: the RAM path's loop stays free of the reader.
         match view {
-            SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), parents),
-            SharedIndex::Seg(v) => self.fill_with(model, &v, reader, parents),
-            SharedIndex::Comback(v) => self.fill_with(model, &v, reader, parents),
+            SharedIndex::Ram(v) => self.fill_with(model, &v, &mut (), g, parents),
+            SharedIndex::Seg(v) => self.fill_with(model, &v, reader, g, parents),
+            SharedIndex::Comback(v) => self.fill_with(model, &v, reader, g, parents),
             SharedIndex::Tree(v) => {
-                // Taken out of the part while it fills it.
-                let mut tr = std::mem::take(&mut self.tree);
-                let r = self.fill_with(model, &v, &mut tr, parents);
-                self.tree = tr;
+                // Taken out of the group's buffers while they are lent with it.
+                let mut tr = std::mem::take(&mut g.tree);
+                let r = self.fill_with(model, &v, &mut tr, g, parents);
+                g.tree = tr;
                 r
             }
         }
@@ -183,6 +197,7 @@ impl Part {
         model: &dyn Model,
         view: &L,
         r: &mut L::Reader,
+        g: &mut Group,
         parents: Range<u64>,
     ) -> Result<(), ExploreError> {
         self.clear();
@@ -191,10 +206,10 @@ impl Part {
             let group = start..(start + GROUP as u64).min(parents.end);
             let group_len = (group.end - group.start) as usize;
             start = group.end;
-            self.tmp.clear();
+            g.tmp.clear();
             for parent in group {
                 let before = self.labels.len();
-                let (tmp, labels) = (&mut self.tmp, &mut self.labels);
+                let (tmp, labels) = (&mut g.tmp, &mut self.labels);
                 view.with_parent(r, parent, |s| {
                     model.successors(s, &mut |t, label, succ| {
                         tmp.push(t, succ);
@@ -204,26 +219,26 @@ impl Part {
                 self.counts.push((self.labels.len() - before) as u32);
             }
             let group_counts = &self.counts[self.counts.len() - group_len..];
-            self.hashes.clear();
-            self.found.clear();
-            self.extra.clear();
+            g.hashes.clear();
+            g.found.clear();
+            g.extra.clear();
             view.find_group(
                 r,
                 model,
                 &mut self.scratch,
-                &self.tmp,
+                &g.tmp,
                 group_counts,
-                &mut self.hashes,
-                &mut self.found,
-                &mut self.extra,
+                &mut g.hashes,
+                &mut g.found,
+                &mut g.extra,
             )?;
             let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
-            let (extra, cand_extra) = (&self.extra, &mut self.cand_extra);
+            let (extra, cand_extra) = (&g.extra, &mut self.cand_extra);
             let mut i = 0;
             for &count in group_counts {
                 let before = cand.len();
                 for i in i..i + count as usize {
-                    let (s, h, found) = (self.tmp.get(i), self.hashes[i], self.found[i]);
+                    let (s, h, found) = (g.tmp.get(i), g.hashes[i], g.found[i]);
                     if let Found::Stored(id) = found {
                         self.known.push(id);
                     } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
@@ -238,7 +253,7 @@ impl Part {
                         if !extra.ends.is_empty() {
                             cand_extra.push(extra.get(i));
                         }
-                        cand.push(self.tmp.transition(i), s);
+                        cand.push(g.tmp.transition(i), s);
                         self.known.push(CANDIDATE);
                     }
                 }
@@ -299,8 +314,10 @@ pub(super) struct Workers {
     width: usize,
     /// Bytes of successor vectors a chunk takes per thread.
     part_bytes: usize,
-    /// Each thread's reader of vectors in segment files (the calling thread's first).
+    /// Each thread's reader of vectors in segment files and its group buffers (the
+    /// calling thread's first).
     readers: Vec<SegReader>,
+    groups: Vec<Group>,
 }
 
 impl Workers {
@@ -331,6 +348,7 @@ impl Workers {
                 if small { SMALL_PART_BYTES } else { PART_BYTES },
             ),
             readers: (0..=forks.len()).map(|_| SegReader::default()).collect(),
+            groups: (0..=forks.len()).map(|_| Group::default()).collect(),
             forks,
             parents: 0..0,
             seen: (0, 0),
@@ -354,6 +372,7 @@ impl Workers {
             .sum();
         parts
             + self.readers.iter().map(SegReader::ram_bytes).sum::<u64>()
+            + self.groups.iter().map(Group::ram_bytes).sum::<u64>()
             + THREAD_BYTES * self.forks.len() as u64
     }
 
@@ -411,7 +430,7 @@ impl Workers {
         let n64 = n as u64;
         let claim = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        let fill = |k: usize, m: &dyn Model, r: &mut SegReader| {
+        let fill = |k: usize, m: &dyn Model, r: &mut SegReader, g: &mut Group| {
             let _done = Done(&slots[k].done);
             let mut part = slots[k].part.lock().unwrap_or_else(PoisonError::into_inner);
             part.error = part
@@ -419,29 +438,32 @@ impl Workers {
                     m,
                     view,
                     r,
+                    g,
                     first + k as u64 * len / n64..first + (k as u64 + 1) * len / n64,
                 )
                 .err();
         };
         let (reader, fork_readers) = self.readers.split_first_mut().expect("a reader per thread");
-        // Each helper thread's model copy and reader (locked once per chunk, never contended).
+        let (group, fork_groups) = self.groups.split_first_mut().expect("buffers per thread");
+        // Each helper thread's model copy, reader and group buffers (locked once per chunk,
+        // never contended).
         let helpers: Vec<_> = self
             .forks
             .iter_mut()
-            .zip(fork_readers)
+            .zip(fork_readers.iter_mut().zip(fork_groups))
             .map(Mutex::new)
             .collect();
         let helper = |t: usize| {
             let mut h = helpers[t - 1]
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let (m, r) = &mut *h;
+            let (m, (r, g)) = &mut *h;
             loop {
                 let k = claim.fetch_add(1, Ordering::Relaxed);
                 if k >= n || stop.load(Ordering::Relaxed) {
                     break;
                 }
-                fill(k, &***m, r);
+                fill(k, &***m, r, g);
             }
         };
         let result = par::with_workers(helpers.len() + 1, &helper, || {
@@ -452,7 +474,7 @@ impl Workers {
                 if !slots[k].done.load(Ordering::Acquire) {
                     let c = claim.fetch_add(1, Ordering::Relaxed);
                     if c < n {
-                        fill(c, model, reader);
+                        fill(c, model, reader, group);
                         continue;
                     }
                     wait(&slots[k].done);
