@@ -349,13 +349,27 @@ fn wide_fanout_groups_give_the_one_thread_file() {
         let mut files = Vec::new();
         for threads in ["1", "2"] {
             let out = t.path().join(format!("{store}-{threads}.slts"));
-            let args = ["--store", store, "--threads", threads, "-o", out.to_str().unwrap()];
+            let args = [
+                "--store",
+                store,
+                "--threads",
+                threads,
+                "-o",
+                out.to_str().unwrap(),
+            ];
             let v = stats(&model, t.path(), &args);
             assert_eq!(triple(&v), expect, "{store} {threads}");
-            assert_eq!(v["threads"].to_string(), threads, "{store}: ran in parallel");
+            assert_eq!(
+                v["threads"].to_string(),
+                threads,
+                "{store}: ran in parallel"
+            );
             files.push(std::fs::read(&out).unwrap());
         }
-        assert!(files[0] == files[1], "{store}: two threads wrote another file");
+        assert!(
+            files[0] == files[1],
+            "{store}: two threads wrote another file"
+        );
     }
 }
 

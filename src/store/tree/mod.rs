@@ -149,6 +149,21 @@ struct Tree {
 /// No state.
 const NONE: StateId = u64::MAX;
 
+/// How many trees of `nv` values [`RECENT_BYTES`] keeps.
+fn recent_slots(nv: usize) -> usize {
+    (RECENT_BYTES / (4 * nv)).clamp(16, 256)
+}
+
+/// Successors a delayed batch takes ([`StateStore::delayed_batch`]): the lookups of a
+/// height overlap their misses across the batch, as the full store's grouped lookups do.
+const MANY: usize = 128;
+
+/// Bytes of parent trees kept for a delayed batch: BFS reads a batch's parents just before
+/// handing it over, at most [`MANY`] of them unless some have no successors; room for 256
+/// trees of up to 128 leaves, fewer (at least 16) of wider ones. A parent whose tree was
+/// not kept is unfolded again.
+const RECENT_BYTES: usize = 256 << 10;
+
 /// New states [`StateStore::add_new`] folds together: enough that a height's misses
 /// overlap, few enough that the window's trees stay in cache.
 const NEW_WINDOW: usize = 256;
@@ -174,6 +189,14 @@ pub struct TreeStore {
     state_of: StateId,
     stale: Vec<bool>,
     got_changed: Vec<u32>,
+    /// The trees of the last states `get` unfolded (up to [`RECENT_BYTES`]), state `id` at
+    /// `id % recent_ids.len()` (`recent_ids` says which is there), for
+    /// [`StateStore::insert_many`]; its parents' trees back to back and their successor
+    /// counts.
+    recent: Vec<u32>,
+    recent_ids: Vec<StateId>,
+    many_trees: Vec<u32>,
+    many_counts: Vec<u32>,
     /// The tree inserted last (a DFS parent).
     last: Tree,
     /// A batch's trees (`batch × vals`), their dirty nodes (plan indexes, each successor's
@@ -313,6 +336,10 @@ impl TreeStore {
             state_of: NONE,
             stale: vec![false; n - leaves],
             got_changed: Vec::new(),
+            recent: vec![0; recent_slots(n) * n],
+            recent_ids: vec![NONE; recent_slots(n)],
+            many_trees: Vec::new(),
+            many_counts: Vec::new(),
             last: Tree {
                 id: NONE,
                 vals: vec![0; n],
@@ -462,6 +489,7 @@ impl TreeStore {
         self.nodes.release();
         self.got.id = NONE;
         self.state_of = NONE;
+        self.recent_ids.fill(NONE);
         self.last.id = NONE;
         full.index_adopted()?;
         full.set_threads(self.threads);
@@ -636,18 +664,21 @@ impl TreeStore {
         })
     }
 
-    /// [`StateStore::insert_batch`] with the parent's tree `pv`. Each successor starts as a
-    /// copy of the parent's tree; only the ancestors of its changed leaves (its *dirty*
-    /// nodes, listed in plan order, which is height order) are interned again.
+    /// [`StateStore::insert_batch`] and [`StateStore::insert_many`]: `trees` holds the
+    /// parents' trees back to back, parent `k` having `counts[k]` successors in the batch.
+    /// Each successor starts as a copy of its parent's tree; only the ancestors of its
+    /// changed leaves (its *dirty* nodes, listed in plan order, which is height order) are
+    /// interned again.
     fn fold_batch(
         &mut self,
-        pv: &[u32],
+        trees: &[u32],
+        counts: &[u32],
         batch: &StateBatch,
         vals: &mut Vec<u32>,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         let m = batch.len();
-        let nv = pv.len();
+        let nv = self.cur.len();
         let n = self.leaves;
         let root = self.plan.len() - 1;
         vals.resize(m * nv, 0);
@@ -655,7 +686,12 @@ impl TreeStore {
         let mut ends = std::mem::take(&mut self.batch_ends);
         dirty.clear();
         ends.clear();
-        for s in 0..m {
+        let parent_of = counts
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        for (s, k) in (0..m).zip(parent_of) {
+            let pv = &trees[k * nv..(k + 1) * nv];
             let v = &mut vals[s * nv..(s + 1) * nv];
             match self.touched.get(batch.transition(s).0 as usize) {
                 Some(t) => {
@@ -712,8 +748,9 @@ impl TreeStore {
                         Insert::Seen(id as StateId)
                     }
                 } else {
-                    // No leaf changed: the successor is its parent (a self-loop).
-                    Insert::Seen(pv[nv - 1] as StateId)
+                    // No leaf changed: the successor is its parent (a self-loop), whose
+                    // number its copy of the parent's tree holds at the root.
+                    Insert::Seen(v[nv - 1] as StateId)
                 });
             }
             Ok(())
@@ -793,7 +830,7 @@ impl StateStore for TreeStore {
         self.incremental += m as u64;
         let pv = std::mem::take(&mut self.got.vals);
         let mut vals = std::mem::take(&mut self.batch_vals);
-        let r = self.fold_batch(&pv, batch, &mut vals, out);
+        let r = self.fold_batch(&pv, &[m as u32], batch, &mut vals, out);
         self.got.vals = pv;
         self.batch_vals = vals;
         r
@@ -966,11 +1003,19 @@ impl StateStore for TreeStore {
         r
     }
 
-    /// Once handed over, the full store's delayed batches (before, one parent at a time).
+    /// The successors of several parents at once ([`MANY`]), so that more lookups overlap
+    /// their misses than one parent's successors give; once handed over, the full store's
+    /// delayed batches.
     fn delayed_batch(&self) -> Option<usize> {
-        self.handed.as_ref()?.full.delayed_batch()
+        match &self.handed {
+            Some(h) => h.full.delayed_batch(),
+            None => Some(MANY),
+        }
     }
 
+    /// [`StateStore::insert_batch`] over the successors of several parents: each parent's
+    /// tree is the one `get` kept for it (`recent`: BFS reads the batch's
+    /// parents just before), else unfolded again.
     fn insert_many(
         &mut self,
         parents: &[(StateId, u32)],
@@ -978,13 +1023,42 @@ impl StateStore for TreeStore {
         batch: &StateBatch,
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
-        match &mut self.handed {
-            Some(h) => h.full.insert_many(parents, parent_depth, batch, out),
-            None => Err(StoreError::Invalid {
-                store: "tree",
-                message: "a delayed batch before the states went to the full store".into(),
-            }),
+        out.clear();
+        let m = batch.len();
+        for i in 0..m {
+            self.check(batch.get(i))?;
         }
+        if self.handed.is_none() {
+            self.make_room(m as u64)?;
+        }
+        if let Some(h) = &mut self.handed {
+            return h.full.insert_many(parents, parent_depth, batch, out);
+        }
+        let nv = self.cur.len();
+        let mut trees = std::mem::take(&mut self.many_trees);
+        let mut counts = std::mem::take(&mut self.many_counts);
+        trees.clear();
+        counts.clear();
+        let r = (|| {
+            for &(p, c) in parents {
+                let at = p as usize % self.recent_ids.len();
+                if self.recent_ids[at] == p {
+                    trees.extend_from_slice(&self.recent[at * nv..(at + 1) * nv]);
+                } else {
+                    self.load_parent(p)?;
+                    trees.extend_from_slice(&self.got.vals);
+                }
+                counts.push(c);
+            }
+            self.incremental += m as u64;
+            let mut vals = std::mem::take(&mut self.batch_vals);
+            let r = self.fold_batch(&trees, &counts, batch, &mut vals, out);
+            self.batch_vals = vals;
+            r
+        })();
+        self.many_trees = trees;
+        self.many_counts = counts;
+        r
     }
 
     fn len(&self) -> u64 {
@@ -1012,6 +1086,11 @@ impl StateStore for TreeStore {
             return Ok(None);
         }
         let from = self.unfold_got(id)?;
+        // Kept for a delayed batch of its successors.
+        let (nv, at) = (self.cur.len(), id as usize % self.recent_ids.len());
+        self.recent_ids[at] = NONE;
+        self.recent[at * nv..(at + 1) * nv].copy_from_slice(&self.got.vals);
+        self.recent_ids[at] = id;
         if from.is_none() || from != Some(self.state_of) {
             let mut state = std::mem::take(&mut self.state);
             self.write_state(&self.got.vals, &mut state);
@@ -1193,6 +1272,93 @@ mod tests {
             }
             assert!(seen[..2 * leaves - 2].iter().all(|&c| c == 1), "{leaves}");
             assert_eq!(seen[2 * leaves - 2], 0);
+        }
+    }
+
+    /// A delayed batch over many parents answers as their batches one parent at a time:
+    /// parents read just before (their trees kept), parents read long before (unfolded
+    /// again), parents with no successors, self-loops, and successors shared between
+    /// parents and new in the batch.
+    #[test]
+    fn delayed_batches_answer_as_one_parent_at_a_time() {
+        let width = 40;
+        let state = |i: u32| -> Vec<u8> {
+            (0..width)
+                .map(|b| {
+                    if b % 7 == (i % 7) as usize {
+                        (i / 7) as u8
+                    } else {
+                        b as u8
+                    }
+                })
+                .collect()
+        };
+        let (mut many, mut one) = (
+            TreeStore::build(width, None).unwrap(),
+            TreeStore::build(width, None).unwrap(),
+        );
+        // Transition `j` changes the bytes `b` with `b % 7 == j` (one-byte units): a
+        // successor's other leaves are taken from its parent's tree unread.
+        let units = (
+            1,
+            (0..7u32)
+                .map(|j| (j..width as u32).step_by(7).collect())
+                .collect(),
+        );
+        for s in [&mut many, &mut one] {
+            let order = (0..width as u32).map(|b| b * 3 % width as u32).collect();
+            s.set_order(order, Some(&units));
+            for i in 0..40 {
+                s.insert(&state(i), None).unwrap();
+            }
+        }
+        let mut next = 40;
+        for round in 0..30u64 {
+            // Parents: a run of consecutive ones, each read by `get` as BFS does, and one
+            // read before the run (its kept tree may have been overwritten).
+            let first = round * 3 % (many.len() - 12);
+            let mut parents: Vec<(StateId, u32)> = Vec::new();
+            let mut batch = StateBatch::default();
+            let mut single = Vec::new();
+            for (k, p) in (first..first + 10).chain([round % 5]).enumerate() {
+                let ps = many.get(p).unwrap().unwrap().to_vec();
+                let mut b = StateBatch::default();
+                let count = (p as usize + k) % 4;
+                for c in 0..count {
+                    let j = (p as usize + c) % 7;
+                    let mut succ = ps.clone();
+                    // The first successor is the parent itself (a self-loop).
+                    if c > 0 {
+                        for x in succ.iter_mut().skip(j).step_by(7) {
+                            *x = x.wrapping_add(c as u8 + next as u8) % 5;
+                        }
+                    }
+                    let t = crate::model::TransitionId(j as u32);
+                    b.push(t, &succ);
+                    batch.push(t, &succ);
+                }
+                parents.push((p, count as u32));
+                single.push((p, b));
+            }
+            next += 3;
+            // The last parent's tree was not kept (as if more parents had come between).
+            let gone = round % 5;
+            let at = gone as usize % many.recent_ids.len();
+            many.recent_ids[at] = NONE;
+            let mut got = Vec::new();
+            many.insert_many(&parents, 1, &batch, &mut got).unwrap();
+            let mut want = Vec::new();
+            for (p, b) in &single {
+                let mut out = Vec::new();
+                one.get(*p).unwrap();
+                one.insert_batch(*p, 1, b, &mut out).unwrap();
+                want.extend(out);
+            }
+            assert_eq!(got, want, "round {round}");
+        }
+        for id in 0..one.len() {
+            let a = one.get(id).unwrap().map(<[u8]>::to_vec);
+            assert_eq!(many.get(id).unwrap().map(<[u8]>::to_vec), a);
         }
     }
 
