@@ -1025,6 +1025,15 @@ impl StateStore for TreeStore {
     ) -> Result<(), StoreError> {
         out.clear();
         let m = batch.len();
+        let counted: usize = parents.iter().map(|&(_, c)| c as usize).sum();
+        if counted != m {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "a delayed batch of {m} successors, its parents' counts {counted}"
+                ),
+            });
+        }
         for i in 0..m {
             self.check(batch.get(i))?;
         }
