@@ -649,6 +649,53 @@ impl TreeStore {
         r
     }
 
+    /// Checks a batch's states and makes room for them (which may hand the states over).
+    fn admit(&mut self, batch: &StateBatch) -> Result<(), StoreError> {
+        for i in 0..batch.len() {
+            self.check(batch.get(i))?;
+        }
+        if self.handed.is_none() {
+            self.make_room(batch.len() as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Folds `batch`, the successors of `parents` (each with its count, in order), against
+    /// their parents' trees: the ones `get` kept (`recent`: BFS reads the parents just
+    /// before), else unfolded again.
+    fn fold_parents(
+        &mut self,
+        parents: &[(StateId, u32)],
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        let nv = self.cur.len();
+        let mut trees = std::mem::take(&mut self.many_trees);
+        let mut counts = std::mem::take(&mut self.many_counts);
+        trees.clear();
+        counts.clear();
+        let r = (|| {
+            for &(p, c) in parents {
+                let at = p as usize % self.recent_ids.len();
+                if self.recent_ids[at] == p {
+                    trees.extend_from_slice(&self.recent[at * nv..(at + 1) * nv]);
+                } else {
+                    self.load_parent(p)?;
+                    trees.extend_from_slice(&self.got.vals);
+                }
+                counts.push(c);
+            }
+            self.incremental += batch.len() as u64;
+            let mut vals = std::mem::take(&mut self.batch_vals);
+            let r = self.fold_batch(&trees, &counts, batch, &mut vals, out);
+            self.batch_vals = vals;
+            r
+        })();
+        self.many_trees = trees;
+        self.many_counts = counts;
+        r
+    }
+
     /// Interns the root pair: its reference is the state number.
     fn root(&mut self, pair: u64) -> Result<Insert, StoreError> {
         let (id, new) = self.roots.intern(pair)?;
@@ -816,24 +863,11 @@ impl StateStore for TreeStore {
         out: &mut Vec<Insert>,
     ) -> Result<(), StoreError> {
         out.clear();
-        let m = batch.len();
-        for i in 0..m {
-            self.check(batch.get(i))?;
-        }
-        if self.handed.is_none() {
-            self.make_room(m as u64)?;
-        }
+        self.admit(batch)?;
         if let Some(h) = &mut self.handed {
             return h.full.insert_batch(parent, parent_depth, batch, out);
         }
-        self.load_parent(parent)?;
-        self.incremental += m as u64;
-        let pv = std::mem::take(&mut self.got.vals);
-        let mut vals = std::mem::take(&mut self.batch_vals);
-        let r = self.fold_batch(&pv, &[m as u32], batch, &mut vals, out);
-        self.got.vals = pv;
-        self.batch_vals = vals;
-        r
+        self.fold_parents(&[(parent, batch.len() as u32)], batch, out)
     }
 
     fn shared_vectors(&mut self) -> Option<SharedVectors<'_>> {
@@ -1013,9 +1047,8 @@ impl StateStore for TreeStore {
         }
     }
 
-    /// [`StateStore::insert_batch`] over the successors of several parents: each parent's
-    /// tree is the one `get` kept for it (`recent`: BFS reads the batch's
-    /// parents just before), else unfolded again.
+    /// [`StateStore::insert_batch`] over the successors of several parents
+    /// ([`TreeStore::fold_parents`]).
     fn insert_many(
         &mut self,
         parents: &[(StateId, u32)],
@@ -1034,40 +1067,11 @@ impl StateStore for TreeStore {
                 ),
             });
         }
-        for i in 0..m {
-            self.check(batch.get(i))?;
-        }
-        if self.handed.is_none() {
-            self.make_room(m as u64)?;
-        }
+        self.admit(batch)?;
         if let Some(h) = &mut self.handed {
             return h.full.insert_many(parents, parent_depth, batch, out);
         }
-        let nv = self.cur.len();
-        let mut trees = std::mem::take(&mut self.many_trees);
-        let mut counts = std::mem::take(&mut self.many_counts);
-        trees.clear();
-        counts.clear();
-        let r = (|| {
-            for &(p, c) in parents {
-                let at = p as usize % self.recent_ids.len();
-                if self.recent_ids[at] == p {
-                    trees.extend_from_slice(&self.recent[at * nv..(at + 1) * nv]);
-                } else {
-                    self.load_parent(p)?;
-                    trees.extend_from_slice(&self.got.vals);
-                }
-                counts.push(c);
-            }
-            self.incremental += m as u64;
-            let mut vals = std::mem::take(&mut self.batch_vals);
-            let r = self.fold_batch(&trees, &counts, batch, &mut vals, out);
-            self.batch_vals = vals;
-            r
-        })();
-        self.many_trees = trees;
-        self.many_counts = counts;
-        r
+        self.fold_parents(parents, batch, out)
     }
 
     fn len(&self) -> u64 {
