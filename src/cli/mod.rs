@@ -167,8 +167,9 @@ pub struct ExploreArgs {
 
     /// Threads expanding states in BFS with the full store (default: the available cores;
     /// checkpointed runs and runs under --memory too, fewer under a budget too small for
-    /// their buffers) and ComBack (not under --memory); once the full store's index has
-    /// spilled under --memory, they expand and resolve its delayed batches. The numbering and the LTS file are the same whatever the number. Other
+    /// their buffers), ComBack and the tree store (not under --memory); once the full
+    /// store's index has spilled under --memory, they expand and resolve its delayed
+    /// batches. The numbering and the LTS file are the same whatever the number. Other
     /// stores, DFS, and .aut and Rust models run on one thread (the `threads` statistic
     /// says how many ran).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
