@@ -198,8 +198,10 @@ pub fn set_budget_ceiling(budget: Option<u64>) {
 /// `--memory` is a promise: the stores keep within it by their accounts, and this check,
 /// run by every engine every few thousand steps, is the backstop for what no account
 /// holds (or a store that holds more than it says). Past the budget plus the baseline the
-/// run stops with exit 6; `holder` names what the store holds in RAM.
-pub fn check_budget(holder: impl FnOnce() -> String) -> Result<(), crate::error::StorageError> {
+/// run stops with exit 6; `holder` names what the store holds in RAM and what else to try.
+pub fn check_budget(
+    holder: impl FnOnce() -> (String, &'static str),
+) -> Result<(), crate::error::StorageError> {
     use std::sync::atomic::Ordering::Relaxed;
     let limit = BUDGET.load(Relaxed);
     if limit == 0 {
@@ -210,8 +212,10 @@ pub fn check_budget(holder: impl FnOnce() -> String) -> Result<(), crate::error:
     if rss <= limit.saturating_add(baseline) {
         return Ok(());
     }
+    let (holder, hint) = holder();
     Err(crate::error::StorageError::OverBudget {
-        holder: holder(),
+        holder,
+        hint,
         rss,
         limit,
         baseline,

@@ -204,11 +204,17 @@ impl<'a> Run<'a> {
     ) -> Result<(), crate::error::StorageError> {
         crate::sys::check_ceiling("the run", 0)?;
         crate::sys::check_budget(|| {
-            format!(
+            // Only a store whose index stays in RAM is told to try one that spills.
+            let hint = match store.name() {
+                "full" | "comback" | "delta" | "hashcompact" => "",
+                _ => ", or use a store whose index spills to disk (full, comback, delta, hashcompact)",
+            };
+            let holder = format!(
                 "the {} store reports {} MiB in RAM",
                 store.name(),
                 store.ram_bytes() >> 20
-            )
+            );
+            (holder, hint)
         })?;
         self.position = position;
         if self.progress.is_none() && !self.observer.has_metrics() {
