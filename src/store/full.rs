@@ -14,8 +14,8 @@
 
 use super::slots::{prefetch, Slots};
 use super::window::{
-    delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
-    WindowTable, INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, index_share, room_at_three_quarters, start_spilling, Spill, WindowHost,
+    WindowMark, WindowTable, MIN_TABLE,
 };
 use super::StoreSpec;
 use super::{
@@ -896,7 +896,7 @@ impl FullStore {
         let MemoryLimit::Bytes(limit) = budget.limit() else {
             return self.reserve(0);
         };
-        let share = limit / INDEX_SHARE;
+        let share = index_share(limit);
         let mut cap = MIN_TABLE;
         while self.count * 4 > cap as u64 * 3 {
             cap *= 2;
@@ -1031,7 +1031,7 @@ impl FullStore {
         {
             let bytes = cap as u64 * 8;
             let over_share = match budget.limit() {
-                MemoryLimit::Bytes(limit) => bytes > limit / INDEX_SHARE,
+                MemoryLimit::Bytes(limit) => bytes > index_share(limit),
                 MemoryLimit::Unlimited => false,
             } || self.index_slots.is_some_and(|max| cap as u64 > max);
             let claim = budget.claim(

@@ -19,8 +19,8 @@
 //! `n` descriptors, so `P(omission) <= n (g - n) / 2^b` (capped at 1).
 
 use super::window::{
-    delayed_batch_len, room_at_three_quarters, start_spilling, Spill, WindowHost, WindowMark,
-    WindowTable, INDEX_SHARE, MIN_TABLE,
+    delayed_batch_len, index_share, room_at_three_quarters, start_spilling, Spill, WindowHost,
+    WindowMark, WindowTable, MIN_TABLE,
 };
 use super::{
     decode_blob, descriptor, encode_blob, Exactness, Insert, StateBatch, StateId, StateStore,
@@ -363,7 +363,7 @@ impl HashCompactStore {
         }
         if let (Some((_, budget)), Some(_)) = (&self.budget, &self.log) {
             let over_share = match budget.limit() {
-                MemoryLimit::Bytes(limit) => cap as u64 * 12 > limit / INDEX_SHARE,
+                MemoryLimit::Bytes(limit) => cap as u64 * 12 > index_share(limit),
                 MemoryLimit::Unlimited => false,
             } || self.index_slots.is_some_and(|max| cap as u64 > max);
             // Rebuilt from the log, the larger table never coexists with the old one.

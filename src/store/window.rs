@@ -3,6 +3,7 @@
 //! the budget share of the index, the size of a delayed batch and the spilled index's stats.
 
 use crate::error::{StorageError, StoreError};
+use crate::storage::budget::UNTRACKED_RESERVE;
 use crate::storage::runs::{HashRuns, RunsMark};
 use crate::storage::{Account, Budget, FileMark, MemoryLimit};
 use std::path::PathBuf;
@@ -268,8 +269,18 @@ pub struct WindowMark {
     pub runs: RunsMark,
 }
 
-/// The index's tables may take this share of `--memory` (1/N) before older states go to disk.
+/// The index's tables may take this share (1/N) of `--memory`, less the reserve for what no
+/// account tracks ([`index_share`]), before older states go to disk.
 pub const INDEX_SHARE: u64 = 2;
+
+/// Bytes the index's tables may take under a budget of `limit` bytes: [`INDEX_SHARE`] of what
+/// the untracked reserve leaves. A share of the whole budget left the reserve to nobody:
+/// Peterson-PT-3 under `--memory 32M -o` had 31.8 MiB in its accounts (the index 16, the LTS
+/// writer 4, the threads' buffers 4.7, the batch 2, the runs' filters 2.4) and was stopped
+/// at 38 MiB resident.
+pub fn index_share(limit: u64) -> u64 {
+    limit.saturating_sub(UNTRACKED_RESERVE) / INDEX_SHARE
+}
 
 /// RAM a candidate of a delayed batch costs besides its vector: the engine's batch record,
 /// label and result, and the store's hash, match, search-tree edge and lookup records.

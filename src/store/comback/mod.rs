@@ -49,8 +49,8 @@ use super::full::eq_bytes;
 use super::path::{self, Link, PathRecords, Rebuilt, Repoint, Scratch, Unfired, Walker};
 use super::records::Disk;
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
-    INDEX_SHARE, MIN_TABLE, RAM_BATCH,
+    delayed_batch_len, index_share, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark,
+    WindowTable, MIN_TABLE, RAM_BATCH,
 };
 use super::{
     decode_blob, descriptor, encode_blob, top_mask, Exactness, Insert, NewState, Resolver,
@@ -643,7 +643,7 @@ impl<'m> CombackStore<'m> {
     }
 
     /// Makes room for `extra` more states in the table: rebuilds it 4/3 larger from the
-    /// descriptors in the backedge table, or, under a budget whose share (1/[`INDEX_SHARE`])
+    /// descriptors in the backedge table, or, under a budget whose share ([`index_share`])
     /// the larger table would pass, spills the index to disk; once spilled, rotates the
     /// window.
     ///
@@ -681,7 +681,7 @@ impl<'m> CombackStore<'m> {
                     self.grow_at = u64::MAX;
                 }
                 let slots = self.table.grown_slots() as u64;
-                let over_share = new > limit / INDEX_SHARE
+                let over_share = new > index_share(limit)
                     || self.opts.index_slots.is_some_and(|max| slots > max);
                 let claim = budget.claim(
                     "the ComBack state table",

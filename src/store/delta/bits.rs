@@ -130,6 +130,11 @@ impl PackedArray {
         self.groups.trim_cache()
     }
 
+    /// Cached bytes the cache gives back when the budget's headroom is gone.
+    pub fn spare_cache_bytes(&self) -> u64 {
+        self.groups.spare_cache_bytes()
+    }
+
     pub fn cache_counts(&self) -> (u64, u64) {
         self.groups.cache_counts()
     }

@@ -62,8 +62,8 @@ use super::path::{self, Link, PathRecords, Repoint, Repointed, Unfired, Walker};
 use super::records::{Disk, Layout};
 use super::state_cache::{Packing, Region, Wide};
 use super::window::{
-    delayed_batch_len, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark, WindowTable,
-    INDEX_SHARE, MIN_TABLE, RAM_BATCH,
+    delayed_batch_len, index_share, rotate, start_spilling, Scope, Spill, WindowHost, WindowMark,
+    WindowTable, MIN_TABLE, RAM_BATCH,
 };
 use super::{
     decode_blob, encode_blob, Exactness, Insert, Order, StateBatch, StateId, StateStore,
@@ -1000,7 +1000,7 @@ impl<'m> DeltaStore<'m> {
         match budget.limit() {
             MemoryLimit::Bytes(limit) if self.opts.replace.is_none() => {
                 let slots = self.index.slots() + self.index.slots() / 4;
-                let over_share = new > limit / INDEX_SHARE
+                let over_share = new > index_share(limit)
                     || self.opts.index_slots.is_some_and(|max| slots > max);
                 let others = self.explicit.dict_bytes() + self.inner.cache.ram_bytes();
                 let claim = budget.claim(
@@ -1012,7 +1012,18 @@ impl<'m> DeltaStore<'m> {
                         self.count
                     ),
                 );
-                if (over_share || claim.is_err()) && self.index.slots() >= 2 * MIN_TABLE as u64 {
+                // What the other structures hold now (the LTS writer, the batch, the runs'
+                // filters) counts too: a growth that would leave the records' cache less than
+                // its working size spills instead. Peterson-PT-3 under `--memory 32M -o`
+                // grew to 11.8 MiB, left the cache 0.1 MiB and ran 100 times slower.
+                let cache = records_layout(self.t_bits).cache_bytes;
+                let room = budget
+                    .headroom(&self.ram_account)
+                    .map_or(u64::MAX, |r| r + self.records.spare_cache_bytes());
+                let over_room = others + bytes + new + cache > room;
+                if (over_share || over_room || claim.is_err())
+                    && self.index.slots() >= 2 * MIN_TABLE as u64
+                {
                     return Ok(true);
                 }
                 claim?;

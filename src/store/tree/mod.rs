@@ -39,7 +39,7 @@ mod table;
 pub use shared::{Reader, Shared};
 
 use super::full::{FullStore, SharedVectors};
-use super::window::INDEX_SHARE;
+use super::window::index_share;
 use super::{
     decode_blob, encode_blob, Exactness, Insert, NewState, SharedIndex, StateBatch, StateId,
     StateStore, StoreMark, StoreSpec, Via,
@@ -461,7 +461,7 @@ impl TreeStore {
         let states = self.roots.len() + extra;
         // A growth the budget cannot hold now (small budgets: the other structures' minimal
         // buffers) also hands over, rather than stopping the run.
-        if roots + nodes <= limit / INDEX_SHARE
+        if roots + nodes <= index_share(limit)
             && self.index_slots.is_none_or(|n| states <= n)
             && self.roots.can_hold(roots)
             && self.nodes.can_hold(nodes)
