@@ -29,6 +29,30 @@ fn stats(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 
+/// Runs `model` with `args` (a `--memory` among them) and asserts that its peak RSS stays
+/// within `budget` plus the binary's baseline: the same flags on the 243-state shipped
+/// model. Returns the run's statistics.
+fn within_budget(model: &std::path::Path, budget: u64, args: &[&str]) -> serde_json::Value {
+    let run = |m: &std::path::Path| {
+        let mut all = vec!["explore", m.to_str().unwrap()];
+        all.extend_from_slice(args);
+        stats(&all)
+    };
+    let baseline = run(&shipped("Philosophers-PT-000005.pnml"))["peak_rss_bytes"]
+        .as_u64()
+        .unwrap();
+    let s = run(model);
+    let peak = s["peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak <= budget + baseline,
+        "{args:?}: peak RSS {} KiB over the budget {} KiB + baseline {} KiB",
+        peak >> 10,
+        budget >> 10,
+        baseline >> 10
+    );
+    s
+}
+
 /// The small-scale twin of the acceptance run (SharedMemory-PT-000010 under 64M): a 199,051
 /// state net whose state vectors (33 MB) do not fit a 16 MiB budget.
 #[test]
@@ -38,34 +62,11 @@ fn spilled_run_is_exact_and_stays_within_budget() {
         return;
     };
     let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
-    let budget: u64 = 16 << 20;
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
-    // The binary's baseline: the same flags on a 243-state model.
-    let tiny = stats(&[
-        "explore",
-        shipped("Philosophers-PT-000005.pnml").to_str().unwrap(),
-        "--memory",
-        "16M",
-        "--workdir",
-        wd,
-    ]);
-    let baseline = tiny["peak_rss_bytes"].as_u64().unwrap();
-    let s = stats(&[
-        "explore",
-        model.to_str().unwrap(),
-        "--memory",
-        "16M",
-        "--workdir",
-        wd,
-    ]);
+    let s = within_budget(&model, 16 << 20, &["--memory", "16M", "--workdir", wd]);
     assert_eq!(s["states"], 199051);
     assert_eq!(s["transitions"], 617350);
-    let peak = s["peak_rss_bytes"].as_u64().unwrap();
-    assert!(
-        peak <= budget + baseline,
-        "peak RSS {peak} over the budget {budget} + baseline {baseline}"
-    );
     let structures = s["structures"].as_array().unwrap();
     let states = structures
         .iter()
@@ -91,24 +92,10 @@ fn delta_index_growth_stays_within_budget() {
         return;
     };
     let model = models.join("mcc/Peterson/Peterson-PT-3.pnml");
-    let budget: u64 = 32 << 20;
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
-    let args = |m: &str| {
-        stats(&[
-            "explore",
-            m,
-            "--store",
-            "delta",
-            "--memory",
-            "32M",
-            "--workdir",
-            wd,
-        ])
-    };
-    let tiny = args(shipped("Philosophers-PT-000005.pnml").to_str().unwrap());
-    let baseline = tiny["peak_rss_bytes"].as_u64().unwrap();
-    let s = args(model.to_str().unwrap());
+    let args = ["--store", "delta", "--memory", "32M", "--workdir", wd];
+    let s = within_budget(&model, 32 << 20, &args);
     assert_eq!(s["states"], 3_407_946);
     assert_eq!(s["transitions"], 13_631_784);
     // The index reached its share of the budget in RAM before it spilled.
@@ -116,14 +103,6 @@ fn delta_index_growth_stays_within_budget() {
         s["store_details"]["index_spilled_states"].as_u64().unwrap() > 1_000_000,
         "{}",
         s["store_details"]
-    );
-    let peak = s["peak_rss_bytes"].as_u64().unwrap();
-    assert!(
-        peak <= budget + baseline,
-        "peak RSS {} KiB over the budget {} KiB + baseline {} KiB",
-        peak >> 10,
-        budget >> 10,
-        baseline >> 10
     );
 }
 
@@ -138,14 +117,11 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
         return;
     };
     let model = models.join("mcc/Peterson/Peterson-PT-3.pnml");
-    let budget: u64 = 32 << 20;
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
     let out = work.path().join("out.slts");
-    let run = |m: &str, store: &str| {
-        stats(&[
-            "explore",
-            m,
+    for store in ["full", "delta"] {
+        let args = [
             "--store",
             store,
             "--memory",
@@ -154,25 +130,10 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
             wd,
             "-o",
             out.to_str().unwrap(),
-        ])
-    };
-    for store in ["full", "delta"] {
-        let tiny = run(
-            shipped("Philosophers-PT-000005.pnml").to_str().unwrap(),
-            store,
-        );
-        let baseline = tiny["peak_rss_bytes"].as_u64().unwrap();
-        let s = run(model.to_str().unwrap(), store);
+        ];
+        let s = within_budget(&model, 32 << 20, &args);
         assert_eq!(s["states"], 3_407_946, "{store}");
         assert_eq!(s["transitions"], 13_631_784, "{store}");
-        let peak = s["peak_rss_bytes"].as_u64().unwrap();
-        assert!(
-            peak <= budget + baseline,
-            "{store}: peak RSS {} KiB over the budget {} KiB + baseline {} KiB",
-            peak >> 10,
-            budget >> 10,
-            baseline >> 10
-        );
         if store == "delta" {
             // 25,000 with a working cache; a cache squeezed to a block misses on nearly
             // every reconstitution step.
