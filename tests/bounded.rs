@@ -456,6 +456,13 @@ fn stores_that_do_not_spill_stay_within_the_budget_or_stop_with_exit_6() {
         let err = m.stderr();
         assert_eq!(m.code, Some(6), "{args:?}: {err}");
         assert!(err.contains(why), "{args:?}: {err}");
+        if why.starts_with("stopped") {
+            // A store whose visited set stays in RAM is pointed to one that spills.
+            assert!(
+                err.contains("use a store whose index spills"),
+                "{args:?}: {err}"
+            );
+        }
         assert!(
             m.max_rss <= budget + base.max_rss + (8 << 20),
             "{args:?}: peak RSS {} MiB, budget 20 MiB + baseline {} MiB: {err}",

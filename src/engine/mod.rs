@@ -204,10 +204,11 @@ impl<'a> Run<'a> {
     ) -> Result<(), crate::error::StorageError> {
         crate::sys::check_ceiling("the run", 0)?;
         crate::sys::check_budget(|| {
-            // Only a store whose index stays in RAM is told to try one that spills.
-            let hint = match store.name() {
-                "full" | "comback" | "delta" | "hashcompact" => "",
-                _ => ", or use a store whose index spills to disk (full, comback, delta, hashcompact)",
+            // Only a store whose visited set stays in RAM is told to try one that spills.
+            let hint = if store.index_spills() {
+                ""
+            } else {
+                ", or use a store whose index spills to disk (full, comback, delta, hashcompact, tree)"
             };
             let holder = format!(
                 "the {} store reports {} MiB in RAM",

@@ -1435,6 +1435,10 @@ impl WindowHost for FullStore {
 }
 
 impl StateStore for FullStore {
+    fn index_spills(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "full"
     }

@@ -551,6 +551,10 @@ impl WindowHost for HashCompactStore {
 }
 
 impl StateStore for HashCompactStore {
+    fn index_spills(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "hashcompact"
     }

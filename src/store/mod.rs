@@ -649,6 +649,13 @@ pub trait StateStore {
     fn prepare_shared(&mut self, _parents: std::ops::Range<StateId>) -> Result<(), StoreError> {
         Ok(())
     }
+    /// Whether the store's visited set moves to disk under `--memory` when it outgrows its
+    /// share (the full store, ComBack, Δ and hash compaction spill their index; the tree
+    /// store hands its states over to the full store's): the exit-6 message suggests such
+    /// a store only to the others. The default: no.
+    fn index_spills(&self) -> bool {
+        false
+    }
     /// Whether parallel BFS should cut its chunks small (a quarter of the default): for a
     /// store whose own structures are small, so that the chunk's buffers, the same size
     /// whatever the store, do not dwarf them (ComBack). The default: no.

@@ -1415,6 +1415,10 @@ impl WindowHost for CombackStore<'_> {
 }
 
 impl StateStore for CombackStore<'_> {
+    fn index_spills(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "comback"
     }

@@ -1403,6 +1403,10 @@ impl WindowHost for DeltaStore<'_> {
 }
 
 impl StateStore for DeltaStore<'_> {
+    fn index_spills(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         STORE
     }

@@ -832,6 +832,10 @@ impl TreeStore {
 }
 
 impl StateStore for TreeStore {
+    fn index_spills(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "tree"
     }
