@@ -30,9 +30,9 @@ fn stats(args: &[&str]) -> serde_json::Value {
 }
 
 /// Runs `model` with `args` (a `--memory` among them) and asserts that its peak RSS stays
-/// within `budget` plus the binary's baseline: the same flags on the 243-state shipped
-/// model. Returns the run's statistics.
-fn within_budget(model: &std::path::Path, budget: u64, args: &[&str]) -> serde_json::Value {
+/// within the budget (the run's `memory_limit_bytes`) plus the binary's baseline: the same
+/// flags on the 243-state shipped model. Returns the run's statistics.
+fn within_budget(model: &std::path::Path, args: &[&str]) -> serde_json::Value {
     let run = |m: &std::path::Path| {
         let mut all = vec!["explore", m.to_str().unwrap()];
         all.extend_from_slice(args);
@@ -43,6 +43,9 @@ fn within_budget(model: &std::path::Path, budget: u64, args: &[&str]) -> serde_j
         .unwrap();
     let s = run(model);
     let peak = s["peak_rss_bytes"].as_u64().unwrap();
+    let budget = s["memory_limit_bytes"]
+        .as_u64()
+        .expect("a run under --memory");
     assert!(
         peak <= budget + baseline,
         "{args:?}: peak RSS {} KiB over the budget {} KiB + baseline {} KiB",
@@ -64,7 +67,7 @@ fn spilled_run_is_exact_and_stays_within_budget() {
     let model = models.join("mcc/PhilosophersDyn/PhilosophersDyn-PT-10.pnml");
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
-    let s = within_budget(&model, 16 << 20, &["--memory", "16M", "--workdir", wd]);
+    let s = within_budget(&model, &["--memory", "16M", "--workdir", wd]);
     assert_eq!(s["states"], 199051);
     assert_eq!(s["transitions"], 617350);
     let structures = s["structures"].as_array().unwrap();
@@ -95,7 +98,7 @@ fn delta_index_growth_stays_within_budget() {
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
     let args = ["--store", "delta", "--memory", "32M", "--workdir", wd];
-    let s = within_budget(&model, 32 << 20, &args);
+    let s = within_budget(&model, &args);
     assert_eq!(s["states"], 3_407_946);
     assert_eq!(s["transitions"], 13_631_784);
     // The index reached its share of the budget in RAM before it spilled.
@@ -131,7 +134,7 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
             "-o",
             out.to_str().unwrap(),
         ];
-        let s = within_budget(&model, 32 << 20, &args);
+        let s = within_budget(&model, &args);
         assert_eq!(s["states"], 3_407_946, "{store}");
         assert_eq!(s["transitions"], 13_631_784, "{store}");
         if store == "delta" {
