@@ -112,7 +112,9 @@ fn delta_index_growth_stays_within_budget() {
 /// The LTS writer's buffers are charged to the budget, and the index's share is taken of
 /// what the untracked reserve leaves: with `-o` under 32M, Peterson-PT-3's full store had
 /// 31.8 MiB in its accounts and was stopped at 38 MiB resident (exit 6); Δ's index grew
-/// until the records' cache had 0.1 MiB left and ran over 300 s instead of 16.
+/// until the records' cache had 0.1 MiB left and ran over 300 s instead of 16; ComBack's
+/// block caches were squeezed to 0.45 MiB and it took 25 s instead of 10 (its LTS must
+/// still be the full store's, byte for byte).
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn writing_the_lts_under_a_budget_stays_within_it() {
@@ -123,7 +125,8 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
     let work = tempfile::tempdir().unwrap();
     let wd = work.path().to_str().unwrap();
     let out = work.path().join("out.slts");
-    for store in ["full", "delta"] {
+    let mut full_lts = Vec::new();
+    for store in ["full", "delta", "comback"] {
         let args = [
             "--store",
             store,
@@ -142,6 +145,25 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
             // every reconstitution step.
             let misses = s["store_details"]["record_cache_misses"].as_u64().unwrap();
             assert!(misses < 1_000_000, "Δ record cache misses: {misses}");
+        }
+        if store == "comback" {
+            // 0.3 M once the spilled windows leave the replay caches room and the state
+            // cache gives the block caches their working size back; 5.8 M when the block
+            // caches were squeezed to 0.45 MiB by the writer and the spill's structures.
+            let misses = s["store_details"]["backedge_cache_misses"]
+                .as_u64()
+                .unwrap();
+            assert!(
+                misses < 2_000_000,
+                "ComBack backedge cache misses: {misses}"
+            );
+            assert!(
+                std::fs::read(&out).unwrap() == full_lts,
+                "ComBack's LTS under the budget differs from the full store's"
+            );
+        }
+        if store == "full" {
+            full_lts = std::fs::read(&out).unwrap();
         }
     }
 }

@@ -122,6 +122,12 @@ pub trait WindowHost {
     fn shape(&mut self, _cap: usize) -> Self::Shape {
         Self::Shape::default()
     }
+    /// The slots of each of the two window tables that replace a young table of `cap` slots
+    /// when the index first spills (default: half each, so that the index's RAM stays
+    /// what it was).
+    fn spilled_window_slots(&self, cap: usize) -> usize {
+        cap / 2
+    }
     /// An empty table of `cap` slots (allocated zeroed: its pages are not resident until
     /// written, so it may exist a moment before it is charged).
     fn new_table(&self, cap: usize, shape: Self::Shape) -> Result<Self::Table, StoreError>;
@@ -167,7 +173,7 @@ pub fn start_spilling<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
         let (young, _, _) = h.window();
         (young.window_slots(), young.window_bytes())
     };
-    let half = (cap / 2).max(MIN_TABLE);
+    let half = h.spilled_window_slots(cap).max(MIN_TABLE);
     let shape = h.shape(half);
     let (dir, kept, budget) = h.runs_place();
     let mut runs = HashRuns::new(&dir, H::RUNS, kept, budget);

@@ -148,6 +148,23 @@ impl Cache {
         self.resized = true;
     }
 
+    /// Shrinks the cache to `n` entries by starting it again empty: unlike [`Self::resize`]
+    /// the old cache is freed before the new one is allocated, so that giving RAM back never
+    /// holds both (what it held is only lost replays, never a state).
+    pub fn shrink_empty(&mut self, n: usize) {
+        if n >= self.entries {
+            return;
+        }
+        let width = self.recent.stride().map(|_| self.width);
+        let (packing, eighths, puts, misfits) =
+            (self.packing, self.recent_eighths, self.puts, self.misfits);
+        *self = Self::with_packing(0, width, packing, eighths);
+        *self = Self::with_packing(n, width, packing, eighths);
+        self.puts = puts;
+        self.misfits = misfits;
+        self.resized = true;
+    }
+
     pub fn packing(&self) -> Packing {
         self.packing
     }
