@@ -673,10 +673,10 @@ impl<'m> CombackStore<'m> {
                 {
                     // The table comes first: an automatic cache that leaves it no room
                     // shrinks back to its floor (the budget is never exceeded for the
-                    // cache's sake).
+                    // cache's sake, not even by a copy beside the old one).
                     let inner = &mut self.inner;
                     let before = inner.cache.ram_bytes();
-                    inner.cache.resize(sizing::FLOOR);
+                    inner.cache.shrink_empty(sizing::FLOOR);
                     inner.cache.take_resized();
                     others = others - before + inner.cache.ram_bytes();
                     self.grow_at = u64::MAX;
