@@ -167,14 +167,15 @@ pub fn flush_to_runs<H: WindowHost>(
 }
 
 /// The table has outgrown its share of the budget: every state indexed so far goes to the
-/// runs, and the window starts over with two tables of half the size.
+/// runs, and the window starts over with two tables of [`WindowHost::spilled_window_slots`]
+/// each (half the size, or a third for ComBack).
 pub fn start_spilling<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
     let (cap, bytes) = {
         let (young, _, _) = h.window();
         (young.window_slots(), young.window_bytes())
     };
-    let half = h.spilled_window_slots(cap).max(MIN_TABLE);
-    let shape = h.shape(half);
+    let each = h.spilled_window_slots(cap).max(MIN_TABLE);
+    let shape = h.shape(each);
     let (dir, kept, budget) = h.runs_place();
     let mut runs = HashRuns::new(&dir, H::RUNS, kept, budget);
     let empty = h.empty_table();
@@ -186,12 +187,12 @@ pub fn start_spilling<H: WindowHost>(h: &mut H) -> Result<(), StoreError> {
     *spill = Some(Box::new(Spill {
         old,
         old_start: n,
-        table_cap: half,
+        table_cap: each,
         runs,
         rotations: 1,
     }));
     *young_start = n;
-    new_young(h, half, shape)
+    new_young(h, each, shape)
 }
 
 /// The young table is full: the old one's states go to the runs, the young one becomes the
