@@ -499,3 +499,64 @@ fn threads_share_a_vector_through_a_view() {
         "the threads missed the cache ({hits} hits, {misses} misses)"
     );
 }
+
+/// A vector read at random (a DFS's state vectors) takes small blocks, so that a cache miss
+/// decompresses little; at least 64 records a block for wide records, never more than the
+/// options' size. Its hot window keeps the bytes the options give it, also when reopened.
+#[test]
+fn random_vectors_take_small_blocks_and_keep_their_hot_window() {
+    let opts = SegOptions {
+        hot_blocks: 4,
+        ..SegOptions::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let acc = |n: &str| Account::detached(n);
+    let plain = SegVec::create(dir.path(), "plain", 16, &opts, acc("plain"), None).unwrap();
+    let mut narrow = SegVec::create_random(dir.path(), "n", 16, &opts, acc("n"), None).unwrap();
+    let wide = SegVec::create_random(dir.path(), "w", 200, &opts, acc("w"), None).unwrap();
+    let widest = SegVec::create_random(dir.path(), "x", 4096, &opts, acc("x"), None).unwrap();
+    assert_eq!(plain.block_bytes(), 32 << 10);
+    assert_eq!(
+        narrow.block_bytes(),
+        spillway::storage::vec::RANDOM_BLOCK_BYTES
+    );
+    assert_eq!(wide.block_bytes(), 64 * 200);
+    assert_eq!(
+        widest.block_bytes(),
+        8 * 4096,
+        "capped at the options' block size"
+    );
+    assert_eq!(narrow.hot_bytes(), plain.hot_bytes());
+    let recs: Vec<Vec<u8>> = (0..20_000u64).map(|i| record(16, i as u8, i)).collect();
+    for r in &recs {
+        narrow.push(r).unwrap();
+    }
+    let mark = narrow.flush().unwrap();
+    drop(narrow);
+    let v = SegVec::open(dir.path(), "n", &opts, Some(mark), acc("n"), None).unwrap();
+    assert_eq!(v.block_bytes(), spillway::storage::vec::RANDOM_BLOCK_BYTES);
+    assert_eq!(v.hot_bytes(), plain.hot_bytes());
+    let mut out = [0u8; 16];
+    for i in (0..recs.len()).step_by(97) {
+        v.get(i as u64, &mut out).unwrap();
+        assert_eq!(&out[..], &recs[i][..]);
+    }
+}
+
+/// The run's storage gives its stores small vector blocks in a DFS only: a BFS reads the
+/// blocks its sorted batches need once each, and larger blocks compress better.
+#[test]
+fn storage_makes_random_vectors_for_random_lookups_only() {
+    use spillway::storage::{Storage, StorageConfig};
+    let cfg = StorageConfig {
+        memory: MemoryLimit::Bytes(64 << 20),
+        ..StorageConfig::default()
+    };
+    let bfs = Storage::new(&cfg).unwrap();
+    let dfs = Storage::new(&cfg).unwrap().with_random_lookups(true);
+    assert_eq!(bfs.vec("v", 16).unwrap().block_bytes(), 32 << 10);
+    assert_eq!(
+        dfs.vec("v", 16).unwrap().block_bytes(),
+        spillway::storage::vec::RANDOM_BLOCK_BYTES
+    );
+}

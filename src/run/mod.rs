@@ -164,7 +164,8 @@ fn explore_model_from(
             Some(Storage::new(&cfg.storage)?)
         }
         None => None,
-    };
+    }
+    .map(|st| st.with_random_lookups(cfg.order == Order::Dfs));
     let engine_storage = storage
         .as_ref()
         .filter(|_| cfg.storage.spills() || cfg.checkpoint.is_some());

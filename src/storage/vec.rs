@@ -240,6 +240,17 @@ pub struct SegVec {
     seal_threads: usize,
 }
 
+/// The block size of a vector read at random ([`SegVec::create_random`]): a read that misses
+/// the cache decompresses a whole block to compare one record, so its cost is the block's
+/// size. A disk-resident index's DFS on Kanban-PT-00005 under `--memory 24M` spent 56% of
+/// its time in zstd with 32 KiB blocks (100 s); with 8 KiB blocks it took 52–64 s, with
+/// 4 KiB 45–48 s, its vectors' file 4.9 MiB instead of 4.6 (docs/ARCHITECTURE.md, "The
+/// disk-resident visited set").
+pub const RANDOM_BLOCK_BYTES: usize = 4 << 10;
+/// ... but at least this many records, so that zstd still finds the repeats between
+/// neighbouring states of wide vectors.
+const RANDOM_BLOCK_RECORDS: usize = 64;
+
 fn records_shift(width: usize, block_bytes: usize) -> u32 {
     let per = (block_bytes / width.max(1)).max(1);
     usize::BITS - 1 - per.leading_zeros()
@@ -281,6 +292,23 @@ impl SegVec {
         Self::create_hashes(dir, name, width, opts, account, budget, HashId::None)
     }
 
+    /// [`SegVec::create`] for a vector read at random rather than in order: blocks of
+    /// [`RANDOM_BLOCK_BYTES`] (at least [`RANDOM_BLOCK_RECORDS`] records, at most
+    /// `opts.block_bytes`), the hot window as many bytes as `opts` gives it.
+    pub fn create_random(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+    ) -> Result<SegVec, StorageError> {
+        let block = (RANDOM_BLOCK_RECORDS * width)
+            .max(RANDOM_BLOCK_BYTES)
+            .min(opts.block_bytes);
+        Self::create_sized(dir, name, width, opts, block, account, budget, HashId::None)
+    }
+
     /// [`SegVec::create`] for a vector whose records are hashes made by `hash` (recorded in
     /// the file header).
     pub fn create_hashes(
@@ -292,10 +320,27 @@ impl SegVec {
         budget: Option<Arc<Budget>>,
         hash: HashId,
     ) -> Result<SegVec, StorageError> {
+        let block = opts.block_bytes;
+        Self::create_sized(dir, name, width, opts, block, account, budget, hash)
+    }
+
+    /// Creates a vector of blocks of about `block_bytes` (rounded down to a power of two
+    /// records, at least one).
+    #[allow(clippy::too_many_arguments)]
+    fn create_sized(
+        dir: &Path,
+        name: &str,
+        width: usize,
+        opts: &SegOptions,
+        block_bytes: usize,
+        account: Account,
+        budget: Option<Arc<Budget>>,
+        hash: HashId,
+    ) -> Result<SegVec, StorageError> {
         if width == 0 {
             return Err(StorageError::Invalid(format!("{name}: zero-width records")));
         }
-        let shift = records_shift(width, opts.block_bytes);
+        let shift = records_shift(width, block_bytes);
         let header = Header {
             kind: Kind::Vec,
             // A filter feeds zstd: filtered vectors always use it.
@@ -344,7 +389,14 @@ impl SegVec {
         budget: Option<Arc<Budget>>,
     ) -> Result<SegVec, StorageError> {
         let block_bytes = width << shift;
-        let hot_blocks = opts.hot_blocks.max(1).next_power_of_two() as u64;
+        // The hot window takes the bytes of `hot_blocks` blocks of the options' size, also
+        // when this vector's blocks are smaller ([`SegVec::create_random`]), so that a
+        // vector reopened from a checkpoint gets the window it was created with.
+        let scale = match opts.block_bytes / block_bytes {
+            0 | 1 => 1,
+            n => 1 << (usize::BITS - 1 - n.leading_zeros()),
+        };
+        let hot_blocks = (opts.hot_blocks.max(1).next_power_of_two() * scale) as u64;
         let hot_path = dir.join(format!("{name}.hot"));
         let (hot_file, window) = create_hot(&hot_path, block_bytes * hot_blocks as usize)?;
         let mut reader = BlockReader::new(seg.path())?;
@@ -707,6 +759,16 @@ impl SegVec {
             + (cold.index.capacity() * std::mem::size_of::<BlockMeta>()) as u64
             + (cold.cache.slot_of.capacity() * 4) as u64
             + cold.stream.1.capacity() as u64
+    }
+
+    /// Raw bytes of a block (a power of two records).
+    pub fn block_bytes(&self) -> usize {
+        self.block_bytes
+    }
+
+    /// Bytes of the hot window (its blocks, written or not).
+    pub fn hot_bytes(&self) -> usize {
+        self.window.len()
     }
 
     /// Bytes on disk: the segment file (garbage included) and the hot file.
