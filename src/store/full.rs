@@ -78,6 +78,9 @@ pub struct FullStore {
     spill: Option<Box<Spill<Slots>>>,
     /// Where index runs go, and whether they must outlive the process (checkpoints).
     run_dir: Option<(std::path::PathBuf, bool)>,
+    /// Whether the search looks states up one at a time (a DFS: see
+    /// [`Storage::with_random_lookups`]); its spilled window is then smaller.
+    random_lookups: bool,
     /// What a delayed batch takes in RAM (see [`StateStore::delayed_batch`]).
     batch_account: Account,
     /// See [`FullOptions::index_slots`].
@@ -286,6 +289,11 @@ fn prefetch_home(slots: &[u64], h: u64) {
         prefetch(&slots[h as usize & (slots.len() - 1)] as *const u64 as *const u8);
     }
 }
+
+/// The vectors' block cache a DFS's spilled window leaves room for when it can (see
+/// `spilled_window_slots`): Kanban-PT-00005 hit 92% of its compares with 3.9 MiB and 9%
+/// with 1.3 MiB.
+const DFS_WORKING_CACHE: u64 = 4 << 20;
 
 /// How far ahead of its probes a spilled batch's loop asks for the slots and filter lines
 /// it will probe: enough misses in flight to cover the memory latency of tables of
@@ -671,6 +679,7 @@ impl FullStore {
             young_start: 0,
             spill: None,
             run_dir: None,
+            random_lookups: false,
             batch_account: Account::detached("bfs.batch"),
             scratch: Default::default(),
             index_slots: None,
@@ -713,6 +722,7 @@ impl FullStore {
         account.set((s.slots.len() * 8) as u64, 0, 0);
         s.index_account = Some((account, storage.budget.clone()));
         s.run_dir = Some((storage.dir().to_path_buf(), storage.is_kept()));
+        s.random_lookups = storage.random_lookups();
         s.batch_account = storage.budget.account("bfs.batch");
         Ok(s)
     }
@@ -816,6 +826,7 @@ impl FullStore {
         };
         s.index_account = Some((account, storage.budget.clone()));
         s.run_dir = Some((storage.dir().to_path_buf(), storage.is_kept()));
+        s.random_lookups = storage.random_lookups();
         s.batch_account = storage.budget.account("bfs.batch");
         s.count = m.count;
         // As the run that took the mark would have: vectors past the mirror's limit stay on
@@ -1386,6 +1397,32 @@ impl WindowHost for FullStore {
     type Table = Slots;
     type Shape = ();
     const RUNS: &'static str = RUNS;
+
+    /// Half each, or a quarter in a DFS whose vectors' block cache would keep less than
+    /// [`DFS_WORKING_CACHE`] beside halves: a DFS's lookups that the window misses go to the
+    /// runs one at a time and compare their match with its vector at once, so a starved
+    /// vector cache costs a decompressed block per lookup. Kanban-PT-00005 in DFS under
+    /// `--memory 24M -o` (the LTS writer's 4 MiB out of the same budget): 190–197 s with
+    /// halves (1.3 MiB of vector cache, 17.2 M misses against 1.8 M hits), 50–57 s with
+    /// quarters (3.7 MiB, 1.3 M misses; 16.5 M run lookups instead of 14.6 M). Where the
+    /// cache had room (SharedMemory-PT-000010 under 32M: 10 MiB) quarters were 10% slower
+    /// in three rounds (more run lookups), so they are taken only when it is short. A BFS
+    /// resolves its window misses in sorted batches and keeps the halves.
+    fn spilled_window_slots(&self, cap: usize) -> usize {
+        let short = match (&self.arena, &self.index_account) {
+            (Arena::Seg { states, .. }, Some((_, budget))) if self.random_lookups => {
+                budget.headroom(states.account()).is_some_and(|room| {
+                    room.saturating_sub(states.min_ram_bytes()) < DFS_WORKING_CACHE
+                })
+            }
+            _ => false,
+        };
+        if short {
+            cap / 4
+        } else {
+            cap / 2
+        }
+    }
 
     fn runs_place(&self) -> (std::path::PathBuf, bool, Arc<Budget>) {
         let (dir, kept) = self
