@@ -148,7 +148,8 @@ pub struct ExploreArgs {
     #[arg(long, default_value = "auto", value_parser = parse_spill)]
     pub spill: SpillPolicy,
 
-    /// Raw bytes per segment block (tuning; default 32K).
+    /// Raw bytes per segment block (tuning; default 32K; a DFS's state vectors take 4K
+    /// blocks, or this when smaller).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory, hide = true)]
     pub block_size: Option<u64>,
 
