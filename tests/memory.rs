@@ -172,7 +172,8 @@ fn writing_the_lts_under_a_budget_stays_within_it() {
 /// its vector at once, so the vectors' block cache must keep a working size beside the LTS
 /// writer's 4 MiB (the window then takes a quarter each of the table, not half) and a miss
 /// decompresses a 4 KiB block, not 32 KiB. Kanban-PT-00005 under 24M took 190 s with 17.2 M
-/// misses against 1.8 M hits before; 57 s and 1.3 M misses after.
+/// misses against 1.8 M hits before; 57 s and 1.3 M misses after. Then ComBack's DFS, whose
+/// pinned search path must stay within the budget too.
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn dfs_with_a_spilled_index_keeps_its_vector_cache_working() {
@@ -208,6 +209,31 @@ fn dfs_with_a_spilled_index_keeps_its_vector_cache_working() {
     assert!(
         misses < 4_000_000 && misses < hits,
         "vector cache: {misses} misses, {hits} hits"
+    );
+    let full_lts = std::fs::read(&out).unwrap();
+    // ComBack pins every 8th state of the DFS path to replay from; those pins grew with the
+    // stack (19 MiB of capacity for this one, 2.4 M deep), outside the budget's reach: under
+    // 48M the run peaked at 55.2 MiB, under 24M it was stopped with exit 6. Now they take
+    // at most a 16th of the budget, thinning as the path deepens.
+    let s = within_budget(
+        &model,
+        &[
+            "--store",
+            "comback",
+            "--order",
+            "dfs",
+            "--memory",
+            "48M",
+            "--workdir",
+            wd,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(s["transitions"], 24_460_016);
+    assert!(
+        std::fs::read(&out).unwrap() == full_lts,
+        "ComBack's DFS LTS differs from the full store's"
     );
 }
 

@@ -410,37 +410,114 @@ mod tests {
 /// never to the initial state. Sampling keeps the copy at 1/`PIN_EVERY` of the engine's stack
 /// (DFS stacks can be as deep as the state space). In BFS it holds a few states and costs
 /// nothing. A state is found by its stored depth, checked by number.
-#[derive(Default)]
+///
+/// Under a budget the copy holds at most [`SearchPath::set_cap`] bytes: when it is full, every
+/// other pin is dropped and the spacing doubles, so a path of any depth stays sampled from
+/// its root to its top, with replays at most twice as long per doubling. (Unbounded, the
+/// pins of Kanban-PT-00005's 2.4 M-deep DFS stack took 9.6 MiB, 19 MiB of capacity, outside
+/// every cache's reach: ComBack under `--memory 24M -o` was stopped with exit 6.)
 pub struct SearchPath {
-    /// Entry `i` is the state at depth `i * PIN_EVERY`.
+    /// Entry `i` is the state at depth `i * every`.
     ids: Vec<StateId>,
     ends: Vec<usize>,
     data: Vec<u8>,
+    /// Depth spacing of the pins: [`PIN_EVERY`], doubled at each thinning.
+    every: usize,
+    /// Most bytes the entries may take (`usize::MAX`: no budget).
+    cap: usize,
+}
+
+impl Default for SearchPath {
+    fn default() -> Self {
+        SearchPath {
+            ids: Vec::new(),
+            ends: Vec::new(),
+            data: Vec::new(),
+            every: PIN_EVERY,
+            cap: usize::MAX,
+        }
+    }
 }
 
 /// Depth sampling of the pinned search path (measured on Kanban-PT-00005 in DFS: pinning
 /// every level cost 52 B/state for a stack as deep as the state space).
 pub const PIN_EVERY: usize = 8;
 
+/// Pins a capped path keeps whatever its cap, before it thins.
+const MIN_PINS: usize = 1024;
+
 impl SearchPath {
+    /// Bounds the entries' bytes (see the type's docs).
+    pub fn set_cap(&mut self, bytes: usize) {
+        self.cap = bytes;
+    }
+
+    /// The depth spacing of the pins now.
+    pub fn spacing(&self) -> usize {
+        self.every
+    }
+
     /// Records state `id` inserted as new at `depth`, dropping entries that are no longer on
-    /// the path.
+    /// the path. True if the copy's capacity changed (its RAM figure is stale).
     #[inline]
-    pub fn push(&mut self, depth: u32, id: StateId, state: &[u8]) {
+    pub fn push(&mut self, depth: u32, id: StateId, state: &[u8]) -> bool {
         let k = depth as usize;
-        let slot = k / PIN_EVERY;
-        if !k.is_multiple_of(PIN_EVERY) {
+        let mut slot = k / self.every;
+        if !k.is_multiple_of(self.every) {
             // Entries at depths < k stay ancestors; deeper ones are off the path.
             self.truncate(slot + 1);
-            return;
+            return false;
         }
         if slot > self.ids.len() {
-            return;
+            return false;
         }
         self.truncate(slot);
+        let mut grown = false;
+        if self.ids.len() == self.ids.capacity() {
+            let per = 2 * std::mem::size_of::<usize>() + state.len();
+            let most = (self.cap / per).max(MIN_PINS);
+            if self.ids.len() >= most {
+                self.thin();
+                if !k.is_multiple_of(self.every) {
+                    return false;
+                }
+                slot = k / self.every;
+                debug_assert_eq!(slot, self.ids.len());
+            } else {
+                // Exact growth: a doubling would pass the cap by up to half of it.
+                let want = (self.ids.len() * 2).clamp(64, most) - self.ids.len();
+                self.ids.reserve_exact(want);
+                self.ends.reserve_exact(want);
+                self.data.reserve_exact(want * state.len());
+                grown = true;
+            }
+        }
+        debug_assert_eq!(slot, self.ids.len());
         self.ids.push(id);
         self.data.extend_from_slice(state);
         self.ends.push(self.data.len());
+        grown
+    }
+
+    /// Keeps the pins at even entries (depths that are multiples of twice the spacing) and
+    /// doubles the spacing; the capacity stays, for the pins to come.
+    fn thin(&mut self) {
+        let (mut kept, mut at, mut start) = (0, 0, 0);
+        for i in 0..self.ids.len() {
+            let end = self.ends[i];
+            if i % 2 == 0 {
+                self.ids[kept] = self.ids[i];
+                self.data.copy_within(start..end, at);
+                at += end - start;
+                self.ends[kept] = at;
+                kept += 1;
+            }
+            start = end;
+        }
+        self.ids.truncate(kept);
+        self.ends.truncate(kept);
+        self.data.truncate(at);
+        self.every *= 2;
     }
 
     fn truncate(&mut self, n: usize) {
@@ -455,10 +532,10 @@ impl SearchPath {
     #[inline(always)]
     pub fn get(&self, id: StateId, depth: u32) -> Option<&[u8]> {
         let k = depth as usize;
-        if !k.is_multiple_of(PIN_EVERY) {
+        if !k.is_multiple_of(self.every) {
             return None;
         }
-        let k = k / PIN_EVERY;
+        let k = k / self.every;
         if self.ids.get(k) != Some(&id) {
             return None;
         }
@@ -468,5 +545,64 @@ impl SearchPath {
 
     pub fn ram_bytes(&self) -> u64 {
         (self.ids.capacity() * 8 + self.ends.capacity() * 8 + self.data.capacity()) as u64
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    fn vector(depth: u32) -> [u8; 16] {
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(&depth.to_le_bytes());
+        v[15] = 0xa5;
+        v
+    }
+
+    /// A capped path thins as it deepens: its RAM stays within the cap, the spacing doubles,
+    /// every pin it still holds is the right vector of the right state, and pins cover the
+    /// path from its root to its top (no gap wider than the spacing).
+    #[test]
+    fn a_capped_path_thins_and_keeps_the_right_pins() {
+        let mut p = SearchPath::default();
+        let cap = 64 << 10;
+        p.set_cap(cap);
+        let deep = 400_000u32;
+        // A DFS descends, backs off a little and descends again (ids are depth + 1_000_000
+        // on the first descent, fresh ones after a backtrack).
+        for d in 0..deep {
+            p.push(d, d as u64 + 1_000_000, &vector(d));
+            assert!(p.ram_bytes() <= cap as u64 + 4096, "at depth {d}");
+        }
+        for d in (deep - 5_000)..deep {
+            p.push(d, d as u64 + 5_000_000, &vector(d));
+        }
+        let every = p.spacing();
+        assert!(every > PIN_EVERY, "the path thinned (spacing {every})");
+        assert!(every.is_power_of_two());
+        let mut pinned = 0;
+        for d in 0..deep {
+            let old = d as u64 + 1_000_000;
+            let new = d as u64 + 5_000_000;
+            let id = if d >= deep - 5_000 { new } else { old };
+            match p.get(id, d) {
+                Some(v) => {
+                    assert_eq!(v, &vector(d)[..]);
+                    pinned += 1;
+                }
+                None => assert!(!(d as usize).is_multiple_of(every), "depth {d} unpinned"),
+            }
+            if d >= deep - 5_000 {
+                assert!(p.get(old, d).is_none(), "a pin off the path at {d}");
+            }
+        }
+        assert_eq!(pinned, (deep as usize).div_ceil(every));
+        // Unbounded (no budget): the spacing stays.
+        let mut u = SearchPath::default();
+        for d in 0..deep {
+            u.push(d, d as u64, &vector(d));
+        }
+        assert_eq!(u.spacing(), PIN_EVERY);
+        assert_eq!(u.get(8 * 1000, 8 * 1000), Some(&vector(8000)[..]));
     }
 }

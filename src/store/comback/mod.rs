@@ -434,6 +434,10 @@ const READER_BLOCKS: usize = 256;
 /// Name of the index runs' files (`comback.index.run.G`).
 const RUNS: &str = "comback.index";
 
+/// The pinned DFS search path takes at most 1/N of `--memory` (see [`SearchPath`]): 1.5 MiB
+/// under 24M, where Kanban-PT-00005's unbounded pins grew to 19 MiB of capacity.
+const PATH_SHARE: u64 = 16;
+
 /// The ComBack store.
 pub struct CombackStore<'m> {
     model: &'m dyn Model,
@@ -595,6 +599,10 @@ impl<'m> CombackStore<'m> {
         } else {
             u64::MAX
         };
+        let mut stack = SearchPath::default();
+        if let MemoryLimit::Bytes(limit) = disk.budget().limit() {
+            stack.set_cap((limit / PATH_SHARE) as usize);
+        }
         let s = CombackStore {
             model,
             disk,
@@ -613,7 +621,7 @@ impl<'m> CombackStore<'m> {
             threads: 1,
             inner: Inner {
                 cache,
-                stack: SearchPath::default(),
+                stack,
                 waiting: WaitingBuffer::default(),
                 counters: Counters::default(),
                 walk: Walker::default(),
@@ -1503,7 +1511,8 @@ impl StateStore for CombackStore<'_> {
         )
     }
 
-    /// Pins every [`cache::PIN_EVERY`]-th state of the DFS search path, to rebuild from.
+    /// Pins every [`cache::PIN_EVERY`]-th state of the DFS search path, to rebuild from
+    /// (sparser once the pins fill their [`PATH_SHARE`] of the budget).
     /// A backtrack changes nothing: the pins below the new top are left until a new state
     /// replaces them, since a pin off the path is still the right vector of its id
     /// (measured: truncating them at backtracks cost SwimmingPool-PT-01 in DFS, 64-entry
@@ -1511,7 +1520,9 @@ impl StateStore for CombackStore<'_> {
     fn on_search_path(&mut self, step: PathStep<'_>) {
         if let PathStep::Expand { id, depth, state } = step {
             let depth = depth.min(u32::MAX as u64) as u32;
-            self.inner.stack.push(depth, id, state);
+            if self.inner.stack.push(depth, id, state) {
+                self.publish_ram();
+            }
         }
     }
 
