@@ -419,7 +419,7 @@ impl Workers {
         &mut self,
         model: &dyn Model,
         view: SharedIndex<'_>,
-        mut number: impl FnMut(&mut [MutexGuard<'_, Part>]) -> Result<(), ExploreError>,
+        mut number: impl FnMut(&mut [MutexGuard<'_, Part>], bool) -> Result<(), ExploreError>,
     ) -> Result<(), ExploreError> {
         let n = self.slots.len();
         for slot in &self.slots {
@@ -488,7 +488,8 @@ impl Workers {
                     break;
                 }
                 done.push(part);
-                result = number(&mut done);
+                let all = done.len() == n;
+                result = number(&mut done, all);
                 if result.is_err() {
                     break;
                 }
