@@ -1,4 +1,6 @@
-//! Micro benchmarks: successor generation and full-store BFS on the shipped models.
+//! Micro benchmarks: successor generation and full-store BFS on the shipped models, and the
+//! state hash at the widths of the reference nets' vectors (Kanban-PT-00005 16 bytes,
+//! SharedMemory-PT-000010 132, Peterson-PT-3 260).
 //! The end-to-end table (states/s, peak RSS per model) is `tools/bench_table.py`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -55,5 +57,23 @@ fn bfs_full(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, successors, bfs_full);
+fn state_hash(c: &mut Criterion) {
+    let bytes: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut g = c.benchmark_group("state_hash");
+    g.throughput(Throughput::Elements(1));
+    for width in [16, 132, 260] {
+        g.bench_function(format!("{width}_bytes"), |b| {
+            let mut at = 0;
+            b.iter(|| {
+                at = (at + 97) % (bytes.len() - width);
+                spillway::store::full::state_hash(&bytes[at..at + width])
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, successors, bfs_full, state_hash);
 criterion_main!(benches);
