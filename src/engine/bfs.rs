@@ -502,20 +502,13 @@ impl ChunkTable {
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let tag = (h >> 32) as u32;
-        let mask = self.slots.len() - 1;
-        let mut at = Self::home(tag, self.slots.len());
-        loop {
-            let e = self.slots[at];
-            if e == 0 {
-                self.slots[at] = (tag as u64) << 32 | (next as u64 + 1);
+        match self.probe(h, same) {
+            Ok(j) => Some(j),
+            Err(at) => {
+                self.slots[at] = (h >> 32) << 32 | (next as u64 + 1);
                 self.len += 1;
-                return None;
+                None
             }
-            if (e >> 32) as u32 == tag && same((e as u32 - 1) as usize) {
-                return Some((e as u32 - 1) as usize);
-            }
-            at = (at + 1) & mask;
         }
     }
 
@@ -525,16 +518,23 @@ impl ChunkTable {
         if self.slots.is_empty() {
             return None;
         }
+        self.probe(h, same).ok()
+    }
+
+    /// The index of the state of hash `h` that `same` accepts, or the empty slot where the
+    /// probe ended (the table is not empty, and never full).
+    #[inline(always)]
+    fn probe(&self, h: u64, same: impl Fn(usize) -> bool) -> Result<usize, usize> {
         let tag = (h >> 32) as u32;
         let mask = self.slots.len() - 1;
         let mut at = Self::home(tag, self.slots.len());
         loop {
             let e = self.slots[at];
             if e == 0 {
-                return None;
+                return Err(at);
             }
             if (e >> 32) as u32 == tag && same((e as u32 - 1) as usize) {
-                return Some((e as u32 - 1) as usize);
+                return Ok((e as u32 - 1) as usize);
             }
             at = (at + 1) & mask;
         }
