@@ -565,9 +565,9 @@ impl Chunk {
     /// and writes its edges: a candidate equal to one of an earlier part (found in the
     /// chunk's table) has that one's id, any other is new and gets the next id after `base`
     /// and the chunk's earlier new states. This thread only touches the chunk's own table;
-    /// the cache misses of the big index are the expanding threads'. `final_part`: no part follows
-    /// in the chunk, so its new states need not be tabled (on one thread, a chunk is one
-    /// part and has no table at all).
+    /// the cache misses of the big index are the expanding threads'. `final_part`: no part
+    /// follows in the chunk, so its new states need not be tabled (on one thread, a chunk
+    /// is one part and has no table at all).
     #[allow(clippy::too_many_arguments)]
     fn number(
         &mut self,
