@@ -122,6 +122,13 @@ pub trait Model {
     /// state's bytes by it): `(unit, touched)`, the state being `state_len / unit` units of
     /// `unit` bytes and `touched[t]` the units transition `t` reads or writes. `None` (the
     /// default): not known, the layout stays as it is.
+    ///
+    /// Exactness-critical contract: firing `t` leaves every unit outside `touched[t]` as it
+    /// was, and sets each unit of `touched[t]` to a value that depends only on `t` and that
+    /// unit's old value (a P/T net adds the post-set weight less the pre-set weight). The
+    /// tree store looks for changes only in the touched units, and remembers what a
+    /// transition made of a part of the state to answer the same step from the same part
+    /// later without reading it (store/tree, "Steps").
     fn touched_units(&self) -> Option<(usize, Vec<Vec<u32>>)> {
         None
     }

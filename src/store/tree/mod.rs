@@ -225,6 +225,12 @@ pub struct TreeStore {
     /// when the model does not say: every leaf is compared then).
     order: Vec<u32>,
     touched: Vec<Vec<u32>>,
+    /// Each transition's step plan ([`shared::step_plans`]: transition `t`'s is
+    /// `step_plans[step_at[t]..step_at[t + 1]]`), when the node table keeps a
+    /// [`table::Steps`] memo; and the nodes a successor's fold found missing there.
+    step_plans: Vec<(u32, u32)>,
+    step_at: Vec<usize>,
+    batch_missed: Vec<u32>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
     incremental: u64,
     whole: u64,
@@ -366,6 +372,9 @@ impl TreeStore {
             index_slots: None,
             order: Vec::new(),
             touched: Vec::new(),
+            step_plans: Vec::new(),
+            step_at: Vec::new(),
+            batch_missed: Vec::new(),
         })
     }
 
@@ -443,6 +452,7 @@ impl TreeStore {
             Some(storage.open_sequential_vec(NODES_LOG, nodes_log)?),
         );
         s.nodes.remember();
+        s.remember_steps();
         s.roots.reload(roots)?;
         s.nodes.reload(nodes)?;
         Ok(s)
@@ -503,9 +513,27 @@ impl TreeStore {
 
     /// Takes the leaves' bytes in `order` ([`layout::order`]; a permutation of the state's
     /// bytes, or empty), with the model's `units` for the leaves each transition can change.
+    /// With the leaves each transition touches known, batches fold through a
+    /// [`table::Steps`] memo.
     fn set_order(&mut self, order: Vec<u32>, units: Option<&(usize, Vec<Vec<u32>>)>) {
         self.touched = layout::touched_leaves(&order, units);
         self.order = order;
+        self.remember_steps();
+    }
+
+    /// Gives the node table a [`table::Steps`] memo and makes the step plans, if the leaves
+    /// each transition touches are known (and the memo's keys fit).
+    fn remember_steps(&mut self) {
+        (self.step_plans, self.step_at) = (Vec::new(), Vec::new());
+        self.nodes.steps = None;
+        if !self.touched.is_empty() {
+            self.nodes
+                .remember_steps(self.plan.len() - 1, self.touched.len());
+        }
+        if self.nodes.steps.is_some() {
+            (self.step_plans, self.step_at) =
+                shared::step_plans(&self.touched, self.leaves, &self.plan, &self.up);
+        }
     }
 
     /// The state vector of the unfolded tree `vals`.
@@ -740,8 +768,27 @@ impl TreeStore {
         for (s, k) in (0..m).zip(parent_of) {
             let pv = &trees[k * nv..(k + 1) * nv];
             let v = &mut vals[s * nv..(s + 1) * nv];
-            match self.touched.get(batch.transition(s).0 as usize) {
-                Some(t) => {
+            let t = batch.transition(s).0 as usize;
+            match (self.touched.get(t), self.nodes.steps.as_mut()) {
+                (Some(_), Some(steps)) => {
+                    let plan_t = &self.step_plans[self.step_at[t]..self.step_at[t + 1]];
+                    let (o, plan, mark) = (&self.order, &self.plan, &mut self.batch_mark);
+                    let missed = &mut self.batch_missed;
+                    shared::fold_start_steps(
+                        batch.get(s),
+                        t as u32,
+                        plan_t,
+                        o,
+                        plan,
+                        pv,
+                        steps,
+                        mark,
+                        v,
+                        missed,
+                        &mut dirty,
+                    );
+                }
+                (Some(t), None) => {
                     let (o, up, mark) = (&self.order, &self.up, &mut self.batch_mark);
                     shared::fold_start_touched(batch.get(s), t, o, pv, up, mark, v, &mut dirty);
                 }
@@ -799,6 +846,20 @@ impl TreeStore {
                     // number its copy of the parent's tree holds at the root.
                     Insert::Seen(v[nv - 1] as StateId)
                 });
+            }
+            if let Some(steps) = self.nodes.steps.as_mut() {
+                let parent_of = counts
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+                for (s, k) in (0..m).zip(parent_of) {
+                    let t = batch.transition(s).0;
+                    if (t as usize) < self.touched.len() {
+                        let start = if s == 0 { 0 } else { ends[s - 1] };
+                        let (pv, v) = (&trees[k * nv..(k + 1) * nv], &vals[s * nv..(s + 1) * nv]);
+                        shared::steps_learn(t, &dirty[start..ends[s]], pv, v, steps);
+                    }
+                }
             }
             Ok(())
         })();
@@ -1234,6 +1295,14 @@ impl StateStore for TreeStore {
             "tree_memo_hits".into(),
             json!(self.nodes.memo.as_ref().map_or(0, |m| m.hits)),
         );
+        m.insert(
+            "tree_step_lookups".into(),
+            json!(self.nodes.steps.as_ref().map_or(0, |m| m.lookups)),
+        );
+        m.insert(
+            "tree_step_hits".into(),
+            json!(self.nodes.steps.as_ref().map_or(0, |m| m.hits)),
+        );
         m.insert("tree_parent_unfolds".into(), json!(self.parent_unfolds));
         m.insert(
             "tree_false_compares".into(),
@@ -1295,7 +1364,8 @@ mod tests {
     /// A delayed batch over many parents answers as their batches one parent at a time:
     /// parents read just before (their trees kept), parents read long before (unfolded
     /// again), parents with no successors, self-loops, and successors shared between
-    /// parents and new in the batch.
+    /// parents and new in the batch; and both, regrouped and through the steps memo, as a
+    /// store in the model's layout that folds every changed leaf (no memo).
     #[test]
     fn delayed_batches_answer_as_one_parent_at_a_time() {
         let width = 40;
@@ -1310,21 +1380,30 @@ mod tests {
                 })
                 .collect()
         };
-        let (mut many, mut one) = (
+        let (mut many, mut one, mut plain) = (
+            TreeStore::build(width, None).unwrap(),
             TreeStore::build(width, None).unwrap(),
             TreeStore::build(width, None).unwrap(),
         );
-        // Transition `j` changes the bytes `b` with `b % 7 == j` (one-byte units): a
-        // successor's other leaves are taken from its parent's tree unread.
+        // Transition `j + 7 d` adds `d` to the bytes `b` with `b % 7 == j`, modulo 5
+        // (one-byte units; each new value a function of the transition and the old value,
+        // as `Model::touched_units` requires): a successor's other leaves are taken from its
+        // parent's tree unread, and the steps memo answers repeated steps. The last
+        // transition touches nothing (self-loops).
+        let self_loop = 7 * 256u32;
         let units = (
             1,
-            (0..7u32)
-                .map(|j| (j..width as u32).step_by(7).collect())
+            (0..self_loop)
+                .map(|t| (t % 7..width as u32).step_by(7).collect())
+                .chain([Vec::new()])
                 .collect(),
         );
         for s in [&mut many, &mut one] {
             let order = (0..width as u32).map(|b| b * 3 % width as u32).collect();
             s.set_order(order, Some(&units));
+            assert!(s.nodes.steps.is_some());
+        }
+        for s in [&mut many, &mut one, &mut plain] {
             for i in 0..40 {
                 s.insert(&state(i), None).unwrap();
             }
@@ -1343,14 +1422,18 @@ mod tests {
                 let count = (p as usize + k) % 4;
                 for c in 0..count {
                     let j = (p as usize + c) % 7;
+                    let d = c as u8 + (next % 4) as u8;
                     let mut succ = ps.clone();
                     // The first successor is the parent itself (a self-loop).
-                    if c > 0 {
+                    let t = if c > 0 {
                         for x in succ.iter_mut().skip(j).step_by(7) {
-                            *x = x.wrapping_add(c as u8 + next as u8) % 5;
+                            *x = x.wrapping_add(d) % 5;
                         }
-                    }
-                    let t = crate::model::TransitionId(j as u32);
+                        j as u32 + 7 * u32::from(d)
+                    } else {
+                        self_loop
+                    };
+                    let t = crate::model::TransitionId(t);
                     b.push(t, &succ);
                     batch.push(t, &succ);
                 }
@@ -1364,18 +1447,30 @@ mod tests {
             many.recent_ids[at] = NONE;
             let mut got = Vec::new();
             many.insert_many(&parents, 1, &batch, &mut got).unwrap();
-            let mut want = Vec::new();
+            let (mut want, mut folded) = (Vec::new(), Vec::new());
             for (p, b) in &single {
-                let mut out = Vec::new();
-                one.get(*p).unwrap();
-                one.insert_batch(*p, 1, b, &mut out).unwrap();
-                want.extend(out);
+                for (s, all) in [(&mut one, &mut want), (&mut plain, &mut folded)] {
+                    let mut out = Vec::new();
+                    s.get(*p).unwrap();
+                    s.insert_batch(*p, 1, b, &mut out).unwrap();
+                    all.extend(out);
+                }
             }
             assert_eq!(got, want, "round {round}");
+            assert_eq!(got, folded, "round {round}");
         }
         for id in 0..one.len() {
-            let a = one.get(id).unwrap().map(<[u8]>::to_vec);
+            let a = plain.get(id).unwrap().map(<[u8]>::to_vec);
             assert_eq!(many.get(id).unwrap().map(<[u8]>::to_vec), a);
+            assert_eq!(one.get(id).unwrap().map(<[u8]>::to_vec), a);
+        }
+        for s in [&many, &one] {
+            let steps = s.nodes.steps.as_ref().unwrap();
+            assert!(
+                steps.hits > 20 && steps.hits < steps.lookups,
+                "{}",
+                steps.hits
+            );
         }
     }
 

@@ -11,7 +11,7 @@
 //! so most of the interning work — a hash and two dependent misses per dirty node — moves
 //! to the threads; the numbering thread folds only the new states.
 
-use super::table::{pack, pair_hash, Find, Memo};
+use super::table::{pack, pair_hash, Find, Memo, Steps};
 use super::StateId;
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
@@ -195,13 +195,21 @@ fn list_marked(mark: &mut [u64], dirty: &mut Vec<u32>) {
 }
 
 /// Leaf `l` of `state` whose bytes are taken in `order` (zero-padded past the state's end).
+/// The word is put together in a register: writing the bytes to a 4-byte array and reading
+/// it as one `u32` defeats store-to-load forwarding, a stall per leaf that was 9% of
+/// `fold_parents`'s samples on QuasiCertifProtocol-PT-06.
 #[inline(always)]
 fn gather_leaf(state: &[u8], order: &[u32], l: usize) -> u32 {
-    let mut w = [0u8; 4];
-    for (b, &j) in w.iter_mut().zip(order.get(4 * l..).unwrap_or(&[])) {
-        *b = state[j as usize];
+    let byte = |j: u32| u32::from(state[j as usize]);
+    match order.get(4 * l..4 * l + 4) {
+        Some(&[a, b, c, d]) => byte(a) | byte(b) << 8 | byte(c) << 16 | byte(d) << 24,
+        _ => {
+            let rest = order.get(4 * l..).unwrap_or(&[]);
+            rest.iter()
+                .enumerate()
+                .fold(0, |x, (i, &j)| x | byte(j) << (8 * i))
+        }
     }
-    u32::from_le_bytes(w)
 }
 
 /// [`fold_start`] for a store whose leaves take the state's bytes in an `order` of its own
@@ -232,6 +240,133 @@ pub(super) fn fold_start_touched(
         }
     }
     list_marked(mark, dirty);
+}
+
+/// Each transition's *step plan*: the leaves it touches (`touched`) and their ancestors
+/// below the root, in pre-order from the root's children (left subtree first), each as its
+/// index in a tree's values (`leaf`, or `leaves + k` for inner node `k`) and the number of
+/// entries its subtree takes after it, so that a [`Steps`] hit skips them. Flattened:
+/// transition `t`'s plan is `plans[at[t]..at[t + 1]]`.
+pub(super) fn step_plans(
+    touched: &[Vec<u32>],
+    leaves: usize,
+    plan: &[(u32, u32)],
+    up: &[u32],
+) -> (Vec<(u32, u32)>, Vec<usize>) {
+    fn visit(c: u32, leaves: usize, plan: &[(u32, u32)], on: &[bool], out: &mut Vec<(u32, u32)>) {
+        if !on[c as usize] {
+            return;
+        }
+        let at = out.len();
+        out.push((c, 0));
+        if c as usize >= leaves {
+            let (l, r) = plan[c as usize - leaves];
+            visit(l, leaves, plan, on, out);
+            visit(r, leaves, plan, on, out);
+        }
+        out[at].1 = (out.len() - at - 1) as u32;
+    }
+    let root = plan.len() - 1;
+    let mut on = vec![false; leaves + plan.len()];
+    let (mut plans, mut at) = (Vec::new(), vec![0]);
+    for t in touched {
+        for &l in t {
+            let mut j = l as usize;
+            while !on[j] {
+                on[j] = true;
+                let k = up[j] as usize;
+                if k == root {
+                    break;
+                }
+                j = leaves + k;
+            }
+        }
+        let start = plans.len();
+        let (l, r) = plan[root];
+        visit(l, leaves, plan, &on, &mut plans);
+        visit(r, leaves, plan, &on, &mut plans);
+        for &(c, _) in &plans[start..] {
+            on[c as usize] = false;
+        }
+        at.push(plans.len());
+    }
+    (plans, at)
+}
+
+/// [`fold_start_touched`] through a [`Steps`] memo, for a successor by transition `t` whose
+/// step plan ([`step_plans`]) is `steps_of_t`: top-down, a subtree the memo remembers for
+/// `t` and the parent's reference takes that reference, and its leaves are not read; a
+/// touched leaf outside such subtrees is gathered. A node the memo lacks is folded: dirty
+/// if one of its children changed (marked [`ABSENT`] until interned), else the parent's,
+/// which the memo then learns. The caller teaches the memo the dirty nodes once interned
+/// ([`steps_learn`]). The nodes below a remembered one keep the parent's references in `v`:
+/// nothing reads them (a dirty node's children are leaves, remembered, dirty or unchanged).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn fold_start_steps(
+    state: &[u8],
+    t: u32,
+    steps_of_t: &[(u32, u32)],
+    order: &[u32],
+    plan: &[(u32, u32)],
+    parent: &[u32],
+    steps: &mut Steps,
+    mark: &mut [u64],
+    v: &mut [u32],
+    missed: &mut Vec<u32>,
+    dirty: &mut Vec<u32>,
+) {
+    let n = parent.len().div_ceil(2);
+    v.copy_from_slice(parent);
+    missed.clear();
+    let mut i = 0;
+    while i < steps_of_t.len() {
+        let (c, below) = steps_of_t[i];
+        let c = c as usize;
+        i += 1;
+        if c < n {
+            v[c] = gather_leaf(state, order, c);
+        } else if let Some(r) = steps.recall(t, c - n, parent[c]) {
+            v[c] = r;
+            i += below as usize;
+        } else {
+            missed.push(c as u32);
+        }
+    }
+    let set = |mark: &mut [u64], k: usize| mark[k / 64] |= 1 << (k % 64);
+    // Reverse pre-order: a node after its descendants.
+    for &c in missed.iter().rev() {
+        let (c, k) = (c as usize, c as usize - n);
+        let (l, r) = plan[k];
+        let (l, r) = (l as usize, r as usize);
+        if v[l] != parent[l] || v[r] != parent[r] {
+            v[c] = ABSENT;
+            set(mark, k);
+        } else {
+            steps.keep(t, k, parent[c], parent[c]);
+        }
+    }
+    let root = plan.len() - 1;
+    let (l, r) = plan[root];
+    let (l, r) = (l as usize, r as usize);
+    if v[l] != parent[l] || v[r] != parent[r] {
+        set(mark, root);
+    }
+    list_marked(mark, dirty);
+}
+
+/// Teaches `steps` the interned dirty nodes of a successor by `t` (its tree `v`, its
+/// parent's `parent`): each but the root ([`fold_start_steps`]).
+#[inline]
+pub(super) fn steps_learn(t: u32, dirty: &[u32], parent: &[u32], v: &[u32], steps: &mut Steps) {
+    let n = parent.len().div_ceil(2);
+    let root = (n - 2) as u32;
+    for &k in dirty {
+        if k != root {
+            let c = n + k as usize;
+            steps.keep(t, k as usize, parent[c], v[c]);
+        }
+    }
 }
 
 /// Prefetches, for every successor `s` of a batch (trees of `nv` values back to back in

@@ -109,6 +109,77 @@ impl Memo {
     }
 }
 
+/// Entries of a [`Steps`] memo: 2^15 of 16 bytes, 512 KiB, beside the [`Memo`] in the 1 MiB
+/// L2 cache. Of the subtrees a step would look up, 2^13 entries left 1.2–1.3 times as many
+/// to be interned again as 2^15 (Peterson-PT-3, QuasiCertifProtocol-PT-06), 2^17 0.8 times.
+const STEPS_BITS: u32 = 15;
+
+/// A direct-mapped memo of *steps*: `(transition t, inner node k, the parent's reference at
+/// k) → the successor's reference at k`. It is true because of the contract of
+/// [`crate::model::Model::touched_units`]: firing `t` sets each unit it touches to a value
+/// that depends only on `t` and that unit's old value, and leaves every other unit alone,
+/// so the subtree below `k` after `t` depends only on `t` and the subtree before it. A hit
+/// answers a whole subtree with one lookup, where folding it would gather its touched
+/// leaves and intern every node on their paths (QuasiCertifProtocol-PT-06: 12 inner nodes
+/// a successor, of which 2 remain to be interned with the memo). Keys pack `t × nodes + k`
+/// in the upper half ([`Steps::new`] declines when that would not fit in 32 bits), so
+/// `u64::MAX` is never a key and marks an empty entry. The references are the node
+/// table's, which never move: an entry never goes stale while the table lives.
+pub struct Steps {
+    slots: Vec<(u64, u32)>,
+    /// Inner nodes below the root of a tree (plan indexes `0..nodes`).
+    nodes: u64,
+    /// Subtrees answered, and looked up.
+    pub hits: u64,
+    pub lookups: u64,
+}
+
+impl Steps {
+    /// A memo for trees of `nodes` inner nodes below the root and `transitions` transitions;
+    /// `None` if their keys would not fit.
+    pub fn new(nodes: usize, transitions: usize) -> Option<Steps> {
+        let span = (nodes as u64).checked_mul(transitions as u64)?;
+        (span < u64::from(u32::MAX)).then(|| Steps {
+            slots: vec![(u64::MAX, 0); 1 << STEPS_BITS],
+            nodes: nodes as u64,
+            hits: 0,
+            lookups: 0,
+        })
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.slots.capacity() * std::mem::size_of::<(u64, u32)>()) as u64
+    }
+
+    #[inline(always)]
+    fn key(&self, t: u32, k: usize, from: u32) -> (u64, usize) {
+        debug_assert!((k as u64) < self.nodes);
+        let key = ((u64::from(t) * self.nodes + k as u64) << 32) | u64::from(from);
+        let slot = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STEPS_BITS);
+        (key, slot as usize)
+    }
+
+    /// The successor's reference at inner node `k` after transition `t` from a parent whose
+    /// reference there is `from`, if remembered.
+    #[inline(always)]
+    pub fn recall(&mut self, t: u32, k: usize, from: u32) -> Option<u32> {
+        let (key, slot) = self.key(t, k, from);
+        self.lookups += 1;
+        let (kept, to) = self.slots[slot];
+        if kept == key {
+            self.hits += 1;
+            return Some(to);
+        }
+        None
+    }
+
+    #[inline(always)]
+    pub fn keep(&mut self, t: u32, k: usize, from: u32, to: u32) {
+        let (key, slot) = self.key(t, k, from);
+        self.slots[slot] = (key, to);
+    }
+}
+
 /// Significant bits of `x` (0 for 0).
 #[inline(always)]
 fn bits(x: u32) -> u32 {
@@ -390,6 +461,8 @@ pub struct NodeTable {
     threads: usize,
     /// Recent lookups, if the table keeps them ([`NodeTable::remember`]).
     pub memo: Option<Memo>,
+    /// Recent steps, if the store keeps them ([`NodeTable::remember_steps`]).
+    pub steps: Option<Steps>,
     /// This table's identity, for the threads' memos ([`Memo::find`]).
     id: u64,
 }
@@ -408,6 +481,7 @@ impl NodeTable {
             false_compares: 0,
             threads: 1,
             memo: None,
+            steps: None,
             id: next_table(),
         }
     }
@@ -418,8 +492,16 @@ impl NodeTable {
         self.memo = Some(Memo::of(self.id));
     }
 
+    /// Gives the table a [`Steps`] memo for trees of `nodes` inner nodes below the root
+    /// and `transitions` transitions (none if their keys would not fit; the store then
+    /// folds every subtree).
+    pub fn remember_steps(&mut self, nodes: usize, transitions: usize) {
+        self.steps = Steps::new(nodes, transitions);
+        self.update_account();
+    }
+
     fn memo_bytes(&self) -> u64 {
-        self.memo.as_ref().map_or(0, Memo::bytes)
+        self.memo.as_ref().map_or(0, Memo::bytes) + self.steps.as_ref().map_or(0, Steps::bytes)
     }
 
     /// Threads an index rebuild may use (the run's `--threads`; the rebuilds happen between
@@ -499,6 +581,7 @@ impl NodeTable {
         self.pairs = Pairs::default();
         self.index = Index::default();
         self.memo = None;
+        self.steps = None;
         // Whatever a thread remembers of the old table must not be taken for this one.
         self.id = next_table();
         self.len = 0;
