@@ -168,6 +168,14 @@ const RECENT_BYTES: usize = 256 << 10;
 /// overlap, few enough that the window's trees stay in cache.
 const NEW_WINDOW: usize = 256;
 
+/// Trees of at most this many leaves fold without a steps memo: the root's children are
+/// then pairs of leaves, so a step the memo answers saves one pair lookup, about what the
+/// step's own lookup and learning cost. Two threads, two interleaved rounds (29 November):
+/// Kanban-PT-00005 (4 leaves) 3.56/3.10 → 4.25/3.87 s with the memo, SwimmingPool-PT-02
+/// (3 leaves, every state its own node: no step recurs) 3.66/3.95 → 3.98/4.19 s;
+/// FMS-PT-00005 (6) 3.94/3.91 → 3.98/4.20 s, TCPcondis-PT-05 (8) 5.66/5.75 → 5.37/5.31 s.
+const STEPS_MIN_LEAVES: usize = 4;
+
 pub struct TreeStore {
     width: usize,
     leaves: usize,
@@ -522,11 +530,12 @@ impl TreeStore {
     }
 
     /// Gives the node table a [`table::Steps`] memo and makes the step plans, if the leaves
-    /// each transition touches are known (and the memo's keys fit).
+    /// each transition touches are known, the tree is more than [`STEPS_MIN_LEAVES`] wide
+    /// and the memo's keys fit.
     fn remember_steps(&mut self) {
         (self.step_plans, self.step_at) = (Vec::new(), Vec::new());
         self.nodes.steps = None;
-        if !self.touched.is_empty() {
+        if !self.touched.is_empty() && self.leaves > STEPS_MIN_LEAVES {
             self.nodes
                 .remember_steps(self.plan.len() - 1, self.touched.len());
         }
@@ -967,6 +976,8 @@ impl StateStore for TreeStore {
             up: &self.up,
             order: &self.order,
             touched: &self.touched,
+            step_plans: &self.step_plans,
+            step_at: &self.step_at,
         }))
     }
 

@@ -48,6 +48,10 @@ pub struct Shared<'a> {
     /// the model does not say).
     pub(super) order: &'a [u32],
     pub(super) touched: &'a [Vec<u32>],
+    /// The step plans ([`step_plans`]; empty when the store keeps no [`Steps`] memo): each
+    /// thread then keeps its own memo of steps, in its [`Reader`].
+    pub(super) step_plans: &'a [(u32, u32)],
+    pub(super) step_at: &'a [usize],
 }
 
 /// A thread's working buffers: the trees of the parents of the group it expands (in the
@@ -79,6 +83,13 @@ pub struct Reader {
     mark: Vec<u64>,
     /// One absent successor's words for `add_new`.
     words: Vec<u32>,
+    /// The thread's memo of steps ([`Steps`]), with the identity of the node table whose
+    /// references it holds (renewed when asked about another); the nodes one successor's
+    /// fold found missing there; the parent (its index in the group) of each successor of
+    /// the slice being looked up.
+    steps: Option<(u64, Steps)>,
+    missed: Vec<u32>,
+    owner: Vec<u32>,
 }
 
 impl Reader {
@@ -91,9 +102,11 @@ impl Reader {
             * 4
             + (self.ends.capacity() + self.pos.capacity() + self.dhash.capacity()) * 8
             + (self.words.capacity() + self.last.capacity() + self.changed.capacity()) * 4
+            + (self.missed.capacity() + self.owner.capacity()) * 4
             + self.stale.capacity()
             + self.state.capacity()
             + self.mark.capacity() * 8) as u64
+            + self.steps.as_ref().map_or(0, |(_, s)| s.bytes())
     }
 }
 
@@ -355,15 +368,17 @@ pub(super) fn fold_start_steps(
     list_marked(mark, dirty);
 }
 
-/// Teaches `steps` the interned dirty nodes of a successor by `t` (its tree `v`, its
-/// parent's `parent`): each but the root ([`fold_start_steps`]).
+/// Teaches `steps` the dirty nodes of a successor by `t` (its tree `v`, its parent's
+/// `parent`) once interned or looked up: each but the root ([`fold_start_steps`]), and
+/// none that a thread's lookup found [`ABSENT`] (only references the table gave out are
+/// remembered, never an absence: the node may be interned later in the run).
 #[inline]
 pub(super) fn steps_learn(t: u32, dirty: &[u32], parent: &[u32], v: &[u32], steps: &mut Steps) {
     let n = parent.len().div_ceil(2);
     let root = (n - 2) as u32;
     for &k in dirty {
-        if k != root {
-            let c = n + k as usize;
+        let c = n + k as usize;
+        if k != root && v[c] != ABSENT {
             steps.keep(t, k as usize, parent[c], v[c]);
         }
     }
@@ -643,6 +658,17 @@ impl Shared<'_> {
         r.mark.resize(self.plan.len().div_ceil(64), 0);
         r.dirty.clear();
         r.ends.clear();
+        r.owner.clear();
+        if self.step_at.is_empty() {
+            r.steps = None;
+        } else if r
+            .steps
+            .as_ref()
+            .is_none_or(|(id, _)| *id != self.nodes.id())
+        {
+            r.steps = Steps::new(self.plan.len() - 1, self.touched.len())
+                .map(|steps| (self.nodes.id(), steps));
+        }
         let at = found.len();
         let (mut s, mut first) = (0, 0);
         for (k, &count) in counts.iter().enumerate() {
@@ -650,8 +676,10 @@ impl Shared<'_> {
             for _ in 0..count {
                 if s - first == SLICE {
                     self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+                    self.learn_steps(r, parents, batch, first);
                     r.dirty.clear();
                     r.ends.clear();
+                    r.owner.clear();
                     first = s;
                 }
                 let state = batch.get(s);
@@ -675,11 +703,22 @@ impl Shared<'_> {
                     vals,
                     dirty,
                     mark,
+                    steps,
+                    missed,
                     ..
                 } = &mut *r;
                 let v = &mut vals[i * nv..(i + 1) * nv];
-                match self.touched.get(batch.transition(s).0 as usize) {
-                    Some(t) => {
+                let t = batch.transition(s).0 as usize;
+                match (self.touched.get(t), steps) {
+                    (Some(_), Some((_, steps))) => {
+                        let plan_t = &self.step_plans[self.step_at[t]..self.step_at[t + 1]];
+                        let (o, plan) = (self.order, self.plan);
+                        let tid = t as u32;
+                        fold_start_steps(
+                            state, tid, plan_t, o, plan, parent, steps, mark, v, missed, dirty,
+                        );
+                    }
+                    (Some(t), None) => {
                         let o = self.order;
                         fold_start_touched(state, t, o, parent, self.up, mark, v, dirty);
                     }
@@ -689,6 +728,7 @@ impl Shared<'_> {
                     }
                 }
                 r.ends.push(r.dirty.len());
+                r.owner.push(k as u32);
                 // No leaf changed: the parent itself (a self-loop). The others are settled
                 // at their root below.
                 found.push(if start == r.dirty.len() {
@@ -701,8 +741,27 @@ impl Shared<'_> {
         }
         if s > first {
             self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+            self.learn_steps(r, parents, batch, first);
         }
         Ok(())
+    }
+
+    /// Teaches the reader's [`Steps`] memo what [`Shared::settle`] found for the slice of
+    /// successors starting at `first` ([`steps_learn`]).
+    fn learn_steps(&self, r: &mut Reader, parents: &[u32], batch: &StateBatch, first: usize) {
+        let Some((_, steps)) = &mut r.steps else {
+            return;
+        };
+        let nv = self.values();
+        for (i, &k) in r.owner.iter().enumerate() {
+            let t = batch.transition(first + i).0;
+            if (t as usize) < self.touched.len() {
+                let start = if i == 0 { 0 } else { r.ends[i - 1] };
+                let parent = &parents[k as usize * nv..(k as usize + 1) * nv];
+                let v = &r.vals[i * nv..(i + 1) * nv];
+                steps_learn(t, &r.dirty[start..r.ends[i]], parent, v, steps);
+            }
+        }
     }
 
     /// Looks up the dirty nodes of successors `slice` of the batch (the reader's trees

@@ -147,7 +147,7 @@ impl Steps {
         })
     }
 
-    fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         (self.slots.capacity() * std::mem::size_of::<(u64, u32)>()) as u64
     }
 
