@@ -176,6 +176,20 @@ const NEW_WINDOW: usize = 256;
 /// FMS-PT-00005 (6) 3.94/3.91 → 3.98/4.20 s, TCPcondis-PT-05 (8) 5.66/5.75 → 5.37/5.31 s.
 const STEPS_MIN_LEAVES: usize = 4;
 
+/// Trees of at most this many inner nodes, the root included (at most 4 leaves), fold by
+/// [`TreeStore::fold_narrow`]; [`NARROW_VALUES`] values (leaves and nodes) at most.
+const NARROW_NODES: usize = 3;
+const NARROW_VALUES: usize = 4 + NARROW_NODES;
+
+/// A successor's tree in [`TreeStore::fold_narrow`]: its values, the hash of each changed
+/// node below the root (bit `k` of `dirty`), and the root's hash — before the roots are
+/// hashed, the parent's root pair, and `dirty` then says whether the successor differs.
+struct Narrow {
+    v: [u32; NARROW_VALUES],
+    h: [u64; NARROW_NODES],
+    dirty: u8,
+}
+
 pub struct TreeStore {
     width: usize,
     leaves: usize,
@@ -239,6 +253,8 @@ pub struct TreeStore {
     step_plans: Vec<(u32, u32)>,
     step_at: Vec<usize>,
     batch_missed: Vec<u32>,
+    /// A narrow batch's trees ([`TreeStore::fold_narrow`]).
+    narrow: Vec<Narrow>,
     /// Inserts folded against a known parent tree / from scratch; parents unfolded to do so.
     incremental: u64,
     whole: u64,
@@ -383,6 +399,7 @@ impl TreeStore {
             step_plans: Vec::new(),
             step_at: Vec::new(),
             batch_missed: Vec::new(),
+            narrow: Vec::new(),
         })
     }
 
@@ -723,6 +740,9 @@ impl TreeStore {
                 counts.push(c);
             }
             self.incremental += batch.len() as u64;
+            if self.plan.len() <= NARROW_NODES {
+                return self.fold_narrow(&trees, &counts, batch, out);
+            }
             let mut vals = std::mem::take(&mut self.batch_vals);
             let r = self.fold_batch(&trees, &counts, batch, &mut vals, out);
             self.batch_vals = vals;
@@ -876,6 +896,102 @@ impl TreeStore {
         self.batch_hashes = hashes;
         self.batch_ends = ends;
         self.batch_pos = pos;
+        r
+    }
+
+    /// [`TreeStore::fold_batch`] for trees of at most [`NARROW_NODES`] inner nodes (at most 4
+    /// leaves): a successor's whole tree fits a [`Narrow`], and every node below the root is
+    /// a pair of leaves. Three passes over the batch, as `fold_batch`'s heights: gather the
+    /// leaves and hash the changed nodes (their home slots prefetched), intern those nodes
+    /// and hash the roots (prefetched), intern the roots in successor order. Nodes are
+    /// interned in `fold_batch`'s order (successor by successor, each one's in plan order),
+    /// so every reference, and so every file, is the same. What this leaves out of the
+    /// general fold — the dirty list and its marks, the copies of whole trees into the
+    /// batch — was most of the fold's instructions on such trees (Kanban-PT-00005, 4 leaves:
+    /// about a thousand instructions a successor, callgrind).
+    fn fold_narrow(
+        &mut self,
+        trees: &[u32],
+        counts: &[u32],
+        batch: &StateBatch,
+        out: &mut Vec<Insert>,
+    ) -> Result<(), StoreError> {
+        let nv = self.cur.len();
+        let n = self.leaves;
+        let root = self.plan.len() - 1;
+        let (rl, rr) = (self.plan[root].0 as usize, self.plan[root].1 as usize);
+        let mut work = std::mem::take(&mut self.narrow);
+        work.clear();
+        let parent_of = counts
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        let nodes = self.nodes.view();
+        for (s, k) in (0..batch.len()).zip(parent_of) {
+            let pv = &trees[k * nv..(k + 1) * nv];
+            let state = batch.get(s);
+            let mut w = Narrow {
+                v: [0; NARROW_VALUES],
+                h: [0; NARROW_NODES],
+                dirty: 0,
+            };
+            w.v[..nv].copy_from_slice(pv);
+            match self.touched.get(batch.transition(s).0 as usize) {
+                Some(touched) => {
+                    for &l in touched {
+                        w.v[l as usize] = shared::gather_leaf(state, &self.order, l as usize);
+                    }
+                }
+                None => shared::load_leaves(state, &self.order, &mut w.v[..n]),
+            }
+            for (k, &(l, r)) in self.plan[..root].iter().enumerate() {
+                let (l, r) = (l as usize, r as usize);
+                if w.v[l] != pv[l] || w.v[r] != pv[r] {
+                    w.h[k] = table::pair_hash(pack(w.v[l], w.v[r]));
+                    nodes.touch_hashed(w.h[k]);
+                    w.dirty |= 1 << k;
+                }
+            }
+            // The parent's root pair, to tell a self-loop (no leaf changed) after the nodes.
+            w.h[root] = pack(pv[rl], pv[rr]);
+            work.push(w);
+        }
+        let r = (|| {
+            let roots = self.roots.view();
+            for w in work.iter_mut() {
+                for (k, &(l, r)) in self.plan[..root].iter().enumerate() {
+                    if w.dirty & 1 << k != 0 {
+                        let p = pack(w.v[l as usize], w.v[r as usize]);
+                        w.v[n + k] = self.nodes.intern_hashed(p, w.h[k])?.0;
+                    }
+                }
+                let pair = pack(w.v[rl], w.v[rr]);
+                if pair == w.h[root] {
+                    // No leaf changed: the successor is its parent, whose number is at the
+                    // root of its copy of the parent's tree.
+                    w.dirty = 0;
+                } else {
+                    w.h[root] = table::pair_hash(pair);
+                    roots.touch_hashed(w.h[root]);
+                    w.dirty = 1;
+                }
+            }
+            for w in &work {
+                out.push(if w.dirty == 0 {
+                    Insert::Seen(w.v[nv - 1] as StateId)
+                } else {
+                    let pair = pack(w.v[rl], w.v[rr]);
+                    let (id, new) = self.roots.intern_hashed(pair, w.h[root])?;
+                    if new {
+                        Insert::New(id as StateId)
+                    } else {
+                        Insert::Seen(id as StateId)
+                    }
+                });
+            }
+            Ok(())
+        })();
+        self.narrow = work;
         r
     }
 
@@ -1482,6 +1598,92 @@ mod tests {
                 "{}",
                 steps.hits
             );
+        }
+    }
+
+    #[test]
+    fn narrow_trees_fold_as_the_general_fold_does() {
+        // Widths of 2, 3 and 4 leaves, in the model's byte order (every leaf compared) and
+        // regrouped with the units each transition touches (only those gathered).
+        for (width, regrouped) in [(5, false), (8, true), (11, false), (11, true), (16, true)] {
+            let w = width as u32;
+            // Transition `t < 4 w` adds `t / w + 1` to bytes `t % w` and `t % w + 1`, modulo
+            // 7 (a function of the transition and the old value, as `touched_units` asks);
+            // transition `4 w` touches nothing (self-loops).
+            let self_loop = 4 * w;
+            let units = (
+                1,
+                (0..self_loop)
+                    .map(|t| vec![t % w, (t % w + 1) % w])
+                    .chain([Vec::new()])
+                    .collect(),
+            );
+            let (mut narrow, mut general) = (
+                TreeStore::build(width, None).unwrap(),
+                TreeStore::build(width, None).unwrap(),
+            );
+            assert!(narrow.plan.len() <= NARROW_NODES, "width {width}");
+            if regrouped {
+                for s in [&mut narrow, &mut general] {
+                    s.set_order((0..w).map(|b| b * 3 % w).collect(), Some(&units));
+                    assert!(!s.touched.is_empty());
+                }
+            }
+            for s in [&mut narrow, &mut general] {
+                s.insert(&vec![1; width], None).unwrap();
+            }
+            let mut next = 0u32;
+            for round in 0..200u64 {
+                let len = narrow.len();
+                let first = round * 7 % len;
+                let mut parents: Vec<(StateId, u32)> = Vec::new();
+                let mut batch = StateBatch::default();
+                for p in first..(first + 9).min(len) {
+                    let ps = narrow.get(p).unwrap().unwrap().to_vec();
+                    assert_eq!(general.get(p).unwrap().unwrap(), &ps[..]);
+                    let count = (p + round) as u32 % 4;
+                    for c in 0..count {
+                        next = next.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                        let t = if c == 0 && p % 3 == 0 {
+                            self_loop
+                        } else {
+                            (next >> 8) % self_loop
+                        };
+                        let mut succ = ps.clone();
+                        for &u in &units.1[t as usize] {
+                            let x = &mut succ[u as usize];
+                            *x = (*x + (t / w) as u8 + 1) % 7;
+                        }
+                        batch.push(crate::model::TransitionId(t), &succ);
+                    }
+                    parents.push((p, count));
+                }
+                let mut got = Vec::new();
+                narrow.insert_many(&parents, 1, &batch, &mut got).unwrap();
+                // The general fold, as `fold_parents` calls it, over the same parents.
+                let (mut trees, mut counts) = (Vec::new(), Vec::new());
+                for &(p, c) in &parents {
+                    general.get(p).unwrap();
+                    trees.extend_from_slice(&general.got.vals);
+                    counts.push(c);
+                }
+                general.admit(&batch).unwrap();
+                let (mut vals, mut want) = (Vec::new(), Vec::new());
+                general
+                    .fold_batch(&trees, &counts, &batch, &mut vals, &mut want)
+                    .unwrap();
+                assert_eq!(got, want, "width {width}, round {round}");
+            }
+            assert!(narrow.len() > 300, "width {width}: {} states", narrow.len());
+            // The same nodes, in the same order: the same references, so the same files.
+            assert_eq!(narrow.nodes.len(), general.nodes.len(), "width {width}");
+            for r in 0..narrow.nodes.len() as u32 {
+                assert_eq!(narrow.nodes.pair(r), general.nodes.pair(r), "width {width}");
+            }
+            for id in 0..narrow.len() {
+                let a = narrow.get(id).unwrap().map(<[u8]>::to_vec);
+                assert_eq!(general.get(id).unwrap().map(<[u8]>::to_vec), a);
+            }
         }
     }
 

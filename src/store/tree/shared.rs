@@ -212,7 +212,7 @@ fn list_marked(mark: &mut [u64], dirty: &mut Vec<u32>) {
 /// it as one `u32` defeats store-to-load forwarding, a stall per leaf that was 9% of
 /// `fold_parents`'s samples on QuasiCertifProtocol-PT-06.
 #[inline(always)]
-fn gather_leaf(state: &[u8], order: &[u32], l: usize) -> u32 {
+pub(super) fn gather_leaf(state: &[u8], order: &[u32], l: usize) -> u32 {
     let byte = |j: u32| u32::from(state[j as usize]);
     match order.get(4 * l..4 * l + 4) {
         Some(&[a, b, c, d]) => byte(a) | byte(b) << 8 | byte(c) << 16 | byte(d) << 24,
