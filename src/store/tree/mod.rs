@@ -50,6 +50,7 @@ use crate::storage::budget::MemoryLimit;
 use crate::storage::segment::HashId;
 use crate::storage::{FileMark, Storage, VecMark};
 use serde_json::json;
+use shared::{Narrow, NARROW_NODES};
 use std::ops::Range;
 use table::{pack, Charge, NodeTable};
 
@@ -175,20 +176,6 @@ const NEW_WINDOW: usize = 256;
 /// (3 leaves, every state its own node: no step recurs) 3.66/3.95 → 3.98/4.19 s;
 /// FMS-PT-00005 (6) 3.94/3.91 → 3.98/4.20 s, TCPcondis-PT-05 (8) 5.66/5.75 → 5.37/5.31 s.
 const STEPS_MIN_LEAVES: usize = 4;
-
-/// Trees of at most this many inner nodes, the root included (at most 4 leaves), fold by
-/// [`TreeStore::fold_narrow`]; [`NARROW_VALUES`] values (leaves and nodes) at most.
-const NARROW_NODES: usize = 3;
-const NARROW_VALUES: usize = 4 + NARROW_NODES;
-
-/// A successor's tree in [`TreeStore::fold_narrow`]: its values, the hash of each changed
-/// node below the root (bit `k` of `dirty`), and the root's hash — before the roots are
-/// hashed, the parent's root pair, and `dirty` then says whether the successor differs.
-struct Narrow {
-    v: [u32; NARROW_VALUES],
-    h: [u64; NARROW_NODES],
-    dirty: u8,
-}
 
 pub struct TreeStore {
     width: usize,
@@ -929,32 +916,9 @@ impl TreeStore {
         let nodes = self.nodes.view();
         for (s, k) in (0..batch.len()).zip(parent_of) {
             let pv = &trees[k * nv..(k + 1) * nv];
-            let state = batch.get(s);
-            let mut w = Narrow {
-                v: [0; NARROW_VALUES],
-                h: [0; NARROW_NODES],
-                dirty: 0,
-            };
-            w.v[..nv].copy_from_slice(pv);
-            match self.touched.get(batch.transition(s).0 as usize) {
-                Some(touched) => {
-                    for &l in touched {
-                        w.v[l as usize] = shared::gather_leaf(state, &self.order, l as usize);
-                    }
-                }
-                None => shared::load_leaves(state, &self.order, &mut w.v[..n]),
-            }
-            for (k, &(l, r)) in self.plan[..root].iter().enumerate() {
-                let (l, r) = (l as usize, r as usize);
-                if w.v[l] != pv[l] || w.v[r] != pv[r] {
-                    w.h[k] = table::pair_hash(pack(w.v[l], w.v[r]));
-                    nodes.touch_hashed(w.h[k]);
-                    w.dirty |= 1 << k;
-                }
-            }
-            // The parent's root pair, to tell a self-loop (no leaf changed) after the nodes.
-            w.h[root] = pack(pv[rl], pv[rr]);
-            work.push(w);
+            let touched = self.touched.get(batch.transition(s).0 as usize);
+            let (o, plan) = (&self.order, &self.plan);
+            work.push(Narrow::start(batch.get(s), touched, o, plan, n, pv, nodes));
         }
         let r = (|| {
             let roots = self.roots.view();

@@ -20,6 +20,67 @@ use crate::store::{Extra, Found, Lookup, SharedIndex, StateBatch};
 use std::cell::RefCell;
 use std::ops::Range;
 
+/// Trees of at most this many inner nodes, the root included (at most 4 leaves), fold by
+/// [`super::TreeStore::fold_narrow`] on one thread and [`Shared::fold_narrow`] on N;
+/// [`NARROW_VALUES`] values (leaves and nodes) at most.
+pub(super) const NARROW_NODES: usize = 3;
+const NARROW_VALUES: usize = 4 + NARROW_NODES;
+
+/// A successor's tree in a narrow fold: its values, the hash of each changed node below
+/// the root (bit `k` of `dirty`), and the root's hash — until the roots are hashed, the
+/// parent's root pair, and `dirty` then says whether the successor differs from it.
+#[derive(Clone, Copy)]
+pub(super) struct Narrow {
+    pub(super) v: [u32; NARROW_VALUES],
+    pub(super) h: [u64; NARROW_NODES],
+    pub(super) dirty: u8,
+}
+
+impl Narrow {
+    /// Starts the fold of successor `state` against its parent's tree `parent` (of a plan of
+    /// at most [`NARROW_NODES`]): the leaves its transition can change (`touched`, else
+    /// all) gathered, each node below the root whose children changed hashed and its home
+    /// slot in `nodes` prefetched. Those nodes are pairs of leaves, so they can be hashed
+    /// before any is looked up.
+    #[inline(always)]
+    pub(super) fn start(
+        state: &[u8],
+        touched: Option<&Vec<u32>>,
+        order: &[u32],
+        plan: &[(u32, u32)],
+        leaves: usize,
+        parent: &[u32],
+        nodes: Find<'_>,
+    ) -> Narrow {
+        let (nv, root) = (parent.len(), plan.len() - 1);
+        let mut w = Narrow {
+            v: [0; NARROW_VALUES],
+            h: [0; NARROW_NODES],
+            dirty: 0,
+        };
+        w.v[..nv].copy_from_slice(parent);
+        match touched {
+            Some(touched) => {
+                for &l in touched {
+                    w.v[l as usize] = gather_leaf(state, order, l as usize);
+                }
+            }
+            None => load_leaves(state, order, &mut w.v[..leaves]),
+        }
+        for (k, &(l, r)) in plan[..root].iter().enumerate() {
+            let (l, r) = (l as usize, r as usize);
+            if w.v[l] != parent[l] || w.v[r] != parent[r] {
+                w.h[k] = pair_hash(pack(w.v[l], w.v[r]));
+                nodes.touch_hashed(w.h[k]);
+                w.dirty |= 1 << k;
+            }
+        }
+        let (rl, rr) = plan[root];
+        w.h[root] = pack(parent[rl as usize], parent[rr as usize]);
+        w
+    }
+}
+
 /// An inner node's value in a thread's fold when no stored state has that node (references
 /// stay below `u32::MAX - 1`: [`super::table::MAX_ENTRIES`]).
 pub(super) const ABSENT: u32 = u32::MAX;
@@ -90,6 +151,8 @@ pub struct Reader {
     steps: Option<(u64, Steps)>,
     missed: Vec<u32>,
     owner: Vec<u32>,
+    /// A slice's trees when the tree is narrow ([`Shared::fold_narrow`]).
+    narrow: Vec<Narrow>,
 }
 
 impl Reader {
@@ -105,7 +168,8 @@ impl Reader {
             + (self.missed.capacity() + self.owner.capacity()) * 4
             + self.stale.capacity()
             + self.state.capacity()
-            + self.mark.capacity() * 8) as u64
+            + self.mark.capacity() * 8
+            + self.narrow.capacity() * std::mem::size_of::<Narrow>()) as u64
             + self.steps.as_ref().map_or(0, |(_, s)| s.bytes())
     }
 }
@@ -626,7 +690,11 @@ impl Lookup for Shared<'_> {
         }
         // The parents' trees are read while a slice is settled: out of the reader meanwhile.
         let parents = std::mem::take(&mut r.parents);
-        let res = self.fold_slices(r, &parents, batch, counts, hashes, found, extra);
+        let res = if self.plan.len() <= NARROW_NODES {
+            self.fold_narrow(r, &parents, batch, counts, hashes, found, extra)
+        } else {
+            self.fold_slices(r, &parents, batch, counts, hashes, found, extra)
+        };
         r.parents = parents;
         res
     }
@@ -744,6 +812,119 @@ impl Shared<'_> {
             self.learn_steps(r, parents, batch, first);
         }
         Ok(())
+    }
+
+    /// [`Shared::fold_slices`] for narrow trees: [`super::TreeStore::fold_narrow`]'s three
+    /// passes without writes, [`SLICE`] successors at a time — gather and hash (the nodes'
+    /// home slots prefetched), look the nodes up through the thread's memo and hash the
+    /// roots (prefetched), look the roots up. Answers and words are `fold_slices`'s: a
+    /// node the table lacks is [`ABSENT`], and so is a root with such a child, unlooked.
+    #[allow(clippy::too_many_arguments)]
+    fn fold_narrow(
+        &self,
+        r: &mut Reader,
+        parents: &[u32],
+        batch: &StateBatch,
+        counts: &[u32],
+        hashes: &mut Vec<u64>,
+        found: &mut Vec<Found>,
+        extra: &mut Extra,
+    ) -> Result<(), StoreError> {
+        // Flags of `Narrow::dirty` beside the nodes' bits: the successor is not its parent;
+        // its root has an absent child.
+        const DIFFERS: u8 = 1 << 7;
+        const ORPHAN: u8 = 1 << 6;
+        let (n, nv, m) = (self.leaves, self.values(), batch.len());
+        let root = self.plan.len() - 1;
+        let (rl, rr) = (self.plan[root].0 as usize, self.plan[root].1 as usize);
+        let mut parent_of = counts
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        let mut memo = MEMO.take();
+        let mut first = 0;
+        let res = (|| {
+            while first < m {
+                let slice = first..(first + SLICE).min(m);
+                r.narrow.clear();
+                for (s, k) in slice.clone().zip(&mut parent_of) {
+                    let state = batch.get(s);
+                    if state.len() != self.width {
+                        return Err(StoreError::Invalid {
+                            store: "tree",
+                            message: format!(
+                                "state of {} bytes in a store of {}-byte states",
+                                state.len(),
+                                self.width
+                            ),
+                        });
+                    }
+                    let pv = &parents[k * nv..(k + 1) * nv];
+                    let touched = self.touched.get(batch.transition(s).0 as usize);
+                    let (o, plan, nodes) = (self.order, self.plan, self.nodes);
+                    r.narrow
+                        .push(Narrow::start(state, touched, o, plan, n, pv, nodes));
+                }
+                let absent = |w: &Narrow, c: usize| c >= n && w.v[c] == ABSENT;
+                for w in r.narrow.iter_mut() {
+                    for (k, &(l, rt)) in self.plan[..root].iter().enumerate() {
+                        if w.dirty & 1 << k != 0 {
+                            let p = pack(w.v[l as usize], w.v[rt as usize]);
+                            w.v[n + k] = memo.find(&self.nodes, p, w.h[k]).unwrap_or(ABSENT);
+                        }
+                    }
+                    let pair = pack(w.v[rl], w.v[rr]);
+                    if pair != w.h[root] {
+                        w.dirty |= DIFFERS;
+                        if absent(w, rl) || absent(w, rr) {
+                            w.dirty |= ORPHAN;
+                        } else {
+                            w.h[root] = pair_hash(pair);
+                            self.roots.touch_hashed(w.h[root]);
+                        }
+                    }
+                }
+                for (s, w) in slice.clone().zip(r.narrow.iter_mut()) {
+                    r.words.clear();
+                    let f = if w.dirty & DIFFERS == 0 {
+                        // No leaf changed: the parent itself (a self-loop).
+                        Found::Stored(w.v[nv - 1] as StateId)
+                    } else {
+                        let got = if w.dirty & ORPHAN != 0 {
+                            None
+                        } else {
+                            self.roots.find_hashed(pack(w.v[rl], w.v[rr]), w.h[root])
+                        };
+                        match got {
+                            Some(id) => Found::Stored(id as StateId),
+                            None => {
+                                w.v[n + root] = ABSENT;
+                                for (k, &(l, rt)) in self.plan.iter().enumerate() {
+                                    let dirty = k == root || w.dirty & 1 << k != 0;
+                                    if dirty && w.v[n + k] == ABSENT {
+                                        let (l, rt) = (w.v[l as usize], w.v[rt as usize]);
+                                        r.words.extend_from_slice(&[k as u32, l, rt]);
+                                    }
+                                }
+                                Found::Absent
+                            }
+                        }
+                    };
+                    // Only a successor not stored needs its hash (the chunk's table of
+                    // candidates is keyed by it).
+                    hashes.push(match f {
+                        Found::Absent => SharedIndex::hash(batch.get(s)),
+                        _ => 0,
+                    });
+                    found.push(f);
+                    extra.push(&r.words);
+                }
+                first = slice.end;
+            }
+            Ok(())
+        })();
+        MEMO.set(memo);
+        res
     }
 
     /// Teaches the reader's [`Steps`] memo what [`Shared::settle`] found for the slice of
