@@ -555,17 +555,7 @@ impl TreeStore {
     }
 
     fn check(&self, state: &[u8]) -> Result<(), StoreError> {
-        if state.len() != self.width {
-            return Err(StoreError::Invalid {
-                store: "tree",
-                message: format!(
-                    "state of {} bytes in a store of {}-byte states",
-                    state.len(),
-                    self.width
-                ),
-            });
-        }
-        Ok(())
+        shared::check_width(state, self.width)
     }
 
     /// Cuts `state` into the leaves of `cur` (little-endian words, the last zero-padded).

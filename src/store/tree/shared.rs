@@ -174,6 +174,20 @@ impl Reader {
     }
 }
 
+/// Refuses a state that is not `width` bytes (the tree's shape is fixed).
+pub(super) fn check_width(state: &[u8], width: usize) -> Result<(), StoreError> {
+    if state.len() != width {
+        return Err(StoreError::Invalid {
+            store: "tree",
+            message: format!(
+                "state of {} bytes in a store of {width}-byte states",
+                state.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Cuts `state` into `out.len()` leaves (little-endian words, the last zero-padded), its
 /// bytes taken in `order` ([`super::layout::order`]; empty: as they are).
 #[inline]
@@ -751,16 +765,7 @@ impl Shared<'_> {
                     first = s;
                 }
                 let state = batch.get(s);
-                if state.len() != self.width {
-                    return Err(StoreError::Invalid {
-                        store: "tree",
-                        message: format!(
-                            "state of {} bytes in a store of {}-byte states",
-                            state.len(),
-                            self.width
-                        ),
-                    });
-                }
+                check_width(state, self.width)?;
                 let i = s - first;
                 if r.vals.len() < (i + 1) * nv {
                     r.vals.resize((i + 1) * nv, 0);
@@ -849,16 +854,7 @@ impl Shared<'_> {
                 r.narrow.clear();
                 for (s, k) in slice.clone().zip(&mut parent_of) {
                     let state = batch.get(s);
-                    if state.len() != self.width {
-                        return Err(StoreError::Invalid {
-                            store: "tree",
-                            message: format!(
-                                "state of {} bytes in a store of {}-byte states",
-                                state.len(),
-                                self.width
-                            ),
-                        });
-                    }
+                    check_width(state, self.width)?;
                     let pv = &parents[k * nv..(k + 1) * nv];
                     let touched = self.touched.get(batch.transition(s).0 as usize);
                     let (o, plan, nodes) = (self.order, self.plan, self.nodes);
