@@ -227,6 +227,8 @@ pub struct TreeStore {
     new_ends: Vec<usize>,
     new_refs: Vec<u32>,
     new_pos: Vec<usize>,
+    /// The chunk's new inner nodes, until they are indexed.
+    new_fresh: table::Fresh,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// The leaves' byte order ([`layout::order`]; empty: the model's own), and the leaves
@@ -371,6 +373,7 @@ impl TreeStore {
             new_ends: Vec::new(),
             new_refs: Vec::new(),
             new_pos: Vec::new(),
+            new_fresh: table::Fresh::default(),
             up,
             incremental: 0,
             whole: 0,
@@ -1064,16 +1067,21 @@ impl StateStore for TreeStore {
         false
     }
 
-    /// Interns the new states' absent nodes (what the threads' lookups handed on: see
+    /// Enters the new states' absent nodes (what the threads' lookups handed on: see
     /// [`Shared`]) in id order, by windows of [`NEW_WINDOW`] states, height by height over
-    /// the window as [`StateStore::insert_batch`] does, so that the misses overlap; each
-    /// root, interned in id order, gets the state's number. A node two new states share is
-    /// interned by the first and found by the second.
+    /// the window; each root, in id order, gets the state's number. The threads looked
+    /// every node up in the tables as they were before the chunk, which nothing has changed
+    /// since, so each of these nodes is new to the tables but may be shared by several new
+    /// states: on this thread the nodes and roots are only appended to the pair arrays,
+    /// deduplicated in the chunk's own small table ([`table::Fresh`]), and the tables'
+    /// indexes, whose slots are this step's cache misses, take the appended entries on every
+    /// thread afterwards ([`NodeTable::index_appended`], which also refuses a pair the index
+    /// already held). References are those interning one by one would give.
     fn add_new<'a>(
         &mut self,
         count: usize,
         new: &(dyn Fn(usize) -> NewState<'a> + Sync + 'a),
-        _threads: usize,
+        threads: usize,
         looked_up: u64,
     ) -> Result<(), StoreError> {
         // The threads folded every successor against its parent.
@@ -1083,8 +1091,31 @@ impl StateStore for TreeStore {
             store: "tree",
             message: format!("new state {id} of a parallel chunk: {what}"),
         };
-        // The window's words, where each state's end, and the reference each absent node
-        // got (by word triple).
+        // Every state's triples in ascending plan order (children first), the root last.
+        let mut inner = 0;
+        for i in 0..count {
+            let ex = new(i).extra;
+            let ok = ex.len().is_multiple_of(3)
+                && ex.len() >= 3
+                && ex[ex.len() - 3] as usize == root
+                && ex
+                    .chunks_exact(3)
+                    .zip(ex.chunks_exact(3).skip(1))
+                    .all(|(a, b)| a[0] < b[0]);
+            if !ok {
+                let id = self.roots.len() + i as u64;
+                return Err(invalid(
+                    id,
+                    "its lookup handed on no nodes ending at the root",
+                ));
+            }
+            inner += ex.len() / 3 - 1;
+        }
+        self.nodes.reserve(inner as u64)?;
+        self.roots.reserve(count as u64)?;
+        let (nodes_from, roots_from) = (self.nodes.len(), self.roots.len());
+        let mut fresh = std::mem::take(&mut self.new_fresh);
+        fresh.clear(inner);
         let mut words = std::mem::take(&mut self.new_words);
         let mut ends = std::mem::take(&mut self.new_ends);
         let mut refs = std::mem::take(&mut self.new_refs);
@@ -1096,26 +1127,10 @@ impl StateStore for TreeStore {
                 let first = self.roots.len();
                 words.clear();
                 ends.clear();
+                // The words name the states: the chunk kept no vectors for them
+                // ([`Lookup::EXTRA_NAMES_STATE`]).
                 for i in at..end {
-                    let n = new(i);
-                    self.check(n.state)?;
-                    let id = first + (i - at) as u64;
-                    let ex = n.extra;
-                    // Nodes in ascending plan order (children first), the root last.
-                    let ok = ex.len().is_multiple_of(3)
-                        && ex.len() >= 3
-                        && ex[ex.len() - 3] as usize == root
-                        && ex
-                            .chunks_exact(3)
-                            .zip(ex.chunks_exact(3).skip(1))
-                            .all(|(a, b)| a[0] < b[0]);
-                    if !ok {
-                        return Err(invalid(
-                            id,
-                            "its lookup handed on no nodes ending at the root",
-                        ));
-                    }
-                    words.extend_from_slice(ex);
+                    words.extend_from_slice(new(i).extra);
                     ends.push(words.len() / 3);
                 }
                 refs.clear();
@@ -1124,7 +1139,7 @@ impl StateStore for TreeStore {
                 pos.push(0);
                 pos.extend_from_slice(&ends[..ends.len() - 1]);
                 // The pair of triple `t` of the state whose triples start at `from`: a child
-                // that is absent too was interned at a lower height, by an earlier triple.
+                // that is absent too was entered at a lower height, by an earlier triple.
                 let pair = |words: &[u32], refs: &[u32], from: usize, t: usize| {
                     let (k, l, r) = (words[3 * t], words[3 * t + 1], words[3 * t + 2]);
                     let (cl, cr) = self.plan[k as usize];
@@ -1142,31 +1157,18 @@ impl StateStore for TreeStore {
                     let is_root = lv.end > root;
                     for s in 0..ends.len() {
                         let from = if s == 0 { 0 } else { ends[s - 1] };
-                        for t in pos[s]..ends[s] {
-                            if words[3 * t] as usize >= lv.end {
-                                break;
-                            }
-                            let p = pair(&words, &refs, from, t);
-                            if is_root {
-                                self.roots.touch(p);
-                            } else {
-                                self.nodes.touch(p);
-                            }
-                        }
-                    }
-                    for s in 0..ends.len() {
-                        let from = if s == 0 { 0 } else { ends[s - 1] };
                         while pos[s] < ends[s] && (words[3 * pos[s]] as usize) < lv.end {
                             let t = pos[s];
                             let p = pair(&words, &refs, from, t);
                             refs[t] = if is_root {
                                 let id = first + s as u64;
-                                match self.roots.intern(p)? {
-                                    (got, true) if got as u64 == id => got,
-                                    _ => return Err(invalid(id, "its root was not new")),
+                                match self.roots.append(p)? {
+                                    got if got as u64 == id => got,
+                                    _ => return Err(invalid(id, "its root is not its number")),
                                 }
                             } else {
-                                self.nodes.intern(p)?.0
+                                let nodes = &mut self.nodes;
+                                fresh.get_or(p, table::pair_hash(p), || nodes.append(p))?
                             };
                             pos[s] += 1;
                         }
@@ -1174,12 +1176,14 @@ impl StateStore for TreeStore {
                 }
                 at = end;
             }
-            Ok(())
+            self.nodes.index_appended(nodes_from, threads)?;
+            self.roots.index_appended(roots_from, threads)
         })();
         self.new_words = words;
         self.new_ends = ends;
         self.new_refs = refs;
         self.new_pos = pos;
+        self.new_fresh = fresh;
         r
     }
 

@@ -386,10 +386,11 @@ fn home(h: u64, cap: usize) -> usize {
     (((h >> 32) * cap as u64) >> 32) as usize
 }
 
-/// Entries from which [`NodeTable::grow`] rebuilds the index on every thread it may use,
-/// and the references a thread claims at a time.
-const PARALLEL_GROW: u64 = 1 << 16;
-const GROW_PIECE: usize = 4096;
+/// Entries from which [`NodeTable::index_refs`] indexes on every thread it may use (an
+/// index rebuilt, a parallel chunk's new entries), and the references a thread claims at a
+/// time.
+const PARALLEL_INDEX: u64 = 2 * GROW_PIECE as u64;
+const GROW_PIECE: usize = 1024;
 
 /// Home slots asked for ahead of their insertion while an index is rebuilt.
 const AHEAD: usize = 8;
@@ -397,8 +398,16 @@ const AHEAD: usize = 8;
 /// Indexes references `refs` of `pairs` into the empty slots `slots`, which other threads
 /// fill at the same time: an empty slot is claimed with compare-and-swap, a lost race
 /// moves on (the references are distinct, so no two threads insert the same one). Each
-/// home slot is asked for [`AHEAD`] references before it is claimed.
-fn index_atomic(slots: &[AtomicU32], pairs: &Pairs, refs: Range<u64>, tag_mask: u32) {
+/// home slot is asked for [`AHEAD`] references before it is claimed. A slot passed on the
+/// way whose tag matches has its pair compared: an equal pair under another reference
+/// would break the table's one reference per pair (and so the store's exactness), and is
+/// returned as `(new reference, old reference)` instead of being indexed.
+fn index_atomic(
+    slots: &[AtomicU32],
+    pairs: &Pairs,
+    refs: Range<u64>,
+    tag_mask: u32,
+) -> Option<(u32, u32)> {
     let cap = slots.len();
     let mut ring = [0u64; AHEAD];
     let ask = |ring: &mut [u64; AHEAD], r: u64| {
@@ -414,21 +423,81 @@ fn index_atomic(slots: &[AtomicU32], pairs: &Pairs, refs: Range<u64>, tag_mask: 
         if r + (AHEAD as u64) < refs.end {
             ask(&mut ring, r + AHEAD as u64);
         }
-        let entry = (h as u32 & tag_mask) | (r as u32 + 1);
+        let (tag, pair) = (h as u32 & tag_mask, pairs.get(r as u32));
+        let entry = tag | (r as u32 + 1);
         let mut i = home(h, cap);
         loop {
             // Relaxed: the threads only claim slots; the step's end publishes the index.
-            if slots[i].load(Ordering::Relaxed) == 0
-                && slots[i]
-                    .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
+            // The pairs were all written before the step began.
+            let s = slots[i].load(Ordering::Relaxed);
+            if s == 0 {
+                match slots[i].compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => break,
+                    Err(s) => {
+                        if let Some(old) = same(s, tag, tag_mask, pairs, pair) {
+                            return Some((r as u32, old));
+                        }
+                    }
+                }
+            } else if let Some(old) = same(s, tag, tag_mask, pairs, pair) {
+                return Some((r as u32, old));
             }
             i += 1;
             if i == cap {
                 i = 0;
             }
+        }
+    }
+    None
+}
+
+/// The reference in slot value `s` if its tag is `tag` and its pair is `pair`.
+#[inline(always)]
+fn same(s: u32, tag: u32, tag_mask: u32, pairs: &Pairs, pair: u64) -> Option<u32> {
+    let r = (s & !tag_mask).wrapping_sub(1);
+    (s & tag_mask == tag && pairs.get(r) == pair).then_some(r)
+}
+
+/// The inner nodes a parallel chunk adds, pair to reference, while they are appended to
+/// the node table unindexed ([`NodeTable::append`]): two new states of a chunk may share
+/// a new node, which must get one reference. Open addressing at the hash's low bits, at
+/// most half full; `(pair, ref + 1)`, 0 empty. It holds one chunk's new nodes, so it stays
+/// in cache where the node table's index would miss.
+#[derive(Default)]
+pub struct Fresh {
+    slots: Vec<(u64, u32)>,
+}
+
+impl Fresh {
+    /// Empties the table, with room for `most` nodes.
+    pub fn clear(&mut self, most: usize) {
+        let cap = (2 * most).next_power_of_two().max(16);
+        self.slots.clear();
+        self.slots.resize(cap, (0, 0));
+    }
+
+    /// The reference of `pair` (whose [`pair_hash`] is `h`), made by `make` if the table
+    /// lacks it.
+    #[inline]
+    pub fn get_or(
+        &mut self,
+        pair: u64,
+        h: u64,
+        make: impl FnOnce() -> Result<u32, StoreError>,
+    ) -> Result<u32, StoreError> {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let (p, r1) = self.slots[i];
+            if r1 == 0 {
+                let r = make()?;
+                self.slots[i] = (pair, r + 1);
+                return Ok(r);
+            }
+            if p == pair {
+                return Ok(r1 - 1);
+            }
+            i = (i + 1) & mask;
         }
     }
 }
@@ -628,14 +697,22 @@ impl NodeTable {
     /// Rebuilds the index with room for more entries: frees the old one first, then
     /// re-inserts every pair in reference order.
     fn grow(&mut self) -> Result<(), StoreError> {
-        if self.len >= MAX_ENTRIES {
+        self.grow_for(self.len + 1)
+    }
+
+    /// [`NodeTable::grow`] with room for `need` entries in all.
+    fn grow_for(&mut self, need: u64) -> Result<(), StoreError> {
+        if need > MAX_ENTRIES {
             return Err(StoreError::CapacityExceeded {
                 store: "tree",
-                message: format!("{} holds {MAX_ENTRIES} entries already", self.name),
+                message: format!(
+                    "{} would hold {need} entries, more than {MAX_ENTRIES}",
+                    self.name
+                ),
             });
         }
         let mut cap = self.index.cap.max(MIN_SLOTS);
-        while (self.len + 1) * 8 > cap as u64 * 7 {
+        while need * 8 > cap as u64 * 7 {
             cap *= 2;
         }
         // `ref + 1 <= len < cap` must fit in the slot: at most 2^32 - 1 slots.
@@ -649,53 +726,107 @@ impl NodeTable {
             ),
         )?;
         self.index = Index::default();
-        let mut index = Index::zeroed(cap).map_err(|e| StoreError::CapacityExceeded {
+        let index = Index::zeroed(cap).map_err(|e| StoreError::CapacityExceeded {
             store: "tree",
             message: format!("cannot allocate {} MiB for {}: {e}", bytes >> 20, self.name),
         })?;
         let id_bits = usize::BITS - cap.leading_zeros();
-        let tag_mask = if id_bits >= 32 {
+        self.tag_mask = if id_bits >= 32 {
             0
         } else {
             !((1u32 << id_bits) - 1)
         };
-        if self.threads > 1 && self.len >= PARALLEL_GROW {
+        self.index = index;
+        self.limit = cap as u64 * 7 / 8;
+        self.update_account();
+        self.index_refs(0..self.len, self.threads)
+    }
+
+    /// Enters references `refs` of the pair array, none of them indexed yet, in the index
+    /// (which has room for them), on up to `threads` threads when they are many. An entry
+    /// whose pair the index already holds is an error: the table gives one reference per
+    /// pair, and a second would let two trees of one state differ.
+    fn index_refs(&mut self, refs: Range<u64>, threads: usize) -> Result<(), StoreError> {
+        let (tag_mask, cap) = (self.tag_mask, self.index.cap);
+        let twice = if threads > 1 && refs.end - refs.start >= PARALLEL_INDEX {
             // Pieces claimed in turn: where an entry lands in its probe run depends on the
             // scheduling, but not what a lookup finds (references are the pair array's).
-            let (slots, pairs) = (index.atomic(), &self.pairs);
-            let mut pieces: Vec<_> = (0..self.len)
+            let (slots, pairs, end) = (self.index.atomic(), &self.pairs, refs.end);
+            let mut pieces: Vec<_> = refs
                 .step_by(GROW_PIECE)
-                .map(|start| start..(start + GROW_PIECE as u64).min(self.len))
+                .map(|start| (start..(start + GROW_PIECE as u64).min(end), None))
                 .collect();
-            par::claim(self.threads, &mut pieces, |refs| {
-                index_atomic(slots, pairs, refs.clone(), tag_mask)
+            par::claim(threads, &mut pieces, |(refs, twice)| {
+                *twice = index_atomic(slots, pairs, refs.clone(), tag_mask)
             });
+            pieces.into_iter().find_map(|(_, twice)| twice)
         } else {
-            let slots = index.slots_mut();
-            for r in 0..self.len {
-                let h = pair_hash(self.pair(r as u32));
+            let mut twice = None;
+            let pairs = &self.pairs;
+            let slots = match &mut self.index.map {
+                Some(m) => bytemuck::cast_slice_mut::<u8, u32>(&mut m[..cap * 4]),
+                None => &mut [],
+            };
+            'refs: for r in refs {
+                let pair = pairs.get(r as u32);
+                let h = pair_hash(pair);
+                let tag = h as u32 & tag_mask;
                 let mut i = home(h, cap);
                 while slots[i] != 0 {
+                    if let Some(old) = same(slots[i], tag, tag_mask, pairs, pair) {
+                        twice = Some((r as u32, old));
+                        break 'refs;
+                    }
                     i += 1;
                     if i == cap {
                         i = 0;
                     }
                 }
-                slots[i] = (h as u32 & tag_mask) | (r as u32 + 1);
+                slots[i] = tag | (r as u32 + 1);
             }
+            twice
+        };
+        match twice {
+            None => Ok(()),
+            Some((r, old)) => Err(StoreError::Invalid {
+                store: "tree",
+                message: format!("{}: entry {r} repeats the pair of entry {old}", self.name),
+            }),
         }
-        self.index = index;
-        self.tag_mask = tag_mask;
-        self.limit = cap as u64 * 7 / 8;
-        self.update_account();
+    }
+
+    /// Appends `pair` to the pair array without indexing it, for a caller that knows the
+    /// table lacks it ([`NodeTable::index_appended`] indexes such pairs together).
+    pub fn append(&mut self, pair: u64) -> Result<u32, StoreError> {
+        let r = self.len as u32;
+        self.push_pair(pair)?;
+        Ok(r)
+    }
+
+    /// Makes room in the index for `extra` more entries, so that appended pairs can be
+    /// indexed without a rebuild.
+    pub fn reserve(&mut self, extra: u64) -> Result<(), StoreError> {
+        if self.len + extra > self.limit {
+            self.grow_for(self.len + extra)?;
+        }
         Ok(())
     }
 
-    /// Prefetches the home slot of `pair` (batches prefetch every home first, so that the
-    /// misses overlap).
-    #[inline(always)]
-    pub fn touch(&self, pair: u64) {
-        self.view().touch(pair)
+    /// Indexes the pairs appended since reference `from` ([`NodeTable::append`]; room was
+    /// [`NodeTable::reserve`]d), on up to `threads` threads.
+    pub fn index_appended(&mut self, from: u64, threads: usize) -> Result<(), StoreError> {
+        if self.len > self.limit {
+            return Err(StoreError::Invalid {
+                store: "tree",
+                message: format!(
+                    "{}: {} entries appended past the room reserved ({})",
+                    self.name,
+                    self.len - from,
+                    self.limit
+                ),
+            });
+        }
+        self.index_refs(from..self.len, threads)
     }
 
     /// A read-only view for worker threads (parallel BFS) while the table does not change.
@@ -871,7 +1002,7 @@ mod tests {
     #[test]
     fn indexes_rebuilt_on_threads_find_every_pair() {
         let pair_of = |i: u64| pack(i as u32 ^ 0x5555, (i.wrapping_mul(0x9E37_79B9) >> 7) as u32);
-        let n = 3 * PARALLEL_GROW + 1_234;
+        let n = 3 * (1 << 16) + 1_234;
         for threads in [1, 2, 4] {
             let mut t = NodeTable::new("test", None, None);
             t.set_threads(threads);
@@ -946,6 +1077,55 @@ mod tests {
         assert_eq!(t.len(), seen.len() as u64);
     }
 
+    /// Pairs appended unindexed and then indexed together (a parallel chunk's new nodes, on
+    /// one thread and on several) are found as interned ones are, through a rebuild that
+    /// the reserve made; a pair appended although the table held it, or twice, is refused
+    /// when indexed, on one thread and on several.
+    #[test]
+    fn appended_pairs_are_indexed_and_a_repeated_pair_is_refused() {
+        let pair_of = |i: u64| pack(i as u32 ^ 0x3C3C, (i.wrapping_mul(0x9E37_79B9) >> 5) as u32);
+        for threads in [1, 2, 4] {
+            let mut t = NodeTable::new("test", None, None);
+            for i in 0..1_000 {
+                t.intern(pair_of(i)).unwrap();
+            }
+            // Past the index's room: the reserve rebuilds it before the appends.
+            let n = 50_000;
+            t.reserve(n).unwrap();
+            for i in 1_000..1_000 + n {
+                assert_eq!(t.append(pair_of(i)).unwrap(), i as u32);
+            }
+            t.index_appended(1_000, threads).unwrap();
+            for i in (0..1_000 + n).step_by(3) {
+                assert_eq!(
+                    t.intern(pair_of(i)).unwrap(),
+                    (i as u32, false),
+                    "{threads}: {i}"
+                );
+            }
+            let len = t.len();
+            // A pair the table held before, appended among new ones; a new pair appended
+            // twice.
+            for (again, at) in [
+                (pair_of(17), [12_345, u64::MAX]),
+                (pack(7, 7), [9_000, 19_999]),
+            ] {
+                let mut t = NodeTable::new("test", None, None);
+                for i in 0..1_000 {
+                    t.intern(pair_of(i)).unwrap();
+                }
+                t.reserve(19_000).unwrap();
+                for i in 1_000..20_000 {
+                    t.append(if at.contains(&i) { again } else { pair_of(i) })
+                        .unwrap();
+                }
+                let err = t.index_appended(1_000, threads).unwrap_err().to_string();
+                assert!(err.contains("repeats the pair"), "{threads}: {err}");
+            }
+            assert_eq!(len, 1_000 + n);
+        }
+    }
+
     #[test]
     fn narrow_pairs_take_their_bits_only() {
         let mut t = NodeTable::new("test", None, None);
@@ -981,12 +1161,6 @@ impl Find<'_> {
     #[inline(always)]
     pub fn pair(&self, r: u32) -> u64 {
         self.pairs.get(r)
-    }
-
-    /// Prefetches the home slot of `pair`, as [`NodeTable::touch`].
-    #[inline(always)]
-    pub fn touch(&self, pair: u64) {
-        self.touch_hashed(pair_hash(pair));
     }
 
     /// Prefetches the home slot of a pair whose [`pair_hash`] is `h`.
