@@ -590,8 +590,11 @@ impl Chunk {
             cand_hashes,
             ids,
             undecided,
+            cand_extra,
+            by_extra,
             ..
         } = &mut *last[0];
+        let by_extra = *by_extra;
         // A part's candidates are distinct vectors: a match in the table is an earlier part's.
         let new = &mut self.new;
         let table = &mut self.table;
@@ -624,7 +627,12 @@ impl Chunk {
             // One probe finds an earlier part's equal or the empty slot for it.
             let same = |j: usize| {
                 let (q, m) = new[j];
-                q as usize != k && eq_bytes(earlier[q as usize].cand.get(m as usize), s)
+                q as usize != k
+                    && if by_extra {
+                        earlier[q as usize].cand_extra.get(m as usize) == cand_extra.get(c)
+                    } else {
+                        eq_bytes(earlier[q as usize].cand.get(m as usize), s)
+                    }
             };
             let found = match (k, final_part) {
                 (0, true) => None,

@@ -112,6 +112,9 @@ pub(super) struct Part {
     /// The scratch of a store that rebuilds states to compare them (ComBack); what it
     /// rebuilt is handed to the store after the chunk ([`Workers::rebuilt`]).
     scratch: Scratch,
+    /// The candidates are told apart by their `cand_extra` words, and `cand` holds no
+    /// vectors ([`Lookup::EXTRA_NAMES_STATE`]).
+    pub by_extra: bool,
 }
 
 /// A thread's buffers for one group of parents at a time, whichever part it fills: per
@@ -234,14 +237,23 @@ impl Part {
             )?;
             let (cand, hashes, table) = (&mut self.cand, &mut self.cand_hashes, &mut self.table);
             let (extra, cand_extra) = (&g.extra, &mut self.cand_extra);
+            let by_extra = L::EXTRA_NAMES_STATE;
+            self.by_extra = by_extra;
             let mut i = 0;
             for &count in group_counts {
                 let before = cand.len();
                 for i in i..i + count as usize {
                     let (s, h, found) = (g.tmp.get(i), g.hashes[i], g.found[i]);
+                    let same = |m: u32| {
+                        if by_extra {
+                            cand_extra.get(m as usize) == extra.get(i)
+                        } else {
+                            eq_bytes(cand.get(m as usize), s)
+                        }
+                    };
                     if let Found::Stored(id) = found {
                         self.known.push(id);
-                    } else if let Some(&m) = table.find(h, |&m| eq_bytes(cand.get(m as usize), s)) {
+                    } else if let Some(&m) = table.find(h, |&m| same(m)) {
                         // Equal vectors: an undecided `m` is settled for both.
                         self.known.push(SAME | m as u64);
                     } else {
@@ -253,7 +265,7 @@ impl Part {
                         if !extra.ends.is_empty() {
                             cand_extra.push(extra.get(i));
                         }
-                        cand.push(g.tmp.transition(i), s);
+                        cand.push(g.tmp.transition(i), if by_extra { &[] } else { s });
                         self.known.push(CANDIDATE);
                     }
                 }

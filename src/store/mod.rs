@@ -426,6 +426,13 @@ pub enum Found {
 /// nothing).
 pub trait Lookup: Sync {
     type Reader: Default + Send;
+    /// Whether the words a lookup hands on for a successor it did not find (`extra` of
+    /// [`Lookup::find_group`]) name the state: two such successors of a chunk are the same
+    /// state exactly when their words are equal (the tree store's: the nodes its tables
+    /// lack, children before parents, with their children's values). The chunk then
+    /// compares its candidates by their words, a few dozen bytes, and keeps no vectors for
+    /// them; their `hashes` are [`Extra::hash`]es of the words.
+    const EXTRA_NAMES_STATE: bool = false;
     /// Calls `f` with the vector of parent `id` (a state of the chunk).
     fn with_parent<R>(
         &self,
@@ -490,6 +497,12 @@ impl Extra {
     pub fn push(&mut self, words: &[u32]) {
         self.words.extend_from_slice(words);
         self.ends.push(self.words.len() as u32);
+    }
+
+    /// The hash of a successor named by `words` ([`Lookup::EXTRA_NAMES_STATE`]).
+    #[inline]
+    pub fn hash(words: &[u32]) -> u64 {
+        full::state_hash(bytemuck::cast_slice(words))
     }
 
     pub fn ram_bytes(&self) -> u64 {

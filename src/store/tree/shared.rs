@@ -16,7 +16,7 @@ use super::StateId;
 use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::store::path::Scratch;
-use crate::store::{Extra, Found, Lookup, SharedIndex, StateBatch};
+use crate::store::{Extra, Found, Lookup, StateBatch};
 use std::cell::RefCell;
 use std::ops::Range;
 
@@ -629,6 +629,13 @@ impl Shared<'_> {
 
 impl Lookup for Shared<'_> {
     type Reader = Reader;
+    /// The nodes the tables lack name the state: a node's value is its reference if the
+    /// table (unchanged during the chunk) holds its pair, else [`ABSENT`], whatever path
+    /// the fold took (the memos give out only references the table holds, and every
+    /// absent node is dirty), so the absent nodes in ascending plan order, each with its
+    /// children's values, are one list for each state and tell its tree apart from any
+    /// other.
+    const EXTRA_NAMES_STATE: bool = true;
 
     /// Unfolds parent `id` (kept for its successors' lookups) and hands the model its vector.
     fn with_parent<R>(
@@ -757,7 +764,7 @@ impl Shared<'_> {
             let parent = &parents[k * nv..(k + 1) * nv];
             for _ in 0..count {
                 if s - first == SLICE {
-                    self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+                    self.settle(r, first..s, &mut found[at + first..], hashes, extra)?;
                     self.learn_steps(r, parents, batch, first);
                     r.dirty.clear();
                     r.ends.clear();
@@ -813,7 +820,7 @@ impl Shared<'_> {
             }
         }
         if s > first {
-            self.settle(r, batch, first..s, &mut found[at + first..], hashes, extra)?;
+            self.settle(r, first..s, &mut found[at + first..], hashes, extra)?;
             self.learn_steps(r, parents, batch, first);
         }
         Ok(())
@@ -880,7 +887,7 @@ impl Shared<'_> {
                         }
                     }
                 }
-                for (s, w) in slice.clone().zip(r.narrow.iter_mut()) {
+                for w in r.narrow.iter_mut() {
                     r.words.clear();
                     let f = if w.dirty & DIFFERS == 0 {
                         // No leaf changed: the parent itself (a self-loop).
@@ -909,7 +916,7 @@ impl Shared<'_> {
                     // Only a successor not stored needs its hash (the chunk's table of
                     // candidates is keyed by it).
                     hashes.push(match f {
-                        Found::Absent => SharedIndex::hash(batch.get(s)),
+                        Found::Absent => Extra::hash(&r.words),
                         _ => 0,
                     });
                     found.push(f);
@@ -947,7 +954,6 @@ impl Shared<'_> {
     fn settle(
         &self,
         r: &mut Reader,
-        batch: &StateBatch,
         slice: Range<usize>,
         found: &mut [Found],
         hashes: &mut Vec<u64>,
@@ -1019,13 +1025,11 @@ impl Shared<'_> {
                 }
             }
             extra.push(words);
-        }
-        // Only a successor not stored needs its hash (the chunk's table of candidates is
-        // keyed by it); most are stored, and the fold needs none.
-        for (s, f) in found[..m].iter().enumerate() {
-            hashes.push(match f {
+            // Only a successor not stored needs its hash (the chunk's table of candidates
+            // is keyed by it, [`Lookup::EXTRA_NAMES_STATE`]); most are stored.
+            hashes.push(match found[s] {
                 Found::Stored(_) => 0,
-                Found::Absent => SharedIndex::hash(batch.get(slice.start + s)),
+                Found::Absent => Extra::hash(words),
                 Found::Undecided => {
                     return Err(StoreError::Invalid {
                         store: "tree",
