@@ -747,7 +747,7 @@ impl NodeTable {
     /// whose pair the index already holds is an error: the table gives one reference per
     /// pair, and a second would let two trees of one state differ.
     fn index_refs(&mut self, refs: Range<u64>, threads: usize) -> Result<(), StoreError> {
-        let (tag_mask, cap) = (self.tag_mask, self.index.cap);
+        let tag_mask = self.tag_mask;
         let twice = if threads > 1 && refs.end - refs.start >= PARALLEL_INDEX {
             // Pieces claimed in turn: where an entry lands in its probe run depends on the
             // scheduling, but not what a lookup finds (references are the pair array's).
@@ -761,30 +761,9 @@ impl NodeTable {
             });
             pieces.into_iter().find_map(|(_, twice)| twice)
         } else {
-            let mut twice = None;
-            let pairs = &self.pairs;
-            let slots = match &mut self.index.map {
-                Some(m) => bytemuck::cast_slice_mut::<u8, u32>(&mut m[..cap * 4]),
-                None => &mut [],
-            };
-            'refs: for r in refs {
-                let pair = pairs.get(r as u32);
-                let h = pair_hash(pair);
-                let tag = h as u32 & tag_mask;
-                let mut i = home(h, cap);
-                while slots[i] != 0 {
-                    if let Some(old) = same(slots[i], tag, tag_mask, pairs, pair) {
-                        twice = Some((r as u32, old));
-                        break 'refs;
-                    }
-                    i += 1;
-                    if i == cap {
-                        i = 0;
-                    }
-                }
-                slots[i] = tag | (r as u32 + 1);
-            }
-            twice
+            // On this thread alone, still through the atomics: a locked compare-and-swap
+            // costs less than the misses the ring of home slots asked ahead overlaps.
+            index_atomic(self.index.atomic(), &self.pairs, refs, tag_mask)
         };
         match twice {
             None => Ok(()),
