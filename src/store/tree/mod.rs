@@ -1069,14 +1069,17 @@ impl StateStore for TreeStore {
 
     /// Enters the new states' absent nodes (what the threads' lookups handed on: see
     /// [`Shared`]) in id order, by windows of [`NEW_WINDOW`] states, height by height over
-    /// the window; each root, in id order, gets the state's number. The threads looked
-    /// every node up in the tables as they were before the chunk, which nothing has changed
-    /// since, so each of these nodes is new to the tables but may be shared by several new
-    /// states: on this thread the nodes and roots are only appended to the pair arrays,
-    /// deduplicated in the chunk's own small table ([`table::Fresh`]), and the tables'
-    /// indexes, whose slots are this step's cache misses, take the appended entries on every
-    /// thread afterwards ([`NodeTable::index_appended`], which also refuses a pair the index
-    /// already held). References are those interning one by one would give.
+    /// the window; each root, in id order, gets the state's number. The threads looked up
+    /// every node whose children the tables held, in the tables as they were before the
+    /// chunk (nothing has changed them since): those are new to the tables. A node with a
+    /// new child was not looked up, and the node table serves every height, so once the
+    /// child has its reference the node's pair may be another height's: it is looked up
+    /// here. New nodes may be shared by several new states: on this thread the nodes and
+    /// roots are only appended to the pair arrays, deduplicated in the chunk's own small
+    /// table ([`table::Fresh`]), and the tables' indexes, whose slots are this step's
+    /// cache misses, take the appended entries on every thread afterwards
+    /// ([`NodeTable::index_appended`], which also refuses a pair the index already held).
+    /// References are those interning one by one would give.
     fn add_new<'a>(
         &mut self,
         count: usize,
@@ -1138,20 +1141,22 @@ impl StateStore for TreeStore {
                 pos.clear();
                 pos.push(0);
                 pos.extend_from_slice(&ends[..ends.len() - 1]);
-                // The pair of triple `t` of the state whose triples start at `from`: a child
-                // that is absent too was entered at a lower height, by an earlier triple.
+                // The pair of triple `t` of the state whose triples start at `from`, and
+                // whether a child was absent too (entered at a lower height, by an earlier
+                // triple).
                 let pair = |words: &[u32], refs: &[u32], from: usize, t: usize| {
                     let (k, l, r) = (words[3 * t], words[3 * t + 1], words[3 * t + 2]);
                     let (cl, cr) = self.plan[k as usize];
                     let child = |c: u32, v: u32| {
                         if (c as usize) < n {
-                            return v;
+                            return (v, false);
                         }
                         (from..t)
                             .find(|&u| words[3 * u] as usize + n == c as usize)
-                            .map_or(v, |u| refs[u])
+                            .map_or((v, false), |u| (refs[u], true))
                     };
-                    pack(child(cl, l), child(cr, r))
+                    let ((l, new_l), (r, new_r)) = (child(cl, l), child(cr, r));
+                    (pack(l, r), new_l || new_r)
                 };
                 for lv in &self.levels {
                     let is_root = lv.end > root;
@@ -1159,7 +1164,7 @@ impl StateStore for TreeStore {
                         let from = if s == 0 { 0 } else { ends[s - 1] };
                         while pos[s] < ends[s] && (words[3 * pos[s]] as usize) < lv.end {
                             let t = pos[s];
-                            let p = pair(&words, &refs, from, t);
+                            let (p, below_new) = pair(&words, &refs, from, t);
                             refs[t] = if is_root {
                                 let id = first + s as u64;
                                 match self.roots.append(p)? {
@@ -1167,8 +1172,18 @@ impl StateStore for TreeStore {
                                     _ => return Err(invalid(id, "its root is not its number")),
                                 }
                             } else {
-                                let nodes = &mut self.nodes;
-                                fresh.get_or(p, table::pair_hash(p), || nodes.append(p))?
+                                // A node with a new child was not looked up: the node table
+                                // serves every height, so its pair, now that the child has
+                                // its reference, may be another height's (a pair of leaf
+                                // values equal to a pair of references). It is looked up
+                                // here; any other node was looked up and found absent.
+                                let (nodes, h) = (&mut self.nodes, table::pair_hash(p));
+                                fresh.get_or(p, h, || {
+                                    match below_new.then(|| nodes.view().find_hashed(p, h)) {
+                                        Some(Some(r)) => Ok(r),
+                                        _ => nodes.append(p),
+                                    }
+                                })?
                             };
                             pos[s] += 1;
                         }
@@ -1556,6 +1571,135 @@ mod tests {
                 "{}",
                 steps.hits
             );
+        }
+    }
+
+    /// Parallel chunks by hand (the threads' lookups through [`Shared`], then
+    /// [`StateStore::add_new`]) number and store every state as one-thread inserts do. The
+    /// leaves are small numbers (one byte of four), as are the first references, so a node
+    /// whose child is new often has, once that child has its reference, the pair of a node
+    /// of another height (a pair of leaf values): it must take that node's reference, as
+    /// interning it would, or one state gets two trees.
+    #[test]
+    fn parallel_chunks_number_as_one_thread_inserts_do() {
+        use crate::store::{Extra, Found, Lookup};
+        let dir = tempfile::tempdir().unwrap();
+        let aut = dir.path().join("m.aut");
+        std::fs::write(&aut, "des (0, 1, 2)\n(0, \"a\", 1)\n").unwrap();
+        let model = crate::model::aut::AutModel::load(&aut).unwrap();
+        // 5 leaves: (l0 l1) under (. l2) under the root, beside (l3 l4).
+        let width = 20;
+        let state = |x: [u8; 5]| -> Vec<u8> { x.iter().flat_map(|&b| [b, 0, 0, 0]).collect() };
+        // The initial state's nodes are 0 = (3, 7), 1 = (1, 1), 2 = (0, 9) (heights in
+        // turn); its one successor's new node (5, 5) is 3, so the node above it is (3, 7),
+        // node 0's pair. The other states reach more such pairs by chance.
+        let succs = |v: &[u8], k: u64| -> Vec<[u8; 5]> {
+            if k == 0 {
+                return vec![[5, 5, 7, 1, 1]];
+            }
+            (0..5)
+                .map(|j| {
+                    let mut x: [u8; 5] = std::array::from_fn(|i| v[4 * i]);
+                    x[j] = ((x[j] as u64 + 1 + (k + j as u64) % 3) % 9) as u8;
+                    x
+                })
+                .collect()
+        };
+        for threads in [1, 2] {
+            let mut par = TreeStore::build(width, None).unwrap();
+            // A shared view needs threads; `threads` is what indexes the new entries.
+            par.set_threads(2);
+            let mut one = TreeStore::build(width, None).unwrap();
+            let s0 = state([3, 7, 9, 1, 1]);
+            assert_eq!(par.insert(&s0, None).unwrap(), Insert::New(0));
+            assert_eq!(one.insert(&s0, None).unwrap(), Insert::New(0));
+            let mut next = 0;
+            let mut repeats = 0;
+            while next < par.len() && par.len() < 20_000 {
+                let parents = next..(next + 16).min(par.len());
+                next = parents.end;
+                let mut batch = StateBatch::default();
+                let mut counts = Vec::new();
+                for p in parents.clone() {
+                    let v = par.get(p).unwrap().unwrap().to_vec();
+                    let ss = succs(&v, p);
+                    counts.push(ss.len() as u32);
+                    for (t, x) in ss.into_iter().enumerate() {
+                        batch.push(crate::model::TransitionId(t as u32), &state(x));
+                    }
+                }
+                let (mut hashes, mut found, mut extra) = (Vec::new(), Vec::new(), Extra::default());
+                {
+                    par.prepare_shared(parents.clone()).unwrap();
+                    let Some((SharedIndex::Tree(view), _)) = par.shared_split() else {
+                        panic!("no shared view");
+                    };
+                    let mut r = shared::Reader::default();
+                    for p in parents.clone() {
+                        view.with_parent(&mut r, p, |_| ()).unwrap();
+                    }
+                    let mut scratch = Default::default();
+                    view.find_group(
+                        &mut r,
+                        &model,
+                        &mut scratch,
+                        &batch,
+                        &counts,
+                        &mut hashes,
+                        &mut found,
+                        &mut extra,
+                    )
+                    .unwrap();
+                }
+                // Numbering: the first of equal absent successors is new (named by its
+                // words, as the chunk's tables do).
+                let base = par.len();
+                let mut new: Vec<usize> = Vec::new();
+                let mut ids = Vec::new();
+                let mut named = std::collections::HashMap::new();
+                for (i, f) in found.iter().enumerate() {
+                    ids.push(match *f {
+                        Found::Stored(id) => id,
+                        Found::Absent => *named.entry(extra.get(i).to_vec()).or_insert_with(|| {
+                            new.push(i);
+                            base + new.len() as u64 - 1
+                        }),
+                        Found::Undecided => panic!("undecided"),
+                    });
+                }
+                repeats += found.len() - new.len();
+                let via = Via {
+                    parent: 0,
+                    transition: crate::model::TransitionId(0),
+                    depth: 1,
+                };
+                let new_state = |k: usize| NewState {
+                    state: &[],
+                    hash: hashes[new[k]],
+                    via,
+                    extra: extra.get(new[k]),
+                };
+                par.add_new(new.len(), &new_state, threads, found.len() as u64)
+                    .unwrap();
+                for (i, &id) in ids.iter().enumerate() {
+                    let got = one.insert(batch.get(i), None).unwrap();
+                    assert!(
+                        got == Insert::New(id) || got == Insert::Seen(id),
+                        "{threads} threads, successor {i}: {got:?}, the chunk said {id}"
+                    );
+                }
+                assert_eq!(par.len(), one.len());
+            }
+            assert!(par.len() > 5_000, "{}", par.len());
+            assert!(repeats > 1_000);
+            for id in (0..par.len()).step_by(7) {
+                let p = par.get(id).unwrap().unwrap().to_vec();
+                assert_eq!(
+                    Some(&p[..]),
+                    one.get(id).unwrap(),
+                    "{threads} threads, state {id}"
+                );
+            }
         }
     }
 

@@ -629,12 +629,12 @@ impl Shared<'_> {
 
 impl Lookup for Shared<'_> {
     type Reader = Reader;
-    /// The nodes the tables lack name the state: a node's value is its reference if the
-    /// table (unchanged during the chunk) holds its pair, else [`ABSENT`], whatever path
-    /// the fold took (the memos give out only references the table holds, and every
-    /// absent node is dirty), so the absent nodes in ascending plan order, each with its
-    /// children's values, are one list for each state and tell its tree apart from any
-    /// other.
+    /// The nodes the tables lack name the state: a node's value is [`ABSENT`] if a child's
+    /// is, else its reference if the table (unchanged during the chunk) holds its pair,
+    /// else `ABSENT`, whatever path the fold took (the memos give out only references the
+    /// table holds, and every absent node is dirty), so the absent nodes in ascending plan
+    /// order, each with its children's values, are one list for each state and tell its
+    /// tree apart from any other.
     const EXTRA_NAMES_STATE: bool = true;
 
     /// Unfolds parent `id` (kept for its successors' lookups) and hands the model its vector.
