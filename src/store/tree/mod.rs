@@ -770,10 +770,7 @@ impl TreeStore {
         let mut ends = std::mem::take(&mut self.batch_ends);
         dirty.clear();
         ends.clear();
-        let parent_of = counts
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        let parent_of = shared::parent_of(counts);
         for (s, k) in (0..m).zip(parent_of) {
             let pv = &trees[k * nv..(k + 1) * nv];
             let v = &mut vals[s * nv..(s + 1) * nv];
@@ -857,10 +854,7 @@ impl TreeStore {
                 });
             }
             if let Some(steps) = self.nodes.steps.as_mut() {
-                let parent_of = counts
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+                let parent_of = shared::parent_of(counts);
                 for (s, k) in (0..m).zip(parent_of) {
                     let t = batch.transition(s).0;
                     if (t as usize) < self.touched.len() {
@@ -902,10 +896,7 @@ impl TreeStore {
         let (rl, rr) = (self.plan[root].0 as usize, self.plan[root].1 as usize);
         let mut work = std::mem::take(&mut self.narrow);
         work.clear();
-        let parent_of = counts
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        let parent_of = shared::parent_of(counts);
         let nodes = self.nodes.view();
         for (s, k) in (0..batch.len()).zip(parent_of) {
             let pv = &trees[k * nv..(k + 1) * nv];

@@ -174,6 +174,16 @@ impl Reader {
     }
 }
 
+/// The parent (its index in the batch's parents) of each successor of a batch in which
+/// parent `k` has `counts[k]` successors, in successor order.
+#[inline]
+pub(super) fn parent_of(counts: &[u32]) -> impl Iterator<Item = usize> + '_ {
+    counts
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize))
+}
+
 /// Refuses a state that is not `width` bytes (the tree's shape is fixed).
 pub(super) fn check_width(state: &[u8], width: usize) -> Result<(), StoreError> {
     if state.len() != width {
@@ -849,10 +859,7 @@ impl Shared<'_> {
         let (n, nv, m) = (self.leaves, self.values(), batch.len());
         let root = self.plan.len() - 1;
         let (rl, rr) = (self.plan[root].0 as usize, self.plan[root].1 as usize);
-        let mut parent_of = counts
-            .iter()
-            .enumerate()
-            .flat_map(|(k, &c)| std::iter::repeat_n(k, c as usize));
+        let mut parent_of = parent_of(counts);
         let mut memo = MEMO.take();
         let mut first = 0;
         let res = (|| {
