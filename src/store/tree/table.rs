@@ -12,6 +12,7 @@
 //! most 7/8 full. Growing frees the old index first and rebuilds the new one from the pair
 //! array, so old and new indexes never coexist (no transient of twice the index).
 
+use super::shared::ABSENT;
 use crate::error::StoreError;
 use crate::par;
 use crate::storage::budget::{Account, Budget, MemoryLimit, UNTRACKED_RESERVE};
@@ -109,10 +110,14 @@ impl Memo {
     }
 }
 
-/// Entries of a [`Steps`] memo: 2^15 of 16 bytes, 512 KiB, beside the [`Memo`] in the 1 MiB
-/// L2 cache. Of the subtrees a step would look up, 2^13 entries left 1.2–1.3 times as many
-/// to be interned again as 2^15 (Peterson-PT-3, QuasiCertifProtocol-PT-06), 2^17 0.8 times.
+/// Entries of a [`Steps`] memo: 2^15 of 8 bytes, 256 KiB, beside the [`Memo`] in the 512 KiB
+/// L2 cache of a core. Of the subtrees a step would look up, 2^13 entries left 1.2–1.3 times
+/// as many to be interned again as 2^15 (Peterson-PT-3, QuasiCertifProtocol-PT-06), 2^17 0.8
+/// times.
 const STEPS_BITS: u32 = 15;
+
+/// Widest key a [`Steps`] entry can tell apart: the slot's [`STEPS_BITS`] and 32 stored bits.
+const STEPS_KEY_BITS: u32 = STEPS_BITS + 32;
 
 /// A direct-mapped memo of *steps*: `(transition t, inner node k, the parent's reference at
 /// k) → the successor's reference at k`. It is true because of the contract of
@@ -121,14 +126,25 @@ const STEPS_BITS: u32 = 15;
 /// so the subtree below `k` after `t` depends only on `t` and the subtree before it. A hit
 /// answers a whole subtree with one lookup, where folding it would gather its touched
 /// leaves and intern every node on their paths (QuasiCertifProtocol-PT-06: 12 inner nodes
-/// a successor, of which 2 remain to be interned with the memo). Keys pack `t × nodes + k`
-/// in the upper half ([`Steps::new`] declines when that would not fit in 32 bits), so
-/// `u64::MAX` is never a key and marks an empty entry. The references are the node
-/// table's, which never move: an entry never goes stale while the table lives.
+/// a successor, of which 2 remain to be interned with the memo). The references are the
+/// node table's, which never move: an entry never goes stale while the table lives.
+///
+/// An entry is 8 bytes, so that the memo stays in L2 (16-byte entries, the whole key beside
+/// the answer, filled a core's 512 KiB and the compare's load was a quarter of the fold's
+/// samples on QuasiCertifProtocol-PT-06). The key `(t × nodes + k) · 2^from_bits + from`
+/// has `key_bits` bits (at most [`STEPS_KEY_BITS`]); its multiple by an odd constant modulo
+/// `2^key_bits` — a bijection — gives the slot (top [`STEPS_BITS`] bits) and the 32-bit
+/// `check` kept in the entry (the rest), so that slot and check together name exactly one
+/// key: a hit is never a false one. The answer takes the other half; [`ABSENT`] there, never
+/// a reference, marks an empty entry. References grow past `from_bits`: the memo then
+/// widens the field and forgets what it held (about once per doubling of the node table).
 pub struct Steps {
-    slots: Vec<(u64, u32)>,
+    slots: Vec<u64>,
     /// Inner nodes below the root of a tree (plan indexes `0..nodes`).
     nodes: u64,
+    /// Bits of `t × nodes + k`, and of the parents' references the keys can hold.
+    tk_bits: u32,
+    from_bits: u32,
     /// Subtrees answered, and looked up.
     pub hits: u64,
     pub lookups: u64,
@@ -136,47 +152,84 @@ pub struct Steps {
 
 impl Steps {
     /// A memo for trees of `nodes` inner nodes below the root and `transitions` transitions;
-    /// `None` if their keys would not fit.
+    /// `None` if an entry could not tell their keys apart with references of 16 bits.
     pub fn new(nodes: usize, transitions: usize) -> Option<Steps> {
         let span = (nodes as u64).checked_mul(transitions as u64)?;
-        (span < u64::from(u32::MAX)).then(|| Steps {
-            slots: vec![(u64::MAX, 0); 1 << STEPS_BITS],
+        let tk_bits = u64::BITS - span.saturating_sub(1).leading_zeros();
+        // Never a key narrower than a slot number; room for a few thousand nodes at first.
+        let from_bits = STEPS_BITS.saturating_sub(tk_bits).max(12);
+        // Room for at least 2^16 references; beyond what it has room for, the memo keeps
+        // what it learnt and learns no more.
+        (tk_bits + 16 <= STEPS_KEY_BITS).then(|| Steps {
+            slots: vec![Self::EMPTY; 1 << STEPS_BITS],
             nodes: nodes as u64,
+            tk_bits,
+            from_bits,
             hits: 0,
             lookups: 0,
         })
     }
 
+    const EMPTY: u64 = (ABSENT as u64) << 32;
+
     pub fn bytes(&self) -> u64 {
-        (self.slots.capacity() * std::mem::size_of::<(u64, u32)>()) as u64
+        (self.slots.capacity() * std::mem::size_of::<u64>()) as u64
     }
 
+    /// The slot and check of a key (`from` fits `from_bits`).
     #[inline(always)]
-    fn key(&self, t: u32, k: usize, from: u32) -> (u64, usize) {
+    fn key(&self, t: u32, k: usize, from: u32) -> (usize, u64) {
         debug_assert!((k as u64) < self.nodes);
-        let key = ((u64::from(t) * self.nodes + k as u64) << 32) | u64::from(from);
-        let slot = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STEPS_BITS);
-        (key, slot as usize)
+        debug_assert!(u64::from(from) >> self.from_bits == 0);
+        let tk = u64::from(t) * self.nodes + k as u64;
+        let bits = self.tk_bits + self.from_bits;
+        let key = (tk << self.from_bits) | u64::from(from);
+        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) & ((1u64 << bits) - 1);
+        let low = bits - STEPS_BITS;
+        ((h >> low) as usize, h & ((1u64 << low) - 1))
     }
 
     /// The successor's reference at inner node `k` after transition `t` from a parent whose
     /// reference there is `from`, if remembered.
     #[inline(always)]
     pub fn recall(&mut self, t: u32, k: usize, from: u32) -> Option<u32> {
-        let (key, slot) = self.key(t, k, from);
         self.lookups += 1;
-        let (kept, to) = self.slots[slot];
-        if kept == key {
+        if u64::from(from) >> self.from_bits != 0 {
+            return None;
+        }
+        let (slot, check) = self.key(t, k, from);
+        let e = self.slots[slot];
+        if e as u32 as u64 == check && (e >> 32) as u32 != ABSENT {
             self.hits += 1;
-            return Some(to);
+            return Some((e >> 32) as u32);
         }
         None
     }
 
     #[inline(always)]
     pub fn keep(&mut self, t: u32, k: usize, from: u32, to: u32) {
-        let (key, slot) = self.key(t, k, from);
-        self.slots[slot] = (key, to);
+        debug_assert!(to != ABSENT);
+        if u64::from(from) >> self.from_bits != 0 && !self.widen(from) {
+            return;
+        }
+        let (slot, check) = self.key(t, k, from);
+        self.slots[slot] = u64::from(to) << 32 | check;
+    }
+
+    /// Makes room for references as large as `from` (three more bits than it needs, so that
+    /// this happens once per eight-fold growth of the node table, about six times a run),
+    /// forgetting every entry; false if keys would then be too wide, and the memo keeps
+    /// what it has.
+    #[cold]
+    fn widen(&mut self, from: u32) -> bool {
+        let want = (u32::BITS - from.leading_zeros() + 3).min(u32::BITS);
+        let want = want.min(STEPS_KEY_BITS - self.tk_bits);
+        if u64::from(from) >> want != 0 {
+            return false;
+        }
+        self.from_bits = want;
+        self.slots.fill(Self::EMPTY);
+        true
     }
 }
 
@@ -931,6 +984,73 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The steps memo's 8-byte entries keep part of the key only: it must still never answer
+    /// a key with another key's reference, across its widenings (references growing from
+    /// 2^10 to 2^30) and with keys as wide as an entry tells apart; and it answers most
+    /// recent keys while they fit.
+    #[test]
+    fn steps_answer_only_what_they_were_taught() {
+        for (nodes, transitions) in [(3usize, 2usize), (60, 330), (1 << 10, 1 << 7)] {
+            let mut steps = Steps::new(nodes, transitions).unwrap();
+            let mut taught = std::collections::HashMap::new();
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let mut next = |m: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % m
+            };
+            // Sixteen (t, k) pairs from the whole range, so that keys repeat as a run's do.
+            let pairs: Vec<(u32, usize)> = (0..16)
+                .map(|_| (next(transitions as u64) as u32, next(nodes as u64) as usize))
+                .collect();
+            let (mut hits, mut asked) = (0u64, 0u64);
+            for round in 0..200_000u64 {
+                let top = 1u64 << (10 + round / 10_000);
+                let (t, k) = pairs[next(16) as usize];
+                let from = (next(64) + top.saturating_sub(64)) as u32;
+                if next(2) == 0 {
+                    let to = next(u64::from(u32::MAX - 1)) as u32;
+                    steps.keep(t, k, from, to);
+                    taught.insert((t, k, from), to);
+                } else {
+                    asked += 1;
+                    if let Some(to) = steps.recall(t, k, from) {
+                        hits += 1;
+                        assert_eq!(taught.get(&(t, k, from)), Some(&to), "{t} {k} {from}");
+                    }
+                }
+            }
+            assert!(hits > asked / 4, "{nodes} {transitions}: {hits} of {asked}");
+        }
+        // Every key of a dense range taught, then asked: keys whose slots coincide must
+        // still be told apart (393,216 keys, three quarters of the key space once the memo
+        // has widened to 16-bit references, for 32,768 slots).
+        let mut steps = Steps::new(3, 2).unwrap();
+        let to = |t: u32, k: usize, from: u32| from * 6 + t * 3 + k as u32;
+        for from in 0..1 << 16 {
+            for t in 0..2 {
+                for k in 0..3 {
+                    steps.keep(t, k, from, to(t, k, from));
+                }
+            }
+        }
+        let mut hits = 0;
+        for from in 0..1 << 16 {
+            for t in 0..2 {
+                for k in 0..3 {
+                    if let Some(r) = steps.recall(t, k, from) {
+                        assert_eq!(r, to(t, k, from));
+                        hits += 1;
+                    }
+                }
+            }
+        }
+        assert!(hits > 10_000, "{hits}");
+        // A key wider than an entry can tell apart is refused, not folded onto another.
+        assert!(Steps::new(1 << 16, 1 << 16).is_none());
+    }
 
     /// A table with a memo gives every pair the reference and the news a table without one
     /// gives, though most lookups repeat pairs that collide in the memo; a thread's memo
