@@ -215,8 +215,14 @@ pub struct TreeStore {
     /// The [`table::pair_hash`] of each of `batch_dirty`'s nodes.
     batch_hashes: Vec<u64>,
     batch_ends: Vec<usize>,
-    /// The next dirty node of each successor of the batch.
-    batch_pos: Vec<usize>,
+    /// The batch's dirty nodes by level: `batch_by_level[batch_level_at[l]..batch_level_at[l
+    /// + 1]]` are the places in `batch_dirty` of level `l`'s, in successor order, and
+    /// `batch_owner` names each one's successor.
+    batch_by_level: Vec<u32>,
+    batch_level_at: Vec<usize>,
+    batch_owner: Vec<u32>,
+    /// The level of each inner node (plan index).
+    level_of: Vec<u8>,
     /// Which inner nodes (plan indexes) are already on the successor's dirty list, a bit
     /// each; all zero between successors.
     batch_mark: Vec<u64>,
@@ -333,6 +339,9 @@ impl TreeStore {
         let leaves = width.div_ceil(4).max(2);
         let n = 2 * leaves - 1;
         let (plan, levels) = plan(leaves);
+        let level_of = (0..levels.len())
+            .flat_map(|l| levels[l].clone().map(move |_| l as u8))
+            .collect();
         let mut up = vec![0u32; n];
         for (k, &(l, r)) in plan.iter().enumerate() {
             up[l as usize] = k as u32;
@@ -367,7 +376,10 @@ impl TreeStore {
             batch_dirty: Vec::new(),
             batch_hashes: Vec::new(),
             batch_ends: Vec::new(),
-            batch_pos: Vec::new(),
+            batch_by_level: Vec::new(),
+            batch_level_at: Vec::new(),
+            batch_owner: Vec::new(),
+            level_of,
             batch_mark: vec![0; (leaves - 1).div_ceil(64)],
             new_words: Vec::new(),
             new_ends: Vec::new(),
@@ -768,8 +780,10 @@ impl TreeStore {
         vals.resize(m * nv, 0);
         let mut dirty = std::mem::take(&mut self.batch_dirty);
         let mut ends = std::mem::take(&mut self.batch_ends);
+        let mut owner = std::mem::take(&mut self.batch_owner);
         dirty.clear();
         ends.clear();
+        owner.clear();
         let parent_of = shared::parent_of(counts);
         for (s, k) in (0..m).zip(parent_of) {
             let pv = &trees[k * nv..(k + 1) * nv];
@@ -805,43 +819,74 @@ impl TreeStore {
                 }
             }
             ends.push(dirty.len());
+            owner.resize(dirty.len(), s as u32);
         }
         let mut hashes = std::mem::take(&mut self.batch_hashes);
         hashes.resize(dirty.len(), 0);
-        // `pos[s]`: the next dirty node of successor `s`.
-        let mut pos = std::mem::take(&mut self.batch_pos);
-        pos.clear();
-        pos.push(0);
-        pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        // The dirty nodes by level, each level's in successor order and each successor's in
+        // plan order (a stable counting sort): interning level by level in this order gives
+        // the references that interning each successor's nodes in turn, height by height,
+        // gives, while a level's loop visits only the nodes it interns (a successor has a
+        // few dirty nodes among some eight levels).
+        let mut at = std::mem::take(&mut self.batch_level_at);
+        let mut by_level = std::mem::take(&mut self.batch_by_level);
+        at.clear();
+        at.resize(self.levels.len() + 1, 0);
+        for &k in &dirty {
+            at[self.level_of[k as usize] as usize + 1] += 1;
+        }
+        for l in 1..at.len() {
+            at[l] += at[l - 1];
+        }
+        by_level.clear();
+        by_level.resize(dirty.len(), 0);
+        {
+            let mut next = at.clone();
+            for (j, &k) in dirty.iter().enumerate() {
+                let l = self.level_of[k as usize] as usize;
+                by_level[next[l]] = j as u32;
+                next[l] += 1;
+            }
+        }
         let r = (|| {
-            for lv in &self.levels {
-                let table = if lv.end > root {
+            let nodes_of = |l: usize| &by_level[at[l]..at[l + 1]];
+            let root_level = self.levels.len() - 1;
+            for l in 0..self.levels.len() {
+                let table = if l == root_level {
                     &self.roots
                 } else {
                     &self.nodes
                 };
-                let (plan, n, d, h) = (&self.plan, self.leaves, &dirty, &mut hashes);
-                shared::touch_height(table.view(), plan, n, vals, nv, d, h, &pos, &ends, lv.end);
-                if lv.end > root {
+                let find = table.view();
+                for &j in nodes_of(l) {
+                    let j = j as usize;
+                    let v = &vals[owner[j] as usize * nv..];
+                    let (a, b) = self.plan[dirty[j] as usize];
+                    let h = table::pair_hash(pack(v[a as usize], v[b as usize]));
+                    hashes[j] = h;
+                    find.touch_hashed(h);
+                }
+                if l == root_level {
                     break;
                 }
-                for s in 0..m {
-                    let v = &mut vals[s * nv..(s + 1) * nv];
-                    while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
-                        let k = dirty[pos[s]] as usize;
-                        let (l, r) = self.plan[k];
-                        let p = pack(v[l as usize], v[r as usize]);
-                        v[n + k] = self.nodes.intern_hashed(p, hashes[pos[s]])?.0;
-                        pos[s] += 1;
-                    }
+                for &j in nodes_of(l) {
+                    let j = j as usize;
+                    let k = dirty[j] as usize;
+                    let v = &mut vals[owner[j] as usize * nv..];
+                    let (a, b) = self.plan[k];
+                    let p = pack(v[a as usize], v[b as usize]);
+                    v[n + k] = self.nodes.intern_hashed(p, hashes[j])?.0;
                 }
             }
             let (l, r) = self.plan[root];
             let (l, r) = (l as usize, r as usize);
             for s in 0..m {
                 let v = &vals[s * nv..(s + 1) * nv];
-                out.push(if pos[s] < ends[s] {
-                    let (id, new) = self.roots.intern_hashed(pack(v[l], v[r]), hashes[pos[s]])?;
+                let start = if s == 0 { 0 } else { ends[s - 1] };
+                // A successor with a dirty node has a dirty root, its last.
+                out.push(if start < ends[s] {
+                    let h = hashes[ends[s] - 1];
+                    let (id, new) = self.roots.intern_hashed(pack(v[l], v[r]), h)?;
                     if new {
                         Insert::New(id as StateId)
                     } else {
@@ -869,7 +914,9 @@ impl TreeStore {
         self.batch_dirty = dirty;
         self.batch_hashes = hashes;
         self.batch_ends = ends;
-        self.batch_pos = pos;
+        self.batch_owner = owner;
+        self.batch_level_at = at;
+        self.batch_by_level = by_level;
         r
     }
 
