@@ -823,31 +823,11 @@ impl TreeStore {
         }
         let mut hashes = std::mem::take(&mut self.batch_hashes);
         hashes.resize(dirty.len(), 0);
-        // The dirty nodes by level, each level's in successor order and each successor's in
-        // plan order (a stable counting sort): interning level by level in this order gives
-        // the references that interning each successor's nodes in turn, height by height,
-        // gives, while a level's loop visits only the nodes it interns (a successor has a
-        // few dirty nodes among some eight levels).
+        // The dirty nodes by level (`shared::by_level`: the interning order is kept).
         let mut at = std::mem::take(&mut self.batch_level_at);
         let mut by_level = std::mem::take(&mut self.batch_by_level);
-        at.clear();
-        at.resize(self.levels.len() + 1, 0);
-        for &k in &dirty {
-            at[self.level_of[k as usize] as usize + 1] += 1;
-        }
-        for l in 1..at.len() {
-            at[l] += at[l - 1];
-        }
-        by_level.clear();
-        by_level.resize(dirty.len(), 0);
-        {
-            let mut next = at.clone();
-            for (j, &k) in dirty.iter().enumerate() {
-                let l = self.level_of[k as usize] as usize;
-                by_level[next[l]] = j as u32;
-                next[l] += 1;
-            }
-        }
+        let levels = self.levels.len();
+        shared::by_level(&dirty, &self.level_of, levels, &mut at, &mut by_level);
         let r = (|| {
             let nodes_of = |l: usize| &by_level[at[l]..at[l + 1]];
             let root_level = self.levels.len() - 1;
@@ -1084,6 +1064,7 @@ impl StateStore for TreeStore {
             width: self.width,
             plan: &self.plan,
             levels: &self.levels,
+            level_of: &self.level_of,
             up: &self.up,
             order: &self.order,
             touched: &self.touched,

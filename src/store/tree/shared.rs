@@ -103,6 +103,8 @@ pub struct Shared<'a> {
     pub(super) width: usize,
     pub(super) plan: &'a [(u32, u32)],
     pub(super) levels: &'a [Range<usize>],
+    /// The level of each inner node (plan index).
+    pub(super) level_of: &'a [u8],
     pub(super) up: &'a [u32],
     /// The byte order of the leaves ([`super::layout::order`]) and the leaves each
     /// transition can change ([`fold_start_touched`]; empty when the order is, or when
@@ -132,15 +134,19 @@ pub struct Reader {
     stale: Vec<bool>,
     changed: Vec<u32>,
     /// One successor's leaves; the group's trees (`vals` values each); their dirty nodes
-    /// (each successor's ascending), where each successor's list ends, and the next one
-    /// to look up; which nodes are on the current successor's list.
+    /// (each successor's ascending), where each successor's list ends, and whose each
+    /// one is (the successor's place in the slice); which nodes are on the current
+    /// successor's list.
     leaves: Vec<u32>,
     vals: Vec<u32>,
     dirty: Vec<u32>,
     /// The [`pair_hash`] of each dirty node (its place in `dirty`), once computed.
     dhash: Vec<u64>,
     ends: Vec<usize>,
-    pos: Vec<usize>,
+    dirty_of: Vec<u32>,
+    /// The places in `dirty` by level ([`by_level`]).
+    by_level: Vec<u32>,
+    level_at: Vec<usize>,
     mark: Vec<u64>,
     /// One absent successor's words for `add_new`.
     words: Vec<u32>,
@@ -161,9 +167,11 @@ impl Reader {
         ((self.parents.capacity()
             + self.leaves.capacity()
             + self.vals.capacity()
-            + self.dirty.capacity())
+            + self.dirty.capacity()
+            + self.dirty_of.capacity()
+            + self.by_level.capacity())
             * 4
-            + (self.ends.capacity() + self.pos.capacity() + self.dhash.capacity()) * 8
+            + (self.ends.capacity() + self.level_at.capacity() + self.dhash.capacity()) * 8
             + (self.words.capacity() + self.last.capacity() + self.changed.capacity()) * 4
             + (self.missed.capacity() + self.owner.capacity()) * 4
             + self.stale.capacity()
@@ -486,44 +494,40 @@ pub(super) fn steps_learn(t: u32, dirty: &[u32], parent: &[u32], v: &[u32], step
     }
 }
 
-/// Prefetches, for every successor `s` of a batch (trees of `nv` values back to back in
-/// `vals`, `leaves` leaves each), the home slot in `table` of each of its dirty nodes from
-/// `pos[s]` up to `ends[s]` that lies below plan index `end` (one height): the misses of a
-/// height overlap before it is interned or looked up. Each node's [`pair_hash`] goes to
-/// `hashes` at its place in `dirty`, for the lookup to use. A node with an [`ABSENT`] child is
-/// skipped (a thread's lookup does not look it up; interning never meets one, as
-/// references stay below `ABSENT`).
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(super) fn touch_height(
-    table: Find<'_>,
-    plan: &[(u32, u32)],
-    leaves: usize,
-    vals: &[u32],
-    nv: usize,
+/// Lists the places in `dirty` (a batch's dirty nodes, plan indexes, each successor's
+/// ascending) level by level: level `l`'s are `out[at[l]..at[l + 1]]`, in the order they
+/// have in `dirty` (a stable counting sort), so that each level's nodes come successor by
+/// successor. Interning them in this order gives every node the reference that interning
+/// each successor's nodes in turn, height by height, gives; and a level's pass visits only
+/// its own nodes, where walking every successor's list per level had visited each
+/// successor about eight times for its few dirty nodes.
+pub(super) fn by_level(
     dirty: &[u32],
-    hashes: &mut [u64],
-    pos: &[usize],
-    ends: &[usize],
-    end: usize,
+    level_of: &[u8],
+    levels: usize,
+    at: &mut Vec<usize>,
+    out: &mut Vec<u32>,
 ) {
-    let absent = |v: &[u32], c: u32| c as usize >= leaves && v[c as usize] == ABSENT;
-    // `ends` has one entry per successor (`pos` at least one, even for none).
-    for s in 0..ends.len() {
-        let v = &vals[s * nv..(s + 1) * nv];
-        for j in pos[s]..ends[s] {
-            let k = dirty[j];
-            if k as usize >= end {
-                break;
-            }
-            let (l, r) = plan[k as usize];
-            if !absent(v, l) && !absent(v, r) {
-                let h = pair_hash(pack(v[l as usize], v[r as usize]));
-                hashes[j] = h;
-                table.touch_hashed(h);
-            }
-        }
+    at.clear();
+    at.resize(levels + 1, 0);
+    for &k in dirty {
+        at[level_of[k as usize] as usize + 1] += 1;
     }
+    for l in 1..at.len() {
+        at[l] += at[l - 1];
+    }
+    out.clear();
+    out.resize(dirty.len(), 0);
+    // `at[l]` serves as level `l`'s next free place, then is put back.
+    for (j, &k) in dirty.iter().enumerate() {
+        let l = level_of[k as usize] as usize;
+        out[at[l]] = j as u32;
+        at[l] += 1;
+    }
+    for l in (1..at.len()).rev() {
+        at[l] = at[l - 1];
+    }
+    at[0] = 0;
 }
 
 /// The state vector (`width` bytes) of the unfolded tree `vals` of `leaves` leaves, whose
@@ -771,6 +775,7 @@ impl Shared<'_> {
         r.mark.resize(self.plan.len().div_ceil(64), 0);
         r.dirty.clear();
         r.ends.clear();
+        r.dirty_of.clear();
         r.owner.clear();
         if self.step_at.is_empty() {
             r.steps = None;
@@ -792,6 +797,7 @@ impl Shared<'_> {
                     self.learn_steps(r, parents, batch, first);
                     r.dirty.clear();
                     r.ends.clear();
+                    r.dirty_of.clear();
                     r.owner.clear();
                     first = s;
                 }
@@ -832,6 +838,7 @@ impl Shared<'_> {
                     }
                 }
                 r.ends.push(r.dirty.len());
+                r.dirty_of.resize(r.dirty.len(), i as u32);
                 r.owner.push(k as u32);
                 // No leaf changed: the parent itself (a self-loop). The others are settled
                 // at their root below.
@@ -987,48 +994,55 @@ impl Shared<'_> {
             dirty,
             dhash,
             ends,
-            pos,
+            dirty_of,
+            by_level: places,
+            level_at: at,
             words,
             ..
         } = r;
         dhash.resize(dirty.len(), 0);
-        // `pos[s]`: the next dirty node of successor `s`.
-        pos.clear();
-        pos.push(0);
-        pos.extend_from_slice(&ends[..m.saturating_sub(1)]);
+        by_level(dirty, self.level_of, self.levels.len(), at, places);
         // Whether value `c` of a tree is an inner node no stored state has.
         let absent = |v: &[u32], c: u32| c as usize >= n && v[c as usize] == ABSENT;
         // The thread's memo of the node table, taken for the slice and put back after.
         let mut memo = MEMO.take();
-        for lv in self.levels {
-            let table = if lv.end > root {
+        for l in 0..self.levels.len() {
+            let table = if l == self.levels.len() - 1 {
                 &self.roots
             } else {
                 &self.nodes
             };
-            touch_height(
-                *table, self.plan, n, vals, nv, dirty, dhash, pos, ends, lv.end,
-            );
-            for s in 0..m {
+            let level = &places[at[l]..at[l + 1]];
+            // Hash the level's nodes and ask for their home slots, then look them up: the
+            // misses of a level overlap. A node with an absent child is not looked up.
+            for &j in level {
+                let j = j as usize;
+                let v = &vals[dirty_of[j] as usize * nv..];
+                let (a, b) = self.plan[dirty[j] as usize];
+                if !absent(v, a) && !absent(v, b) {
+                    dhash[j] = pair_hash(pack(v[a as usize], v[b as usize]));
+                    table.touch_hashed(dhash[j]);
+                }
+            }
+            for &j in level {
+                let j = j as usize;
+                let s = dirty_of[j] as usize;
                 let v = &mut vals[s * nv..(s + 1) * nv];
-                while pos[s] < ends[s] && (dirty[pos[s]] as usize) < lv.end {
-                    let k = dirty[pos[s]] as usize;
-                    let (l, r) = self.plan[k];
-                    let got = if absent(v, l) || absent(v, r) {
-                        None
-                    } else {
-                        let (p, h) = (pack(v[l as usize], v[r as usize]), dhash[pos[s]]);
-                        if k == root {
-                            table.find_hashed(p, h)
-                        } else {
-                            memo.find(table, p, h)
-                        }
-                    };
-                    v[n + k] = got.unwrap_or(ABSENT);
+                let k = dirty[j] as usize;
+                let (a, b) = self.plan[k];
+                let got = if absent(v, a) || absent(v, b) {
+                    None
+                } else {
+                    let (p, h) = (pack(v[a as usize], v[b as usize]), dhash[j]);
                     if k == root {
-                        found[s] = got.map_or(Found::Absent, |id| Found::Stored(id as StateId));
+                        table.find_hashed(p, h)
+                    } else {
+                        memo.find(table, p, h)
                     }
-                    pos[s] += 1;
+                };
+                v[n + k] = got.unwrap_or(ABSENT);
+                if k == root {
+                    found[s] = got.map_or(Found::Absent, |id| Found::Stored(id as StateId));
                 }
             }
         }
