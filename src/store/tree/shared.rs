@@ -134,8 +134,8 @@ pub struct Reader {
     stale: Vec<bool>,
     changed: Vec<u32>,
     /// One successor's leaves; the group's trees (`vals` values each); their dirty nodes
-    /// (each successor's ascending), where each successor's list ends, and whose each
-    /// one is (the successor's place in the slice); which nodes are on the current
+    /// (each successor's ascending), where each successor's list ends, and the successor
+    /// (its place in the slice) of each dirty node; which nodes are on the current
     /// successor's list.
     leaves: Vec<u32>,
     vals: Vec<u32>,
