@@ -2,7 +2,8 @@
 //! "Parallel BFS").
 //!
 //! The BFS loop hands a chunk of consecutive parents (in the order a one-thread BFS expands
-//! them) to N threads. The chunk is cut into [`SPLIT`] × N contiguous *parts*; a thread
+//! them) to N threads. The chunk is cut into [`SPLIT`] × N contiguous *parts*, shorter
+//! towards its end ([`part_start`]); a thread
 //! claims the next unclaimed part, generates its parents' successors with its own copy of
 //! the model ([`Model::fork`]) and looks every successor up in the store's read-only view
 //! ([`StateStore::shared_index`](crate::store::StateStore::shared_index)). A successor
@@ -282,6 +283,15 @@ impl Part {
 /// numbered after the others finish; few enough that a part's overhead stays small.
 const SPLIT: usize = 8;
 
+/// Where part `k` of `n` starts among a chunk's `len` parents: part `j` takes a share
+/// `3n - 2j` of them (the first about three times the last), so that the parts claimed
+/// last, which one thread may still be filling when the other has nothing left, are short.
+fn part_start(k: usize, n: u64, len: u64) -> u64 {
+    let k = k as u64;
+    let below = |k: u64| 3 * n * k - k * k.saturating_sub(1);
+    (len as u128 * below(k) as u128 / below(n) as u128) as u64
+}
+
 /// A part and whether its expansion is complete (set by whichever thread filled it).
 #[derive(Default)]
 struct Slot {
@@ -451,7 +461,7 @@ impl Workers {
                     view,
                     r,
                     g,
-                    first + k as u64 * len / n64..first + (k as u64 + 1) * len / n64,
+                    first + part_start(k, n64, len)..first + part_start(k + 1, n64, len),
                 )
                 .err();
         };
@@ -735,5 +745,33 @@ impl Expanders {
             self.seen.1 += (batch.len() - batch_before) as u64;
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_start;
+
+    #[test]
+    fn parts_cover_the_chunk_and_shrink_towards_its_end() {
+        for n in [1u64, 2, 16, 32] {
+            for len in [0u64, 1, 7, 16, 100, 3_000, 16_384 * 4] {
+                assert_eq!(part_start(0, n, len), 0);
+                assert_eq!(part_start(n as usize, n, len), len);
+                let sizes: Vec<u64> = (0..n as usize)
+                    .map(|k| part_start(k + 1, n, len) - part_start(k, n, len))
+                    .collect();
+                assert_eq!(sizes.iter().sum::<u64>(), len);
+                if len >= 100 * n {
+                    // Shorter towards the end; with the 8 parts a thread or more that a
+                    // chunk has, the last under half the first ((n + 2) / 3n).
+                    assert!(
+                        sizes.windows(2).all(|w| w[1] <= w[0]),
+                        "{n} {len} {sizes:?}"
+                    );
+                    assert!(n < 8 || sizes[n as usize - 1] * 2 < sizes[0], "{sizes:?}");
+                }
+            }
+        }
     }
 }
