@@ -227,12 +227,16 @@ pub struct TreeStore {
     /// each; all zero between successors.
     batch_mark: Vec<u64>,
     /// [`StateStore::add_new`]'s window: the new states' absent nodes as word triples,
-    /// where each state's triples end, the reference each triple got, the next triple
-    /// of each state.
+    /// where each state's triples end, the reference each triple got, each triple's node
+    /// (plan index) and state (in the window), and the triples by level
+    /// ([`shared::by_level`]: `new_by_level[new_level_at[l]..new_level_at[l + 1]]`).
     new_words: Vec<u32>,
     new_ends: Vec<usize>,
     new_refs: Vec<u32>,
-    new_pos: Vec<usize>,
+    new_keys: Vec<u32>,
+    new_owner: Vec<u32>,
+    new_by_level: Vec<u32>,
+    new_level_at: Vec<usize>,
     /// The chunk's new inner nodes, until they are indexed.
     new_fresh: table::Fresh,
     /// The plan index of each value's parent node (the root's entry is unused).
@@ -384,7 +388,10 @@ impl TreeStore {
             new_words: Vec::new(),
             new_ends: Vec::new(),
             new_refs: Vec::new(),
-            new_pos: Vec::new(),
+            new_keys: Vec::new(),
+            new_owner: Vec::new(),
+            new_by_level: Vec::new(),
+            new_level_at: Vec::new(),
             new_fresh: table::Fresh::default(),
             up,
             incremental: 0,
@@ -1141,7 +1148,10 @@ impl StateStore for TreeStore {
         let mut words = std::mem::take(&mut self.new_words);
         let mut ends = std::mem::take(&mut self.new_ends);
         let mut refs = std::mem::take(&mut self.new_refs);
-        let mut pos = std::mem::take(&mut self.new_pos);
+        let mut keys = std::mem::take(&mut self.new_keys);
+        let mut owner = std::mem::take(&mut self.new_owner);
+        let mut by_level = std::mem::take(&mut self.new_by_level);
+        let mut level_at = std::mem::take(&mut self.new_level_at);
         let r = (|| {
             let mut at = 0;
             while at < count {
@@ -1149,17 +1159,22 @@ impl StateStore for TreeStore {
                 let first = self.roots.len();
                 words.clear();
                 ends.clear();
+                owner.clear();
                 // The words name the states: the chunk kept no vectors for them
                 // ([`Lookup::EXTRA_NAMES_STATE`]).
                 for i in at..end {
                     words.extend_from_slice(new(i).extra);
                     ends.push(words.len() / 3);
+                    owner.resize(words.len() / 3, (i - at) as u32);
                 }
                 refs.clear();
                 refs.resize(words.len() / 3, 0);
-                pos.clear();
-                pos.push(0);
-                pos.extend_from_slice(&ends[..ends.len() - 1]);
+                keys.clear();
+                keys.extend(words.iter().step_by(3));
+                // Level by level, each level's triples state by state (each state's in plan
+                // order): the order interning each state's nodes height by height gives.
+                let levels = self.levels.len();
+                shared::by_level(&keys, &self.level_of, levels, &mut level_at, &mut by_level);
                 // The pair of triple `t` of the state whose triples start at `from`, and
                 // whether a child was absent too (entered at a lower height, by an earlier
                 // triple).
@@ -1177,35 +1192,32 @@ impl StateStore for TreeStore {
                     let ((l, new_l), (r, new_r)) = (child(cl, l), child(cr, r));
                     (pack(l, r), new_l || new_r)
                 };
-                for lv in &self.levels {
+                for (l, lv) in self.levels.iter().enumerate() {
                     let is_root = lv.end > root;
-                    for s in 0..ends.len() {
+                    for &t in &by_level[level_at[l]..level_at[l + 1]] {
+                        let (t, s) = (t as usize, owner[t as usize] as usize);
                         let from = if s == 0 { 0 } else { ends[s - 1] };
-                        while pos[s] < ends[s] && (words[3 * pos[s]] as usize) < lv.end {
-                            let t = pos[s];
-                            let (p, below_new) = pair(&words, &refs, from, t);
-                            refs[t] = if is_root {
-                                let id = first + s as u64;
-                                match self.roots.append(p)? {
-                                    got if got as u64 == id => got,
-                                    _ => return Err(invalid(id, "its root is not its number")),
+                        let (p, below_new) = pair(&words, &refs, from, t);
+                        refs[t] = if is_root {
+                            let id = first + s as u64;
+                            match self.roots.append(p)? {
+                                got if got as u64 == id => got,
+                                _ => return Err(invalid(id, "its root is not its number")),
+                            }
+                        } else {
+                            // A node with a new child was not looked up: the node table
+                            // serves every height, so its pair, now that the child has
+                            // its reference, may be another height's (a pair of leaf
+                            // values equal to a pair of references). It is looked up
+                            // here; any other node was looked up and found absent.
+                            let (nodes, h) = (&mut self.nodes, table::pair_hash(p));
+                            fresh.get_or(p, h, || {
+                                match below_new.then(|| nodes.view().find_hashed(p, h)) {
+                                    Some(Some(r)) => Ok(r),
+                                    _ => nodes.append(p),
                                 }
-                            } else {
-                                // A node with a new child was not looked up: the node table
-                                // serves every height, so its pair, now that the child has
-                                // its reference, may be another height's (a pair of leaf
-                                // values equal to a pair of references). It is looked up
-                                // here; any other node was looked up and found absent.
-                                let (nodes, h) = (&mut self.nodes, table::pair_hash(p));
-                                fresh.get_or(p, h, || {
-                                    match below_new.then(|| nodes.view().find_hashed(p, h)) {
-                                        Some(Some(r)) => Ok(r),
-                                        _ => nodes.append(p),
-                                    }
-                                })?
-                            };
-                            pos[s] += 1;
-                        }
+                            })?
+                        };
                     }
                 }
                 at = end;
@@ -1216,7 +1228,10 @@ impl StateStore for TreeStore {
         self.new_words = words;
         self.new_ends = ends;
         self.new_refs = refs;
-        self.new_pos = pos;
+        self.new_keys = keys;
+        self.new_owner = owner;
+        self.new_by_level = by_level;
+        self.new_level_at = level_at;
         self.new_fresh = fresh;
         r
     }
