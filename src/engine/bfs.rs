@@ -644,6 +644,9 @@ impl Chunk {
                 None => {
                     // The open set is the id range: nothing to queue.
                     let id = base + new.len() as u64;
+                    if let Some(r) = resolver.as_deref_mut() {
+                        r.numbered(cand_extra.get(c))?;
+                    }
                     new.push((k as u32, c as u32));
                     vias.push(Via {
                         parent,

@@ -564,6 +564,13 @@ pub fn probe_group<P: Probe>(
 pub trait Resolver {
     /// The id of `state` (hash `h`) if it was stored before the chunk.
     fn resolve(&mut self, state: &[u8], h: u64) -> Result<Option<StateId>, StoreError>;
+    /// The chunk's next new state, in id order, as the numbering thread numbers it: what
+    /// its lookup handed on ([`NewState::extra`]). A store may prepare its entry here,
+    /// while the other threads still expand, without changing what they read
+    /// ([`StateStore::add_new`] enters it after the chunk). The default does nothing.
+    fn numbered(&mut self, _extra: &[u32]) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// A new state of a parallel chunk, for [`StateStore::add_new`]: its vector, its

@@ -32,6 +32,7 @@
 //! only what changed. After a hand-over the checkpoint is the full store's, and the logs
 //! are deleted once a checkpoint that no longer needs them is on disk.
 
+mod enter;
 mod layout;
 mod shared;
 mod table;
@@ -41,8 +42,8 @@ pub use shared::{Reader, Shared};
 use super::full::{FullStore, SharedVectors};
 use super::window::index_share;
 use super::{
-    decode_blob, encode_blob, Exactness, Insert, NewState, SharedIndex, StateBatch, StateId,
-    StateStore, StoreMark, StoreSpec, Via,
+    decode_blob, encode_blob, Exactness, Insert, NewState, Resolver, SharedIndex, StateBatch,
+    StateId, StateStore, StoreMark, StoreSpec, Via,
 };
 use crate::error::StoreError;
 use crate::model::Model;
@@ -165,10 +166,6 @@ const MANY: usize = 128;
 /// not kept is unfolded again.
 const RECENT_BYTES: usize = 256 << 10;
 
-/// New states [`StateStore::add_new`] folds together: enough that a height's misses
-/// overlap, few enough that the window's trees stay in cache.
-const NEW_WINDOW: usize = 256;
-
 /// Trees of at most this many leaves fold without a steps memo: the root's children are
 /// then pairs of leaves, so a step the memo answers saves one pair lookup, about what the
 /// step's own lookup and learning cost. Two threads, two interleaved rounds (29 November):
@@ -226,19 +223,9 @@ pub struct TreeStore {
     /// Which inner nodes (plan indexes) are already on the successor's dirty list, a bit
     /// each; all zero between successors.
     batch_mark: Vec<u64>,
-    /// [`StateStore::add_new`]'s window: the new states' absent nodes as word triples,
-    /// where each state's triples end, the reference each triple got, each triple's node
-    /// (plan index) and state (in the window), and the triples by level
-    /// ([`shared::by_level`]: `new_by_level[new_level_at[l]..new_level_at[l + 1]]`).
-    new_words: Vec<u32>,
-    new_ends: Vec<usize>,
-    new_refs: Vec<u32>,
-    new_keys: Vec<u32>,
-    new_owner: Vec<u32>,
-    new_by_level: Vec<u32>,
-    new_level_at: Vec<usize>,
-    /// The chunk's new inner nodes, until they are indexed.
-    new_fresh: table::Fresh,
+    /// A parallel chunk's new nodes and roots, given their references as the numbering
+    /// thread numbers the new states, appended after the chunk ([`StateStore::add_new`]).
+    entering: enter::Entering,
     /// The plan index of each value's parent node (the root's entry is unused).
     up: Vec<u32>,
     /// The leaves' byte order ([`layout::order`]; empty: the model's own), and the leaves
@@ -385,14 +372,7 @@ impl TreeStore {
             batch_owner: Vec::new(),
             level_of,
             batch_mark: vec![0; (leaves - 1).div_ceil(64)],
-            new_words: Vec::new(),
-            new_ends: Vec::new(),
-            new_refs: Vec::new(),
-            new_keys: Vec::new(),
-            new_owner: Vec::new(),
-            new_by_level: Vec::new(),
-            new_level_at: Vec::new(),
-            new_fresh: table::Fresh::default(),
+            entering: enter::Entering::default(),
             up,
             incremental: 0,
             whole: 0,
@@ -991,6 +971,66 @@ impl TreeStore {
         r
     }
 
+    /// The threads' view of the tables and the numbering thread's entering of the new
+    /// states (borrowed apart: they read the same tables, and only the latter writes, to
+    /// its own buffers); `None` where the chunked path does not share the store.
+    fn split(&mut self) -> Option<(SharedIndex<'_>, enter::Enter<'_>)> {
+        if self.threads < 2 || self.bounded.is_some() || self.handed.is_some() {
+            return None;
+        }
+        let TreeStore {
+            roots,
+            nodes,
+            leaves,
+            width,
+            plan,
+            levels,
+            level_of,
+            up,
+            order,
+            touched,
+            step_plans,
+            step_at,
+            entering,
+            ..
+        } = self;
+        let (roots, nodes): (&NodeTable, &NodeTable) = (roots, nodes);
+        let view = SharedIndex::Tree(Shared {
+            roots: roots.view(),
+            nodes: nodes.view(),
+            states: roots.len(),
+            leaves: *leaves,
+            width: *width,
+            plan,
+            levels,
+            level_of,
+            up,
+            order,
+            touched,
+            step_plans,
+            step_at,
+        });
+        let shape = enter::Shape {
+            nodes: nodes.view(),
+            plan,
+            levels,
+            level_of,
+            leaves: *leaves,
+        };
+        Some((view, enter::Enter { entering, shape }))
+    }
+
+    /// What [`enter::Entering`] reads of the store.
+    fn shape(&self) -> enter::Shape<'_> {
+        enter::Shape {
+            nodes: self.nodes.view(),
+            plan: &self.plan,
+            levels: &self.levels,
+            level_of: &self.level_of,
+            leaves: self.leaves,
+        }
+    }
+
     fn tables_bytes(&self) -> u64 {
         self.roots.pair_bytes()
             + self.roots.index_bytes()
@@ -1060,24 +1100,16 @@ impl StateStore for TreeStore {
     /// successor against (see [`Shared`]); the numbering thread then interns only the nodes
     /// the new states lack ([`StateStore::add_new`]).
     fn shared_index(&mut self) -> Option<SharedIndex<'_>> {
-        if self.threads < 2 || self.bounded.is_some() || self.handed.is_some() {
-            return None;
-        }
-        Some(SharedIndex::Tree(Shared {
-            roots: self.roots.view(),
-            nodes: self.nodes.view(),
-            states: self.roots.len(),
-            leaves: self.leaves,
-            width: self.width,
-            plan: &self.plan,
-            levels: &self.levels,
-            level_of: &self.level_of,
-            up: &self.up,
-            order: &self.order,
-            touched: &self.touched,
-            step_plans: &self.step_plans,
-            step_at: &self.step_at,
-        }))
+        self.split().map(|(view, _)| view)
+    }
+
+    /// [`TreeStore::shared_index`], and the numbering thread's [`enter::Enter`], which
+    /// gives the new states' nodes their references as they are numbered.
+    fn shared_split(&mut self) -> Option<(SharedIndex<'_>, Option<Box<dyn Resolver + '_>>)> {
+        let (nodes, roots) = (self.nodes.len(), self.roots.len());
+        self.entering.start(nodes, roots);
+        self.split()
+            .map(|(view, enter)| (view, Some(Box::new(enter) as Box<dyn Resolver + '_>)))
     }
 
     /// Its tables take a few bytes a state: chunks of the default size would add a large
@@ -1094,18 +1126,17 @@ impl StateStore for TreeStore {
     }
 
     /// Enters the new states' absent nodes (what the threads' lookups handed on: see
-    /// [`Shared`]) in id order, by windows of [`NEW_WINDOW`] states, height by height over
-    /// the window; each root, in id order, gets the state's number. The threads looked up
-    /// every node whose children the tables held, in the tables as they were before the
-    /// chunk (nothing has changed them since): those are new to the tables. A node with a
-    /// new child was not looked up, and the node table serves every height, so once the
-    /// child has its reference the node's pair may be another height's: it is looked up
-    /// here. New nodes may be shared by several new states: on this thread the nodes and
-    /// roots are only appended to the pair arrays, deduplicated in the chunk's own small
-    /// table ([`table::Fresh`]), and the tables' indexes, whose slots are this step's
-    /// cache misses, take the appended entries on every thread afterwards
-    /// ([`NodeTable::index_appended`], which also refuses a pair the index already held).
-    /// References are those interning one by one would give.
+    /// [`Shared`]) in id order; each root, in id order, gets the state's number. The
+    /// references were given as the numbering thread numbered the states
+    /// ([`enter::Entering`], fed by the chunk's resolver while the other threads expanded),
+    /// or are given here to the states it was not fed. The threads looked up every node
+    /// whose children the tables held, in the tables as they were before the chunk
+    /// (nothing has changed them since): those are new to the tables. New nodes may be
+    /// shared by several new states: their pairs are deduplicated in the chunk's own small
+    /// table ([`table::Fresh`]), only appended to the pair arrays here, and the tables'
+    /// indexes, whose slots are this step's cache misses, take the appended entries on
+    /// every thread afterwards ([`NodeTable::index_appended`], which also refuses a pair
+    /// the index already held). References are those interning one by one would give.
     fn add_new<'a>(
         &mut self,
         count: usize,
@@ -1115,124 +1146,45 @@ impl StateStore for TreeStore {
     ) -> Result<(), StoreError> {
         // The threads folded every successor against its parent.
         self.incremental += looked_up;
-        let (n, root) = (self.leaves, self.plan.len() - 1);
-        let invalid = |id: u64, what: &str| StoreError::Invalid {
-            store: "tree",
-            message: format!("new state {id} of a parallel chunk: {what}"),
-        };
-        // Every state's triples in ascending plan order (children first), the root last.
-        let mut inner = 0;
-        for i in 0..count {
-            let ex = new(i).extra;
-            let ok = ex.len().is_multiple_of(3)
-                && ex.len() >= 3
-                && ex[ex.len() - 3] as usize == root
-                && ex
-                    .chunks_exact(3)
-                    .zip(ex.chunks_exact(3).skip(1))
-                    .all(|(a, b)| a[0] < b[0]);
-            if !ok {
-                let id = self.roots.len() + i as u64;
-                return Err(invalid(
-                    id,
-                    "its lookup handed on no nodes ending at the root",
-                ));
-            }
-            inner += ex.len() / 3 - 1;
-        }
-        self.nodes.reserve(inner as u64)?;
-        self.roots.reserve(count as u64)?;
         let (nodes_from, roots_from) = (self.nodes.len(), self.roots.len());
-        let mut fresh = std::mem::take(&mut self.new_fresh);
-        fresh.clear(inner);
-        let mut words = std::mem::take(&mut self.new_words);
-        let mut ends = std::mem::take(&mut self.new_ends);
-        let mut refs = std::mem::take(&mut self.new_refs);
-        let mut keys = std::mem::take(&mut self.new_keys);
-        let mut owner = std::mem::take(&mut self.new_owner);
-        let mut by_level = std::mem::take(&mut self.new_by_level);
-        let mut level_at = std::mem::take(&mut self.new_level_at);
+        let mut entering = std::mem::take(&mut self.entering);
         let r = (|| {
-            let mut at = 0;
-            while at < count {
-                let end = (at + NEW_WINDOW).min(count);
-                let first = self.roots.len();
-                words.clear();
-                ends.clear();
-                owner.clear();
-                // The words name the states: the chunk kept no vectors for them
-                // ([`Lookup::EXTRA_NAMES_STATE`]).
-                for i in at..end {
-                    words.extend_from_slice(new(i).extra);
-                    ends.push(words.len() / 3);
-                    owner.resize(words.len() / 3, (i - at) as u32);
+            if !entering.based_at(nodes_from, roots_from) {
+                entering.start(nodes_from, roots_from);
+            }
+            let fed = entering.fed() as usize;
+            if fed > count {
+                return Err(StoreError::Invalid {
+                    store: "tree",
+                    message: format!("{fed} new states numbered in a chunk of {count}"),
+                });
+            }
+            let shape = self.shape();
+            for i in fed..count {
+                entering.feed(new(i).extra, &shape)?;
+            }
+            entering.enter_window(&shape)?;
+            self.nodes.reserve(entering.nodes.len() as u64)?;
+            self.roots.reserve(count as u64)?;
+            for &p in &entering.nodes {
+                self.nodes.append(p)?;
+            }
+            for (s, &p) in entering.roots.iter().enumerate() {
+                let id = roots_from + s as u64;
+                if self.roots.append(p)? as u64 != id {
+                    return Err(StoreError::Invalid {
+                        store: "tree",
+                        message: format!(
+                            "new state {id} of a parallel chunk: its root is not its number"
+                        ),
+                    });
                 }
-                refs.clear();
-                refs.resize(words.len() / 3, 0);
-                keys.clear();
-                keys.extend(words.iter().step_by(3));
-                // Level by level, each level's triples state by state (each state's in plan
-                // order): the order interning each state's nodes height by height gives.
-                let levels = self.levels.len();
-                shared::by_level(&keys, &self.level_of, levels, &mut level_at, &mut by_level);
-                // The pair of triple `t` of the state whose triples start at `from`, and
-                // whether a child was absent too (entered at a lower height, by an earlier
-                // triple).
-                let pair = |words: &[u32], refs: &[u32], from: usize, t: usize| {
-                    let (k, l, r) = (words[3 * t], words[3 * t + 1], words[3 * t + 2]);
-                    let (cl, cr) = self.plan[k as usize];
-                    let child = |c: u32, v: u32| {
-                        if (c as usize) < n {
-                            return (v, false);
-                        }
-                        (from..t)
-                            .find(|&u| words[3 * u] as usize + n == c as usize)
-                            .map_or((v, false), |u| (refs[u], true))
-                    };
-                    let ((l, new_l), (r, new_r)) = (child(cl, l), child(cr, r));
-                    (pack(l, r), new_l || new_r)
-                };
-                for (l, lv) in self.levels.iter().enumerate() {
-                    let is_root = lv.end > root;
-                    for &t in &by_level[level_at[l]..level_at[l + 1]] {
-                        let (t, s) = (t as usize, owner[t as usize] as usize);
-                        let from = if s == 0 { 0 } else { ends[s - 1] };
-                        let (p, below_new) = pair(&words, &refs, from, t);
-                        refs[t] = if is_root {
-                            let id = first + s as u64;
-                            match self.roots.append(p)? {
-                                got if got as u64 == id => got,
-                                _ => return Err(invalid(id, "its root is not its number")),
-                            }
-                        } else {
-                            // A node with a new child was not looked up: the node table
-                            // serves every height, so its pair, now that the child has
-                            // its reference, may be another height's (a pair of leaf
-                            // values equal to a pair of references). It is looked up
-                            // here; any other node was looked up and found absent.
-                            let (nodes, h) = (&mut self.nodes, table::pair_hash(p));
-                            fresh.get_or(p, h, || {
-                                match below_new.then(|| nodes.view().find_hashed(p, h)) {
-                                    Some(Some(r)) => Ok(r),
-                                    _ => nodes.append(p),
-                                }
-                            })?
-                        };
-                    }
-                }
-                at = end;
             }
             self.nodes.index_appended(nodes_from, threads)?;
             self.roots.index_appended(roots_from, threads)
         })();
-        self.new_words = words;
-        self.new_ends = ends;
-        self.new_refs = refs;
-        self.new_keys = keys;
-        self.new_owner = owner;
-        self.new_by_level = by_level;
-        self.new_level_at = level_at;
-        self.new_fresh = fresh;
+        entering.start(self.nodes.len(), self.roots.len());
+        self.entering = entering;
         r
     }
 
@@ -1322,6 +1274,7 @@ impl StateStore for TreeStore {
     fn ram_bytes(&self) -> u64 {
         self.roots.ram_bytes()
             + self.nodes.ram_bytes()
+            + self.entering.bytes()
             + self.handed.as_ref().map_or(0, |h| h.full.ram_bytes())
     }
 
@@ -1650,7 +1603,8 @@ mod tests {
             let mut next = 0;
             let mut repeats = 0;
             while next < par.len() && par.len() < 20_000 {
-                let parents = next..(next + 16).min(par.len());
+                // Chunks of up to 128 parents: some hold more than a window of new states.
+                let parents = next..(next + 128).min(par.len());
                 next = parents.end;
                 let mut batch = StateBatch::default();
                 let mut counts = Vec::new();
@@ -1663,11 +1617,15 @@ mod tests {
                     }
                 }
                 let (mut hashes, mut found, mut extra) = (Vec::new(), Vec::new(), Extra::default());
+                let base = par.len();
+                let mut new: Vec<usize> = Vec::new();
+                let mut ids = Vec::new();
                 {
                     par.prepare_shared(parents.clone()).unwrap();
-                    let Some((SharedIndex::Tree(view), _)) = par.shared_split() else {
+                    let Some((SharedIndex::Tree(view), resolver)) = par.shared_split() else {
                         panic!("no shared view");
                     };
+                    let mut resolver = resolver.expect("the numbering thread's entering");
                     let mut r = shared::Reader::default();
                     for p in parents.clone() {
                         view.with_parent(&mut r, p, |_| ()).unwrap();
@@ -1684,22 +1642,27 @@ mod tests {
                         &mut extra,
                     )
                     .unwrap();
-                }
-                // Numbering: the first of equal absent successors is new (named by its
-                // words, as the chunk's tables do).
-                let base = par.len();
-                let mut new: Vec<usize> = Vec::new();
-                let mut ids = Vec::new();
-                let mut named = std::collections::HashMap::new();
-                for (i, f) in found.iter().enumerate() {
-                    ids.push(match *f {
-                        Found::Stored(id) => id,
-                        Found::Absent => *named.entry(extra.get(i).to_vec()).or_insert_with(|| {
-                            new.push(i);
-                            base + new.len() as u64 - 1
-                        }),
-                        Found::Undecided => panic!("undecided"),
-                    });
+                    // Numbering: the first of equal absent successors is new (named by its
+                    // words, as the chunk's tables do). The first `fed` new states are fed
+                    // as the engine's numbering feeds them, `add_new` feeds the rest: all,
+                    // none or some of a chunk's, so that windows end at either side.
+                    let fed = [usize::MAX, 0, 300, 7][(next / 128 % 4) as usize];
+                    let mut named = std::collections::HashMap::new();
+                    for (i, f) in found.iter().enumerate() {
+                        ids.push(match *f {
+                            Found::Stored(id) => id,
+                            Found::Absent => {
+                                *named.entry(extra.get(i).to_vec()).or_insert_with(|| {
+                                    new.push(i);
+                                    if new.len() <= fed {
+                                        resolver.numbered(extra.get(i)).unwrap();
+                                    }
+                                    base + new.len() as u64 - 1
+                                })
+                            }
+                            Found::Undecided => panic!("undecided"),
+                        });
+                    }
                 }
                 repeats += found.len() - new.len();
                 let via = Via {

@@ -511,22 +511,42 @@ fn same(s: u32, tag: u32, tag_mask: u32, pairs: &Pairs, pair: u64) -> Option<u32
     (s & tag_mask == tag && pairs.get(r) == pair).then_some(r)
 }
 
-/// The inner nodes a parallel chunk adds, pair to reference, while they are appended to
+/// The inner nodes a parallel chunk adds, pair to reference, until they are appended to
 /// the node table unindexed ([`NodeTable::append`]): two new states of a chunk may share
 /// a new node, which must get one reference. Open addressing at the hash's low bits, at
-/// most half full; `(pair, ref + 1)`, 0 empty. It holds one chunk's new nodes, so it stays
-/// in cache where the node table's index would miss.
+/// most half full (doubling when it would be more); `(pair, ref + 1)`, 0 empty. It holds
+/// one chunk's new nodes, so it stays in cache where the node table's index would miss.
 #[derive(Default)]
 pub struct Fresh {
     slots: Vec<(u64, u32)>,
+    len: usize,
 }
 
 impl Fresh {
-    /// Empties the table, with room for `most` nodes.
+    /// Empties the table, with room for `most` nodes before it grows.
     pub fn clear(&mut self, most: usize) {
         let cap = (2 * most).next_power_of_two().max(16);
         self.slots.clear();
         self.slots.resize(cap, (0, 0));
+        self.len = 0;
+    }
+
+    pub fn bytes(&self) -> u64 {
+        (self.slots.capacity() * std::mem::size_of::<(u64, u32)>()) as u64
+    }
+
+    /// Doubles the table, placing its entries again.
+    #[cold]
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(16);
+        let old = std::mem::replace(&mut self.slots, vec![(0, 0); cap]);
+        for (p, r1) in old.into_iter().filter(|&(_, r1)| r1 != 0) {
+            let mut i = pair_hash(p) as usize & (cap - 1);
+            while self.slots[i].1 != 0 {
+                i = (i + 1) & (cap - 1);
+            }
+            self.slots[i] = (p, r1);
+        }
     }
 
     /// The reference of `pair` (whose [`pair_hash`] is `h`), made by `make` if the table
@@ -538,6 +558,9 @@ impl Fresh {
         h: u64,
         make: impl FnOnce() -> Result<u32, StoreError>,
     ) -> Result<u32, StoreError> {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
         let mask = self.slots.len() - 1;
         let mut i = h as usize & mask;
         loop {
@@ -545,6 +568,7 @@ impl Fresh {
             if r1 == 0 {
                 let r = make()?;
                 self.slots[i] = (pair, r + 1);
+                self.len += 1;
                 return Ok(r);
             }
             if p == pair {
