@@ -3,10 +3,10 @@
 //! Layout: state vectors are appended to one arena in id order (fixed-width states need no
 //! offsets; variable-width ones keep an end offset per state). The index is an open-addressing
 //! table with linear probing of 8-byte slots `hash_hi:32 | (id + 1):32` (0 = empty): the bucket
-//! comes from the low hash bits, the stored high bits filter almost every false comparison, so
-//! a lookup costs one slot load plus, on a match, one arena compare. Growing the table
-//! re-hashes the arena sequentially, in id order. Hashes are xxh3-64 with seed 0 (stable
-//! across builds).
+//! comes from the low bits of the stored high bits ([`home`]), which also filter almost
+//! every false comparison, so a lookup costs one slot load plus, on a match, one arena
+//! compare. A growing table is filled from the old one's slots ([`regrow`]), no vector read.
+//! Hashes are xxh3-64 with seed 0 (stable across builds).
 //!
 //! Batches (all successors of one state) are inserted in two passes: first every bucket is
 //! loaded, so the cache misses of a batch overlap, then the states are probed and inserted in
@@ -43,6 +43,20 @@ use std::sync::Arc;
 #[inline]
 pub fn state_hash(state: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(state)
+}
+
+/// The stored bits of a slot: the upper half of the state's hash (`id + 1` below them).
+const TAG: u64 = 0xffff_ffff_0000_0000;
+
+/// The home slot of hash `h` in a table of `mask + 1` slots: the low bits of the stored tag
+/// (the hash's upper half), then, in tables of more than 2^32 slots, the lower half's.
+/// Taking the home from the tag lets a doubling table re-place its entries from their slots
+/// alone ([`regrow`]) instead of hashing every stored vector again; the price is that the
+/// entries a probe meets with the same home share those tag bits, so only the other `32 −
+/// log2(slots)` bits filter false compares among them (9 bits at 2^23 slots).
+#[inline(always)]
+fn home(h: u64, mask: usize) -> usize {
+    h.rotate_right(32) as usize & mask
 }
 
 /// Spilled states wider than this also get their hash stored on disk (see `Arena::Seg`).
@@ -263,7 +277,7 @@ fn scan<T, E>(
     }
     let mask = slots.len() - 1;
     let hi = h & 0xffff_ffff_0000_0000;
-    let mut i = h as usize & mask;
+    let mut i = home(h, mask);
     loop {
         let s = slots[i];
         if s == 0 {
@@ -294,7 +308,7 @@ fn probe(
 #[inline(always)]
 fn prefetch_home(slots: &[u64], h: u64) {
     if !slots.is_empty() {
-        prefetch(&slots[h as usize & (slots.len() - 1)] as *const u64 as *const u8);
+        prefetch(&slots[home(h, slots.len() - 1)] as *const u64 as *const u8);
     }
 }
 
@@ -454,7 +468,7 @@ impl<V: Vectors> Index<'_, V> {
     #[inline]
     pub fn prefetch_slot(&self, h: u64) {
         if !self.slots.is_empty() {
-            prefetch(&self.slots[h as usize & (self.slots.len() - 1)] as *const u64 as *const u8);
+            prefetch(&self.slots[home(h, self.slots.len() - 1)] as *const u64 as *const u8);
         }
     }
 
@@ -465,7 +479,7 @@ impl<V: Vectors> Index<'_, V> {
         if self.slots.is_empty() {
             return;
         }
-        let s = self.slots[h as usize & (self.slots.len() - 1)];
+        let s = self.slots[home(h, self.slots.len() - 1)];
         if s != 0 && s & 0xffff_ffff_0000_0000 == h & 0xffff_ffff_0000_0000 {
             self.vectors.prefetch((s as u32 - 1) as usize);
         }
@@ -566,7 +580,7 @@ fn index_atomic(
     let ask = |ring: &mut [u64; AHEAD], id: u64| {
         let h = hash(id);
         ring[id as usize % AHEAD] = h;
-        prefetch(&table[h as usize & mask] as *const _ as *const u8);
+        prefetch(&table[home(h, mask)] as *const _ as *const u8);
     };
     for id in ids.start..(ids.start + AHEAD as u64).min(ids.end) {
         ask(&mut ring, id);
@@ -577,7 +591,7 @@ fn index_atomic(
             ask(&mut ring, id + AHEAD as u64);
         }
         let entry = (h & 0xffff_ffff_0000_0000) | (id + 1);
-        let mut i = h as usize & mask;
+        let mut i = home(h, mask);
         loop {
             // Relaxed: the threads only claim slots; the step's end publishes the table.
             if table[i].load(Ordering::Relaxed) == 0
@@ -592,9 +606,61 @@ fn index_atomic(
     }
 }
 
+/// Slots of the old table a thread of [`regrow`] takes at a time.
+const REGROW_PIECE: usize = 1 << 14;
+
+/// Whether a table of `cap` slots can be filled by [`regrow`]: its homes come from the tag
+/// alone.
+fn regrows_to(cap: usize) -> bool {
+    cap as u64 <= 1 << 32
+}
+
+/// Re-places every entry of `old` into `table` (empty, of at most 2^32 slots, other threads
+/// may insert into it meanwhile) on `threads` threads: an entry's home there is a function of
+/// its stored tag ([`home`]), so neither the vectors nor their hashes are read. An entry at
+/// old slot `i` has its home at or a little before `i`, and in a table twice as large at
+/// that home or `old.len()` after it, so each thread writes two nearly sequential streams
+/// (every probe of the old table's runs is in cache). Any order of compare-and-swap claims
+/// of the first empty slot from each home makes a valid linear-probing table. Returns the
+/// number of entries re-placed: the caller checks that the old table held every state it
+/// should (a resumed store starts with an empty one).
+fn regrow(old: &[u64], table: &[std::sync::atomic::AtomicU64], threads: usize) -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    debug_assert!(regrows_to(table.len()) && table.len() >= old.len());
+    let mask = table.len() - 1;
+    let mut pieces: Vec<_> = (0..old.len())
+        .step_by(REGROW_PIECE)
+        .map(|start| start..(start + REGROW_PIECE).min(old.len()))
+        .collect();
+    let placed = AtomicU64::new(0);
+    par::claim(threads, &mut pieces, |range| {
+        let mut n = 0;
+        for &s in &old[range.clone()] {
+            if s == 0 {
+                continue;
+            }
+            n += 1;
+            let mut i = home(s & TAG, mask);
+            loop {
+                // Relaxed: the threads only claim slots; the step's end publishes the table.
+                if table[i].load(Ordering::Relaxed) == 0
+                    && table[i]
+                        .compare_exchange(0, s, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        placed.fetch_add(n, Ordering::Relaxed);
+    });
+    placed.into_inner()
+}
+
 impl FullStore {
     /// Indexes every stored state (in a RAM arena) into the empty table on `threads`
-    /// threads, hashing the vectors again.
+    /// threads, hashing the vectors again (tables too large for [`regrow`]).
     fn rebuild_index(&mut self, threads: usize) {
         let table = self.slots.atomic();
         let Arena::Ram { bytes, ends } = &self.arena else {
@@ -939,7 +1005,7 @@ impl FullStore {
     fn fill(&self, slots: &mut Slots, from: u64, to: u64) -> Result<(), StoreError> {
         let mask = slots.len() - 1;
         let mut put = |id: u64, h: u64| {
-            let mut i = h as usize & mask;
+            let mut i = home(h, mask);
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
@@ -1085,9 +1151,20 @@ impl FullStore {
         // In RAM the old table lives until the new one is filled.
         crate::sys::check_ceiling("the full-store index", cap as u64 * 8)?;
         let mut slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+        // In RAM the table holds every state (it never spills without a budget), unless
+        // it is the empty one of a resumed store: then, or when a table too large for
+        // `regrow` would come out, it is rebuilt from the arena.
+        if regrows_to(cap) && !self.slots.is_empty() {
+            if regrow(&self.slots, slots.atomic(), 1) == self.count {
+                self.slots = slots;
+                return Ok(());
+            }
+            drop(std::mem::take(&mut slots));
+            slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+        }
         for id in 0..self.count as usize {
             let h = state_hash(self.ram_state(id));
-            let mut i = h as usize & mask;
+            let mut i = home(h, mask);
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
@@ -1109,7 +1186,7 @@ impl FullStore {
     fn insert_hashed(&mut self, state: &[u8], h: u64) -> Result<Insert, StoreError> {
         let mask = self.slots.len() - 1;
         let hi = h & 0xffff_ffff_0000_0000;
-        let mut i = h as usize & mask;
+        let mut i = home(h, mask);
         loop {
             let s = self.slots[i];
             if s == 0 {
@@ -1345,7 +1422,7 @@ impl FullStore {
             let mut touch = 0u64;
             for i in 0..n {
                 let h = state_hash(batch.get(i));
-                touch ^= self.slots[h as usize & mask];
+                touch ^= self.slots[home(h, mask)];
                 hashes.push(h);
             }
             std::hint::black_box(touch);
@@ -1636,16 +1713,29 @@ impl StateStore for FullStore {
         }
         let first = self.count;
         let grow = (first + count as u64) * 4 > self.slots.len() as u64 * 3;
+        let mut regrown = false;
         if grow {
             let mut cap = self.slots.len().max(1 << 10);
             while (first + count as u64) * 4 > cap as u64 * 3 {
                 cap *= 2;
             }
             crate::sys::check_ceiling("the full-store index", cap as u64 * 8)?;
-            // Rebuilt from the arena once the new vectors are in: the old table can go first.
-            self.slots = Slots::default();
-            self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+            let fresh = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+            let old = std::mem::replace(&mut self.slots, fresh);
+            // The old entries are re-placed from their slots, and the chunk's new states
+            // indexed below with their copies, as without growth; else (a table too large
+            // for that, or an old one that lacks states) rebuilt from the arena once the new
+            // vectors are in.
+            regrown = regrows_to(cap)
+                && !old.is_empty()
+                && regrow(&old, self.slots.atomic(), threads) == first;
+            drop(old);
+            if !regrown {
+                self.slots = Slots::default();
+                self.slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
+            }
         }
+        let rehash = grow && !regrown;
         let Arena::Ram { bytes, ends } = &mut self.arena else {
             unreachable!("segment arenas were handled above")
         };
@@ -1663,7 +1753,7 @@ impl StateStore for FullStore {
             }
         }
         // Indexed with the copies unless the table is rebuilt anyway.
-        let table = (!grow).then(|| self.slots.atomic());
+        let table = (!rehash).then(|| self.slots.atomic());
         let per = ADD_PIECE;
         // Each piece's first state and destination in the spare bytes.
         let mut shares: Vec<(usize, &mut [std::mem::MaybeUninit<u8>])> = Vec::new();
@@ -1721,7 +1811,7 @@ impl StateStore for FullStore {
         // spare bytes after `start` (their shares are disjoint and cover them).
         unsafe { bytes.set_len(start + total) };
         self.count += count as u64;
-        if grow {
+        if rehash {
             self.rebuild_index(threads);
         }
         self.move_to_segments()
@@ -1919,6 +2009,53 @@ mod tests {
                     xxhash_rust::xxh3::xxh3_64(s),
                     "length {len} at {at}"
                 );
+            }
+        }
+    }
+
+    /// A doubled table re-placed from the old one's slots holds every entry where a probe
+    /// from its home finds it, also for runs that wrap around the old table's end and
+    /// homes crowded enough to make long runs.
+    #[test]
+    fn regrown_tables_find_every_entry() {
+        let put = |t: &mut [u64], h: u64, id: u64| {
+            let mask = t.len() - 1;
+            let mut i = home(h, mask);
+            while t[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            t[i] = (h & TAG) | (id + 1);
+        };
+        for (cap, n, spread) in [(16, 12, 16u64), (1024, 768, 1 << 20), (4096, 3000, 64)] {
+            let mut old = vec![0u64; cap];
+            // Hashes whose tags crowd `spread` homes, the last ones next to the table's end.
+            let hashes: Vec<u64> = (0..n as u64)
+                .map(|i| {
+                    let tag = (cap as u64 - 1 - (i * 7919) % spread.min(cap as u64))
+                        | ((i * 2_654_435_761) % 65_536) << 16;
+                    tag << 32 | (i * 40_503)
+                })
+                .collect();
+            for (id, &h) in hashes.iter().enumerate() {
+                put(&mut old, h, id as u64);
+            }
+            for threads in [1, 2] {
+                let new = Slots::zeroed(2 * cap).unwrap();
+                assert_eq!(regrow(&old, new.atomic(), threads), n as u64);
+                let entries = |t: &[u64]| {
+                    let mut e: Vec<u64> = t.iter().copied().filter(|&s| s != 0).collect();
+                    e.sort_unstable();
+                    e
+                };
+                assert_eq!(
+                    entries(&new),
+                    entries(&old),
+                    "{cap} slots, {threads} threads"
+                );
+                for (id, &h) in hashes.iter().enumerate() {
+                    let found = scan(&new, h, |got| Ok::<_, ()>((got == id as u64).then_some(())));
+                    assert_eq!(found, Ok(Some(())), "entry {id} of {cap} slots lost");
+                }
             }
         }
     }
