@@ -574,7 +574,6 @@ fn index_atomic(
     ids: std::ops::Range<u64>,
     hash: impl Fn(u64) -> u64,
 ) {
-    use std::sync::atomic::Ordering;
     let mask = table.len() - 1;
     let mut ring = [0u64; AHEAD];
     let ask = |ring: &mut [u64; AHEAD], id: u64| {
@@ -590,19 +589,27 @@ fn index_atomic(
         if id + (AHEAD as u64) < ids.end {
             ask(&mut ring, id + AHEAD as u64);
         }
-        let entry = (h & 0xffff_ffff_0000_0000) | (id + 1);
-        let mut i = home(h, mask);
-        loop {
-            // Relaxed: the threads only claim slots; the step's end publishes the table.
-            if table[i].load(Ordering::Relaxed) == 0
-                && table[i]
-                    .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
-            }
-            i = (i + 1) & mask;
+        claim_slot(table, home(h, mask), (h & TAG) | (id + 1));
+    }
+}
+
+/// Puts `entry` into the first empty slot of `table` from slot `i` on (linear probing),
+/// claimed with compare-and-swap: other threads fill the same table meanwhile, and a lost
+/// race moves on.
+#[inline(always)]
+fn claim_slot(table: &[std::sync::atomic::AtomicU64], mut i: usize, entry: u64) {
+    use std::sync::atomic::Ordering;
+    let mask = table.len() - 1;
+    loop {
+        // Relaxed: the threads only claim slots; the step's end publishes the table.
+        if table[i].load(Ordering::Relaxed) == 0
+            && table[i]
+                .compare_exchange(0, entry, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return;
         }
+        i = (i + 1) & mask;
     }
 }
 
@@ -640,18 +647,7 @@ fn regrow(old: &[u64], table: &[std::sync::atomic::AtomicU64], threads: usize) -
                 continue;
             }
             n += 1;
-            let mut i = home(s & TAG, mask);
-            loop {
-                // Relaxed: the threads only claim slots; the step's end publishes the table.
-                if table[i].load(Ordering::Relaxed) == 0
-                    && table[i]
-                        .compare_exchange(0, s, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    break;
-                }
-                i = (i + 1) & mask;
-            }
+            claim_slot(table, home(s & TAG, mask), s);
         }
         placed.fetch_add(n, Ordering::Relaxed);
     });
