@@ -978,45 +978,30 @@ impl TreeStore {
         if self.threads < 2 || self.bounded.is_some() || self.handed.is_some() {
             return None;
         }
-        let TreeStore {
-            roots,
-            nodes,
-            leaves,
-            width,
-            plan,
-            levels,
-            level_of,
-            up,
-            order,
-            touched,
-            step_plans,
-            step_at,
-            entering,
-            ..
-        } = self;
-        let (roots, nodes): (&NodeTable, &NodeTable) = (roots, nodes);
+        // Field by field, so that `entering` is borrowed apart from the tables it reads.
         let view = SharedIndex::Tree(Shared {
-            roots: roots.view(),
-            nodes: nodes.view(),
-            states: roots.len(),
-            leaves: *leaves,
-            width: *width,
-            plan,
-            levels,
-            level_of,
-            up,
-            order,
-            touched,
-            step_plans,
-            step_at,
+            roots: self.roots.view(),
+            nodes: self.nodes.view(),
+            states: self.roots.len(),
+            leaves: self.leaves,
+            width: self.width,
+            plan: &self.plan,
+            levels: &self.levels,
+            level_of: &self.level_of,
+            up: &self.up,
+            order: &self.order,
+            touched: &self.touched,
+            step_plans: &self.step_plans,
+            step_at: &self.step_at,
         });
         let shape = enter::Shape {
-            nodes: nodes.view(),
-            plan,
-            levels,
-            level_of,
-            leaves: *leaves,
+            nodes: self.nodes.view(),
+            plan: &self.plan,
+            levels: &self.levels,
+            level_of: &self.level_of,
+            leaves: self.leaves,
         };
+        let entering = &mut self.entering;
         Some((view, enter::Enter { entering, shape }))
     }
 
