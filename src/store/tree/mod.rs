@@ -1103,9 +1103,11 @@ impl StateStore for TreeStore {
         true
     }
 
-    /// On one thread the chunked path was no faster than [`StateStore::insert_batch`]
-    /// (Kanban-PT-00005 7.0–7.1 s against 5.2–6.4 s; Peterson-PT-3 and
-    /// SharedMemory-PT-000010 within 4%, two runs each).
+    /// On one thread the chunked path is no faster than the delayed batches
+    /// ([`StateStore::insert_many`]): within 2% on Kanban-PT-00005, Peterson-PT-3,
+    /// SharedMemory-PT-000010 and QuasiCertifProtocol-PT-06 (29 November, two interleaved
+    /// rounds; docs/ARCHITECTURE.md "store/tree"), and `--memory` and DFS need
+    /// the one-thread fold anyway.
     fn chunks_on_one_thread(&self) -> bool {
         false
     }
