@@ -1104,7 +1104,7 @@ impl StateStore for TreeStore {
     }
 
     /// On one thread the chunked path is no faster than the delayed batches
-    /// ([`StateStore::insert_many`]): within 2% on Kanban-PT-00005, Peterson-PT-3,
+    /// ([`StateStore::insert_many`]): within 3% on Kanban-PT-00005, Peterson-PT-3,
     /// SharedMemory-PT-000010 and QuasiCertifProtocol-PT-06 (29 November, two interleaved
     /// rounds; docs/ARCHITECTURE.md "store/tree"), and `--memory` and DFS need
     /// the one-thread fold anyway.
