@@ -59,6 +59,18 @@ fn home(h: u64, mask: usize) -> usize {
     h.rotate_right(32) as usize & mask
 }
 
+/// Puts state `id` of hash `h` into the first empty slot from its home (one thread alone
+/// fills `slots`; [`claim_slot`] is the threads' way).
+#[inline(always)]
+fn place(slots: &mut [u64], h: u64, id: u64) {
+    let mask = slots.len() - 1;
+    let mut i = home(h, mask);
+    while slots[i] != 0 {
+        i = (i + 1) & mask;
+    }
+    slots[i] = (h & TAG) | (id + 1);
+}
+
 /// Spilled states wider than this also get their hash stored on disk (see `Arena::Seg`).
 const HASHES_ABOVE_WIDTH: usize = 32;
 
@@ -276,14 +288,14 @@ fn scan<T, E>(
         return Ok(None);
     }
     let mask = slots.len() - 1;
-    let hi = h & 0xffff_ffff_0000_0000;
+    let hi = h & TAG;
     let mut i = home(h, mask);
     loop {
         let s = slots[i];
         if s == 0 {
             return Ok(None);
         }
-        if s & 0xffff_ffff_0000_0000 == hi {
+        if s & TAG == hi {
             if let Some(x) = f((s as u32 - 1) as u64)? {
                 return Ok(Some(x));
             }
@@ -480,7 +492,7 @@ impl<V: Vectors> Index<'_, V> {
             return;
         }
         let s = self.slots[home(h, self.slots.len() - 1)];
-        if s != 0 && s & 0xffff_ffff_0000_0000 == h & 0xffff_ffff_0000_0000 {
+        if s != 0 && s & TAG == h & TAG {
             self.vectors.prefetch((s as u32 - 1) as usize);
         }
     }
@@ -999,16 +1011,8 @@ impl FullStore {
     /// Inserts the states `[from, to)` into `slots` (empty, large enough), their hashes read
     /// back from the stored hashes or states in id order.
     fn fill(&self, slots: &mut Slots, from: u64, to: u64) -> Result<(), StoreError> {
-        let mask = slots.len() - 1;
-        let mut put = |id: u64, h: u64| {
-            let mut i = home(h, mask);
-            while slots[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            slots[i] = (h & 0xffff_ffff_0000_0000) | (id + 1);
-        };
         self.hashes_in(from, to, |id, h| {
-            put(id, h);
+            place(slots, h, id);
             Ok(())
         })
     }
@@ -1126,7 +1130,6 @@ impl FullStore {
             }
             claim?;
         }
-        let mask = cap - 1;
         if let (Some((account, _)), Arena::Seg { states, .. }) =
             (&self.index_account, &mut self.arena)
         {
@@ -1159,12 +1162,7 @@ impl FullStore {
             slots = Slots::zeroed(cap).map_err(|e| index_alloc_error(cap, e))?;
         }
         for id in 0..self.count as usize {
-            let h = state_hash(self.ram_state(id));
-            let mut i = home(h, mask);
-            while slots[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            slots[i] = (h & 0xffff_ffff_0000_0000) | (id as u64 + 1);
+            place(&mut slots, state_hash(self.ram_state(id)), id as u64);
         }
         self.slots = slots;
         Ok(())
@@ -1181,14 +1179,14 @@ impl FullStore {
     #[inline(always)]
     fn insert_hashed(&mut self, state: &[u8], h: u64) -> Result<Insert, StoreError> {
         let mask = self.slots.len() - 1;
-        let hi = h & 0xffff_ffff_0000_0000;
+        let hi = h & TAG;
         let mut i = home(h, mask);
         loop {
             let s = self.slots[i];
             if s == 0 {
                 break;
             }
-            if s & 0xffff_ffff_0000_0000 == hi {
+            if s & TAG == hi {
                 let id = (s as u32 - 1) as usize;
                 let equal = match &self.arena {
                     Arena::Ram { bytes, ends } => {
@@ -2014,14 +2012,6 @@ mod tests {
     /// homes crowded enough to make long runs.
     #[test]
     fn regrown_tables_find_every_entry() {
-        let put = |t: &mut [u64], h: u64, id: u64| {
-            let mask = t.len() - 1;
-            let mut i = home(h, mask);
-            while t[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            t[i] = (h & TAG) | (id + 1);
-        };
         for (cap, n, spread) in [(16, 12, 16u64), (1024, 768, 1 << 20), (4096, 3000, 64)] {
             let mut old = vec![0u64; cap];
             // Hashes whose tags crowd `spread` homes, the last ones next to the table's end.
@@ -2033,7 +2023,7 @@ mod tests {
                 })
                 .collect();
             for (id, &h) in hashes.iter().enumerate() {
-                put(&mut old, h, id as u64);
+                place(&mut old, h, id as u64);
             }
             for threads in [1, 2] {
                 let new = Slots::zeroed(2 * cap).unwrap();
