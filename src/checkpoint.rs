@@ -25,7 +25,8 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// File name of the manifest in the run directory.
@@ -179,21 +180,95 @@ pub enum Due {
 static STOP_INT: AtomicBool = AtomicBool::new(false);
 static STOP_TERM: AtomicBool = AtomicBool::new(false);
 static ON_DEMAND: AtomicBool = AtomicBool::new(false);
+/// `CLOCK_MONOTONIC` nanoseconds (+1, so that 0 means none) of the first SIGINT/SIGTERM.
+static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
+/// Whether a checkpoint of this run is on disk (one was committed, or the run resumed one):
+/// a second signal then stops with exit 7, not 130/143.
+static CHECKPOINT_ON_DISK: AtomicBool = AtomicBool::new(false);
+/// What a second signal prints when a checkpoint is on disk (it names the run directory;
+/// built before the first checkpoint can exist, read by the handler without allocating).
+static RESUME_HINT: OnceLock<Box<[u8]>> = OnceLock::new();
 
-/// Installs the handlers of a checkpointed run: SIGINT and SIGTERM ask for a checkpoint and
-/// a clean stop (a second one exits at once, with the last checkpoint intact), SIGUSR1 for a
-/// checkpoint. Also ignores SIGXFSZ, so that a file-size limit is an I/O error (EFBIG), not
-/// a crash.
-pub fn install_signal_handlers() -> Result<(), CheckpointError> {
+/// Signals this close to the first are the same interruption delivered twice: `timeout(1)`
+/// sends its signal to the process and then to its process group, systemd to the main
+/// process and its control group, within microseconds. Taken as a second interruption, the
+/// duplicate had stopped a run in the middle of its checkpoint with exit 130, which tells a
+/// wrapper script that nothing can be resumed (4 of 22 runs under `timeout -s INT`).
+const SAME_SIGNAL_NS: u64 = 250_000_000;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only `ts`, and is async-signal-safe (POSIX), so it may
+    // run in the signal handler below.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// The handler of SIGINT (`flag` [`STOP_INT`], `code` 130) and SIGTERM ([`STOP_TERM`],
+/// 143): the first asks for a checkpoint and a clean stop; a second, from 250 ms after the
+/// first, stops at once — with exit 7 if a checkpoint is on disk (it is intact: files are
+/// append-only and the manifest is renamed into place), else `code`. Runs in signal
+/// context: atomics, `clock_gettime`, `write` and `_exit` only.
+fn on_stop_signal(flag: &AtomicBool, code: i32) {
+    let now = monotonic_ns().wrapping_add(1);
+    match FIRST_STOP_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => {
+            flag.store(true, Ordering::SeqCst);
+            return;
+        }
+        Err(first) if now.wrapping_sub(first) < SAME_SIGNAL_NS => {
+            flag.store(true, Ordering::SeqCst);
+            return;
+        }
+        Err(_) => {}
+    }
+    let (msg, code): (&[u8], i32) = match RESUME_HINT.get() {
+        Some(hint) if CHECKPOINT_ON_DISK.load(Ordering::SeqCst) => (hint, crate::error::exit::CHECKPOINTED),
+        _ => (
+            b"spillway: stopped at once by a second signal, before the first checkpoint was written: nothing to resume\n",
+            code,
+        ),
+    };
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; `msg` is a live byte slice.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::_exit(code);
+    }
+}
+
+/// Installs the handlers of a checkpointed run in `dir`: SIGINT and SIGTERM ask for a
+/// checkpoint and a clean stop (a second one, not a duplicate of the first, stops at once,
+/// the last checkpoint intact), SIGUSR1 for a checkpoint. `resumed`: the run continues a
+/// checkpoint, which is on disk from the start. Also ignores SIGXFSZ, so that a file-size
+/// limit is an I/O error (EFBIG), not a crash.
+pub fn install_signal_handlers(dir: &Path, resumed: bool) -> Result<(), CheckpointError> {
     use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
     let io = |e: std::io::Error| {
         CheckpointError::Refused(format!("cannot install signal handlers: {e}"))
     };
-    // The shutdown handlers go first: they fire only once the flag is already set.
-    signal_hook::flag::register_conditional_shutdown(SIGINT, 130, &STOP_INT).map_err(io)?;
-    signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, &STOP_TERM).map_err(io)?;
-    signal_hook::flag::register(SIGINT, &STOP_INT).map_err(io)?;
-    signal_hook::flag::register(SIGTERM, &STOP_TERM).map_err(io)?;
+    let _ = RESUME_HINT.set(
+        format!(
+            "spillway: stopped at once by a second signal; the last checkpoint is intact (continue: spillway resume {})\n",
+            dir.display()
+        )
+        .into_bytes()
+        .into_boxed_slice(),
+    );
+    if resumed && dir.join(MANIFEST).is_file() {
+        CHECKPOINT_ON_DISK.store(true, Ordering::SeqCst);
+    }
+    // SAFETY: the actions only touch atomics and call async-signal-safe functions
+    // (`on_stop_signal`), as signal_hook's low-level registration requires.
+    unsafe {
+        signal_hook::low_level::register(SIGINT, || on_stop_signal(&STOP_INT, 130)).map_err(io)?;
+        signal_hook::low_level::register(SIGTERM, || on_stop_signal(&STOP_TERM, 143))
+            .map_err(io)?;
+    }
     signal_hook::flag::register(SIGUSR1, &ON_DEMAND).map_err(io)?;
     ignore_file_size_signal()
 }
@@ -364,6 +439,7 @@ impl Checkpointer {
             .map(|f| (f.name.clone(), (f.len, f.crc)))
             .collect();
         self.written += 1;
+        CHECKPOINT_ON_DISK.store(true, Ordering::SeqCst);
         self.seconds += t0.elapsed().as_secs_f64();
         self.last = Instant::now();
         Ok(())

@@ -79,8 +79,8 @@ fn explore(args: &ExploreArgs) -> i32 {
     if let Err(e) = spillway::checkpoint::ignore_file_size_signal() {
         return report(&e.into());
     }
-    if cfg.checkpoint.is_some() {
-        if let Err(e) = spillway::checkpoint::install_signal_handlers() {
+    if let Some(ck) = &cfg.checkpoint {
+        if let Err(e) = spillway::checkpoint::install_signal_handlers(&ck.dir, false) {
             return report(&e.into());
         }
     }
@@ -113,7 +113,7 @@ fn resume(args: &ResumeArgs) -> i32 {
         eprintln!("spillway: error: {msg}");
         return exit::USAGE;
     }
-    if let Err(e) = spillway::checkpoint::install_signal_handlers() {
+    if let Err(e) = spillway::checkpoint::install_signal_handlers(&args.dir, true) {
         return report(&e.into());
     }
     let overrides = ResumeOverrides {

@@ -335,9 +335,11 @@ impl<H: Header> Region<H> {
             Some(w) => {
                 let stride = H::BYTES + packing.packed_len(w);
                 let len = n * stride;
-                let mut bytes: Vec<u8> = Vec::with_capacity(len);
+                // Zeroed by the allocator (fresh pages for a large region), not written here:
+                // the pages become resident as slots are used, so that a cache the budget
+                // check refuses right after the store is built never took its RAM.
+                let bytes: Vec<u8> = vec![0; len];
                 crate::sys::huge_pages(bytes.as_ptr(), len);
-                bytes.resize(len, 0);
                 Region::Flat {
                     stride,
                     slots: n,
