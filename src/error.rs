@@ -176,6 +176,14 @@ pub enum StorageError {
         limit: u64,
         baseline: u64,
     },
+    /// A structure an option sized is larger than the RAM or the address space the process
+    /// may use at all (`--memory unlimited`: no budget, no ceiling).
+    #[error("{structure} would need {} MiB, more than the {} MiB of RAM or address space (ulimit -v) this process may use; lower the option that sizes it", bytes.div_ceil(1 << 20), room >> 20)]
+    TooLarge {
+        structure: String,
+        bytes: u64,
+        room: u64,
+    },
     #[error("storage: {0}")]
     Invalid(String),
 }
@@ -196,7 +204,8 @@ impl StorageError {
             StorageError::Corrupt { .. } | StorageError::Version { .. } => exit::CORRUPT,
             StorageError::BudgetTooSmall { .. }
             | StorageError::Ceiling { .. }
-            | StorageError::OverBudget { .. } => exit::LIMIT,
+            | StorageError::OverBudget { .. }
+            | StorageError::TooLarge { .. } => exit::LIMIT,
             StorageError::Invalid(_) => exit::INTERNAL,
         }
     }

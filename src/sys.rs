@@ -255,6 +255,49 @@ pub fn check_budget(
     })
 }
 
+/// Refuses, before it is allocated, a structure whose size an option chose (a cache of N
+/// entries, a bit array of 2^N bits): `bytes` (`None`: past the address space) more than
+/// the `--memory` budget, than the default ceiling less what is resident, or, with neither,
+/// than the machine's physical RAM or the address-space limit. An allocation that size would abort the process or get
+/// it killed by the kernel; this is exit 6 naming `structure` (say which option sized it).
+pub fn check_structure(
+    structure: &str,
+    bytes: Option<u64>,
+) -> Result<(), crate::error::StorageError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let bytes = bytes.unwrap_or(u64::MAX);
+    let budget = BUDGET.load(Relaxed);
+    if budget > 0 {
+        if bytes <= budget {
+            return Ok(());
+        }
+        return Err(crate::error::StorageError::BudgetTooSmall {
+            structure: structure.to_string(),
+            need: bytes,
+            budget,
+            message: "before anything else; lower the option that sizes it".into(),
+            minimum: format!("{}M", bytes.saturating_add(16 << 20).div_ceil(1 << 20)),
+        });
+    }
+    if ceiling().is_some() {
+        return check_ceiling(structure, bytes);
+    }
+    // `--memory unlimited`: no ceiling, but neither the RAM nor the address space it may
+    // use (`ulimit -v`) can be exceeded.
+    let room = match (MachineMemory::read().total, rlimit_memory()) {
+        (Some(t), Some(r)) => Some(t.min(r)),
+        (t, r) => t.or(r),
+    };
+    match room {
+        Some(room) if bytes > room => Err(crate::error::StorageError::TooLarge {
+            structure: structure.to_string(),
+            bytes,
+            room,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The limits of this process's address space and data segment (`ulimit -v`, `ulimit -d`),
 /// the smaller one, when set.
 pub fn rlimit_memory() -> Option<u64> {

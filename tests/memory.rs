@@ -277,6 +277,85 @@ fn budget_too_small_for_the_index_spills_it_and_below_the_minimum_is_a_limit_err
     assert!(o.stdout.is_empty(), "no counts are printed on failure");
 }
 
+/// A cache or bit array sized by an option is refused before it is allocated: too large for
+/// the budget, without allocating it (peak RSS stays near the baseline: the Δ cache of ten
+/// million states had been allocated and zeroed, 453 MiB, before the budget check refused
+/// it), and too large for any memory, with exit 6 instead of an allocation abort.
+#[test]
+fn caches_sized_by_options_are_refused_before_they_are_allocated() {
+    use common::run_measured;
+    let model = shipped("Philosophers-PT-000005.pnml");
+    let m = model.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["explore", m, "--no-progress", "-q"];
+        all.extend_from_slice(args);
+        run_measured(Command::new(bin()).args(&all))
+    };
+    for (args, option) in [
+        (
+            &[
+                "--store",
+                "delta",
+                "--delta-cache-states",
+                "10000000",
+                "--memory",
+                "24M",
+            ][..],
+            "--delta-cache-states",
+        ),
+        (
+            &[
+                "--store",
+                "comback",
+                "--comback-cache",
+                "10000000",
+                "--memory",
+                "24M",
+            ],
+            "--comback-cache",
+        ),
+        (
+            &["--store", "comback", "--comback-cache", "99999999999999999"],
+            "--comback-cache",
+        ),
+        (
+            &[
+                "--store",
+                "delta",
+                "--delta-cache-states",
+                "99999999999999999",
+                "--memory",
+                "64M",
+            ],
+            "--delta-cache-states",
+        ),
+        (
+            &[
+                "--store",
+                "bitstate",
+                "--bitstate-log2-bits",
+                "40",
+                "--memory",
+                "64M",
+            ],
+            "--bitstate-log2-bits",
+        ),
+    ] {
+        let o = run(args);
+        let err = o.stderr();
+        assert_eq!(o.code, Some(6), "{args:?}: {err}");
+        assert!(
+            err.contains(option) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            o.max_rss < 48 << 20,
+            "{args:?}: peak RSS {} MiB before the refusal",
+            o.max_rss >> 20
+        );
+    }
+}
+
 #[test]
 fn unwritable_workdir_is_an_io_error() {
     let model = shipped("Philosophers-PT-000005.pnml");

@@ -128,6 +128,10 @@ impl BitstateStore {
                 ),
             });
         }
+        crate::sys::check_structure(
+            &format!("the bit array of 2^{log2_bits} bits (--bitstate-log2-bits)"),
+            Some(1u64 << (log2_bits - 3)),
+        )?;
         Ok(BitstateStore {
             words: vec![0; 1usize << (log2_bits - 6)],
             log2_bits,

@@ -330,6 +330,16 @@ pub enum Region<H> {
 }
 
 impl<H: Header> Region<H> {
+    /// Bytes a region of `n` slots of `width`-byte states takes packed as `packing` (`None`:
+    /// past `u64`): what an option sizing a cache asks for, checked before it is allocated.
+    pub fn bytes_for(n: usize, width: Option<usize>, packing: Packing) -> Option<u64> {
+        let stride = match width {
+            Some(w) => H::BYTES + packing.packed_len(w),
+            None => 8 + 4 + std::mem::size_of::<Vec<u8>>(),
+        };
+        (n as u64).checked_mul(stride as u64)
+    }
+
     pub fn new(n: usize, width: Option<usize>, packing: Packing) -> Self {
         match width {
             Some(w) => {

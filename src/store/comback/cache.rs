@@ -65,6 +65,12 @@ impl Cache {
         Self::with_packing(n, width, packing, recent_eighths)
     }
 
+    /// Bytes of a cache of `n` entries once its packing has widened to whole bytes (the
+    /// most it can take), `None` past `u64`.
+    pub fn max_bytes(n: usize, width: Option<usize>) -> Option<u64> {
+        Region::bytes_for(n, width, Packing::Bytes)
+    }
+
     fn with_packing(
         n: usize,
         width: Option<usize>,

@@ -593,6 +593,12 @@ impl<'m> CombackStore<'m> {
         let batch_account = disk.budget().account("bfs.batch");
         let auto = opts.cache == AUTO_CACHE;
         let entries = if auto { sizing::FLOOR } else { opts.cache };
+        if !auto {
+            crate::sys::check_structure(
+                &format!("the ComBack state cache of {entries} entries (--comback-cache)"),
+                Cache::max_bytes(entries, width),
+            )?;
+        }
         let cache = Cache::new(entries, width, recent_eighths(opts.waiting_set));
         let grow_at = if auto {
             sizing::levels_held(cache.entries()).max(1)

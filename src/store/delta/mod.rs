@@ -662,6 +662,15 @@ impl<'m> DeltaStore<'m> {
             let n = ((1usize << 19) / (width + 12)).clamp(256, 1 << 15);
             1 << (usize::BITS - 1 - n.leading_zeros())
         } else {
+            crate::sys::check_structure(
+                &format!(
+                    "the reconstitution cache of {} states (--delta-cache-states)",
+                    opts.cache_states
+                ),
+                opts.cache_states
+                    .checked_next_power_of_two()
+                    .and_then(|n| Region::<Wide>::bytes_for(n, Some(width), Packing::Bytes)),
+            )?;
             opts.cache_states
         };
         let (records, explicit, p_bits) = match from {
