@@ -117,9 +117,13 @@ impl StoreSpec for CacheOptions {
     }
 }
 
-/// RAM per cached state besides its vector (entry, hash table slot, replacement
-/// bookkeeping), for the up-front check against `--memory`.
-const ENTRY_BYTES: u64 = 48;
+/// RAM per cached state besides its vector, for the up-front check against `--memory`:
+/// the entry (32 bytes), its hash table slot and control byte at 7/8 load (about 6), its
+/// free-list slot (4) and the replacement bookkeeping (up to 69: five `u32` arrays, a stamp,
+/// a kind byte and, for LFU/MFU, a B-tree entry). 48 had let a cache that could not fit be
+/// accepted and stopped mid-run. The arrays' doubling slack is not counted (the engines'
+/// backstop stops a run that passes the budget).
+const ENTRY_BYTES: u64 = 112;
 
 impl CacheOptions {
     /// States the caches hold when full; `None` when a cache or the stream is unbounded.
