@@ -649,6 +649,31 @@ pub fn lock_dir(dir: &Path) -> Result<DirLock, CheckpointError> {
     }
 }
 
+/// Whether `name` is one of the files a checkpointed run makes in its directory: the
+/// manifest (and its `.tmp`), the lock, and the storage layer's files — segments
+/// (`NAME.seg`, queue files `NAME.NNNNNN.seg`), hot windows (`NAME.hot`) and index runs
+/// (`NAME.run.G`). Cleaning a run directory removes these and nothing else, so that a file
+/// a user put there (notes, the `-o` output, a stats file) is never deleted.
+pub fn is_run_file(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    if name == MANIFEST || name == MANIFEST_TMP || name == LOCK {
+        return true;
+    }
+    // Every storage file is `STEM.SUFFIX` with a non-empty stem.
+    let owned = |suffix: &str| name.len() > suffix.len() && name.ends_with(suffix);
+    if owned(".seg") || owned(".hot") {
+        return true;
+    }
+    match name.rsplit_once(".run.") {
+        Some((stem, gen)) => {
+            !stem.is_empty() && !gen.is_empty() && gen.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
 /// Whether `dir` holds a checkpoint.
 pub fn exists(dir: &Path) -> bool {
     dir.join(MANIFEST).exists()
@@ -685,6 +710,34 @@ mod tests {
         assert_eq!(parse_interval("off").unwrap(), None);
         for bad in ["", "m", "-1s", "0", "ten minutes", "inf"] {
             assert!(parse_interval(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn run_files_are_told_from_foreign_ones() {
+        use std::ffi::OsStr;
+        for own in [
+            "manifest",
+            "manifest.tmp",
+            "lock",
+            "full.states.seg",
+            "bfs.open.000012.seg",
+            "full.states.hot",
+            "full.index.run.3",
+        ] {
+            assert!(is_run_file(OsStr::new(own)), "{own}");
+        }
+        for foreign in [
+            "NOTES.txt",
+            "out.slts",
+            "out.aut.partial",
+            "stats.json",
+            ".seg",
+            "x.run.",
+            "x.run.3a",
+            "manifest.bak",
+        ] {
+            assert!(!is_run_file(OsStr::new(foreign)), "{foreign}");
         }
     }
 }

@@ -792,4 +792,87 @@ fn a_duplicated_sigint_writes_a_checkpoint_and_a_second_one_still_exits_7() {
         let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
         assert_eq!(v["states"].as_u64(), Some(1 << 19), "gap {gap_ms} ms");
     }
+
+#[test]
+#[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
+fn resume_leaves_files_it_did_not_write() {
+    let Some((_tmp, dir, out, reference)) = stopped_run(&["--order", "bfs"]) else {
+        return;
+    };
+    // A user's notes put into the run directory between the interruption and the resume,
+    // and a subdirectory with a file of its own.
+    std::fs::write(dir.join("NOTES.txt"), "my notes\n").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/f"), "keep\n").unwrap();
+    let o = resume(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("NOTES.txt")).unwrap(),
+        "my notes\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("sub/f")).unwrap(),
+        "keep\n"
+    );
+    // The run's own files (manifest, lock, segments) are gone, and only those.
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["NOTES.txt", "sub"]);
+}
+
+#[test]
+fn a_stopped_runs_directory_with_foreign_files_is_refused_and_kept() {
+    // What a run killed before its first checkpoint leaves (its lock file), plus a file
+    // spillway did not write: `explore` must refuse it rather than empty it.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("lock"), "").unwrap();
+    std::fs::write(dir.join("NOTES.txt"), "my notes\n").unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let o = checkpointed(&model, "1s", &dir).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("NOTES.txt") && err.contains("did not write"),
+        "{err}"
+    );
+    assert!(dir.join("NOTES.txt").is_file());
+    // Without the foreign file, the stopped run's directory is taken and the run finishes
+    // (leaving the directory, which it did not create, empty).
+    std::fs::remove_file(dir.join("NOTES.txt")).unwrap();
+    let o = checkpointed(&model, "1s", &dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+#[test]
+fn an_output_named_inside_the_run_directory_survives_the_run() {
+    // The run directory is cleaned of spillway's own files when the run completes; the LTS
+    // it was asked to write there is the user's (it used to go, with exit code 0).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = dir.join("out.slts");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let o = checkpointed(&model, "1s", &dir)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(bin())
+        .args(["lts", "info", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["states"].as_u64(), Some(243));
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "only the output is left: {left:?}");
 }

@@ -508,14 +508,21 @@ fn prepare_run_dir(dir: &Path) -> Result<(bool, checkpoint::DirLock), ExploreErr
         Ok(entries) => {
             let mut had_lock = false;
             let mut foreign = None;
+            let mut other = None;
             for e in entries.flatten() {
-                if e.file_name() == checkpoint::LOCK {
+                let name = e.file_name();
+                if name == checkpoint::LOCK {
                     had_lock = true;
+                } else if checkpoint::is_run_file(&name) && e.path().is_file() {
+                    other.get_or_insert(name);
                 } else {
-                    foreign.get_or_insert(e.file_name());
+                    foreign.get_or_insert(name);
                 }
             }
-            if let (Some(f), false) = (&foreign, had_lock) {
+            // A file spillway did not write is refused even beside a stopped run's lock:
+            // the run's files are cleared below, and the user's must not be mixed in.
+            // Without the lock, files named like a run's are not known to be spillway's.
+            if let Some(f) = foreign.or(if had_lock { None } else { other }) {
                 return Err(CheckpointError::Refused(format!(
                     "{}: a checkpointed run needs an empty or new --workdir (its files are deleted when the run completes), and this one holds {:?}, which spillway did not write; empty it or pick another directory",
                     dir.display(),
@@ -540,15 +547,27 @@ fn prepare_run_dir(dir: &Path) -> Result<(bool, checkpoint::DirLock), ExploreErr
     Ok((created, lock))
 }
 
-/// Deletes every file in `dir` (a run directory: spillway made them all), but the lock
-/// file when `keep_lock` (this process holds it).
+/// Deletes the run's own files in `dir` ([`checkpoint::is_run_file`]: manifest, segments,
+/// index runs, the lock — but not the lock when `keep_lock`, as this process holds it).
+/// Anything else is left: a user may have put a file in the directory between an
+/// interruption and `resume`, or named an output inside it, and only spillway's files are
+/// spillway's to delete. The manifest goes first, so that a clean-up cut short never leaves
+/// a manifest naming files that are gone.
 fn clear_dir(dir: &Path, keep_lock: bool) -> Result<(), ExploreError> {
+    let manifest = dir.join(checkpoint::MANIFEST);
+    match std::fs::remove_file(&manifest) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(CheckpointError::io(&manifest, e).into())
+        }
+        _ => {}
+    }
     let entries = std::fs::read_dir(dir).map_err(|e| CheckpointError::io(dir, e))?;
     for e in entries.flatten() {
-        let p = e.path();
-        if keep_lock && e.file_name() == checkpoint::LOCK {
+        let name = e.file_name();
+        if (keep_lock && name == checkpoint::LOCK) || !checkpoint::is_run_file(&name) {
             continue;
         }
+        let p = e.path();
         if p.is_file() {
             std::fs::remove_file(&p).map_err(|e| CheckpointError::io(&p, e))?;
         }
