@@ -1150,3 +1150,50 @@ fn fsm_round_trip_keeps_counts_and_bisimilarity_and_every_tool_reads_fsm() {
         );
     }
 }
+
+#[test]
+fn an_lts_without_states_is_refused_alike_by_every_tool() {
+    use spillway::lts::native::NativeWriter;
+    use spillway::lts::{LtsSink, LtsSummary};
+    let dir = tempfile::tempdir().unwrap();
+    // No spillway command writes one (every LTS has its initial state), but the writer does
+    // what it is told: a crafted or damaged file of 0 states.
+    let z = dir.path().join("z.slts");
+    let mut w = NativeWriter::create(&z).unwrap();
+    w.finish(&LtsSummary {
+        states: 0,
+        transitions: 0,
+        initial: 0,
+        deadlocks: 0,
+    })
+    .unwrap();
+    drop(w);
+    let za = dir.path().join("z.aut");
+    std::fs::write(&za, "des (0, 0, 0)\n").unwrap();
+    let o = dir.path().join("o.aut");
+    let os = o.to_str().unwrap();
+    // (input, exit code, what the message names): the native footer is corrupt data, the
+    // .aut header malformed text, as for any other header inconsistency of either.
+    for (input, code, says) in [
+        (&z, 5, "z.slts: corrupted at byte offset"),
+        (&za, 3, "z.aut:1:1:"),
+    ] {
+        let p = input.to_str().unwrap();
+        for args in [
+            vec!["lts", "info", p],
+            vec!["lts", "convert", p, os],
+            vec!["lts", "reduce", p, os],
+            vec!["lts", "compare", p, p],
+            vec!["lts", "deadlocks", p],
+        ] {
+            let out = spillway(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+            assert!(
+                err.contains(says) && err.contains("state count"),
+                "{args:?}: {err}"
+            );
+            assert!(!o.exists(), "{args:?} wrote an output");
+        }
+    }
+}

@@ -63,7 +63,15 @@ impl AutReader {
             transitions: vals[1],
             states: vals[2],
         };
-        if r.header.states == 0 || r.header.initial >= r.header.states {
+        // Every LTS has its initial state: a header of 0 states is as malformed as one whose
+        // initial state is out of range (the native reader refuses a 0-state footer too).
+        if r.header.states == 0 {
+            return Err(r.syntax(
+                1,
+                "the state count is 0, but an LTS has at least its initial state",
+            ));
+        }
+        if r.header.initial >= r.header.states {
             return Err(r.syntax(
                 1,
                 format!(

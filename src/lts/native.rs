@@ -546,7 +546,18 @@ impl NativeReader {
                 footer.label_offset.to_string(),
             ));
         }
-        if footer.initial >= footer.states.max(1) {
+        // Every LTS has its initial state, and no writer makes a file without one (explore
+        // starts from the initial state; reduce and convert copy at least it): a state count
+        // of 0 is a damaged or crafted footer, refused here so that every tool says so
+        // alike instead of failing later on an initial state that does not exist.
+        if footer.states == 0 {
+            return Err(corrupt(
+                foot_at + 8,
+                "a footer state count of at least 1 (the initial state)",
+                "0".into(),
+            ));
+        }
+        if footer.initial >= footer.states {
             return Err(corrupt(
                 foot_at + 24,
                 &format!("an initial state below the state count {}", footer.states),
@@ -839,6 +850,24 @@ mod tests {
             deadlocks: 0,
         })
         .unwrap();
+    }
+
+    #[test]
+    fn a_footer_without_states_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.slts");
+        // The writer does what it is told; the reader refuses what no run can produce.
+        write_sample(&p, 0);
+        let len = std::fs::metadata(&p).unwrap().len();
+        match NativeReader::open(&p) {
+            Err(LtsError::Corrupt(c)) => {
+                assert_eq!(c.offset, len - FOOTER_LEN + 8);
+                assert!(c.expected.contains("state count"), "{}", c.expected);
+                assert_eq!(c.found, "0");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a 0-state file was accepted"),
+        }
     }
 
     #[test]
