@@ -1197,3 +1197,22 @@ fn an_lts_without_states_is_refused_alike_by_every_tool() {
         }
     }
 }
+
+#[test]
+fn explore_reports_a_cut_short_aut_as_a_malformed_model_naming_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("short.aut");
+    std::fs::write(&a, "des (0, 3, 3)\n(0, \"a\", 1)\n(1, \"b\", 2)\n").unwrap();
+    let p = a.to_str().unwrap();
+    // explore reads it as a model: exit 3; the lts tools read it as a data file: exit 5.
+    for (args, code) in [(vec!["explore", p, "-q"], 3), (vec!["lts", "info", p], 5)] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(
+            err.contains("truncated: the header announces 3 transitions but the file holds 2"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("short.aut").count(), 1, "{args:?}: {err}");
+    }
+}

@@ -36,13 +36,24 @@ const DENSE_STATES_PER_TRANSITION: u64 = 4;
 impl AutModel {
     /// Reads an `.aut` file.
     pub fn load(path: &Path) -> Result<Self, ModelError> {
+        // `ModelError::Invalid` names the file itself: the message must not name it again.
+        // A cut-short file is a malformed model here (exit code 3), as the README's exit
+        // code table has it for a model; the `lts` tools call the same file truncated (5).
         let to_model = |e: LtsError| match e {
             LtsError::Io { path, source } => ModelError::Io { path, source },
             LtsError::Syntax(e) => ModelError::Syntax(e),
-            other => ModelError::Invalid {
-                path: path.to_path_buf(),
-                message: other.to_string(),
+            LtsError::Truncated { path, message } => ModelError::Invalid {
+                path,
+                message: format!("truncated: {message}"),
             },
+            LtsError::Invalid(message) => ModelError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            },
+            // Native-file errors, which the .aut reader does not make; they name the file.
+            e @ (LtsError::Corrupt(_) | LtsError::Version { .. }) => {
+                ModelError::Other(e.to_string())
+            }
         };
         let mut r = AutReader::open(path).map_err(to_model)?;
         let h = r.header();
