@@ -702,6 +702,11 @@ fn malformed_models_exit_3_with_file_line_and_column() {
         ("byte x\nprocess P { state s; init s; }\nsystem async;\n", ":2:1:"),
         ("process P { state s; init s; }\nsystem async property P;\n", ":2:14: unsupported"),
         ("channel c;\nprocess P { state s; init s; trans s -> s { sync d!; }; }\nsystem async;\n", ":2:50:"),
+        // Extra initialisers with no variable after the array to take them (DiVinE's spill
+        // into the following variables stays allowed: BEEM's anderson.* needs it).
+        ("byte x[2] = {1,2,3};\nprocess P { state a; init a; trans a -> a {}; }\nsystem async;\n", ":1:13: array 'x' has 2 elements and 3 initialisers"),
+        ("process P { byte y[1] = {1,2}; state a; init a; trans a -> a {}; }\nsystem async;\n", ":1:25: array 'y' has 1 element and 2 initialisers"),
+        ("const byte K[1] = {1, 2};\nprocess P { state a; init a; trans a -> a {}; }\nsystem async;\n", ":1:19: constant array 'K' has 1 element and 2 initialisers"),
     ] {
         let path = dir.path().join("bad.dve");
         std::fs::write(&path, src).unwrap();

@@ -207,9 +207,27 @@ struct Cx<'a> {
     off: usize,
     /// Byte writes that build the initial state, applied in order (see `declare_var`).
     initial: Vec<(usize, Vec<u8>)>,
+    /// Oversized list initialisers of the scope being declared, checked by `check_spills`
+    /// once its last variable is known.
+    spills: Vec<Spill>,
     max_stack: i32,
     /// Resources read by the code being compiled.
     reads: Vec<u32>,
+}
+
+/// "1 element", "3 elements".
+fn counted(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A list initialiser with more values than its array has elements: where it is, whose it is,
+/// and the byte just past the last value it writes.
+struct Spill {
+    at: usize,
+    name: String,
+    len: usize,
+    given: usize,
+    end: usize,
 }
 
 /// Where names are looked up: the process whose locals are visible (if any), and whether
@@ -235,6 +253,7 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
         pool: Vec::new(),
         off: 0,
         initial: Vec::new(),
+        spills: Vec::new(),
         max_stack: 1,
         reads: Vec::new(),
     };
@@ -245,6 +264,7 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
     for d in &spec.vars {
         cx.declare_var(d, global)?;
     }
+    cx.check_spills("the last global variable")?;
     for c in &spec.chans {
         cx.declare_chan(c)?;
     }
@@ -344,6 +364,7 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
         for d in &p.vars {
             cx.declare_var(d, scope)?;
         }
+        cx.check_spills(&format!("the last local variable of '{}'", p.name.text))?;
         cx.procs[pi].region = (start as u32, cx.off as u32);
     }
     if cx.off > MAX_STATE_BYTES {
@@ -389,7 +410,8 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
     }
     let mut initial = vec![0u8; cx.off];
     for (off, bytes) in &cx.initial {
-        // Clipped: an oversized initialiser of the last variable runs off the end.
+        // `check_spills` kept every oversized initialiser inside its scope's variables; the
+        // clip only guards the copy.
         let end = (off + bytes.len()).min(initial.len());
         if *off < end {
             initial[*off..end].copy_from_slice(&bytes[..end - off]);
@@ -481,6 +503,28 @@ impl<'a> Cx<'a> {
         Ok(n as u32)
     }
 
+    /// Refuses an oversized initialiser of the scope just declared whose extra values run
+    /// past its variables (`last` names where they end): DiVinE writes extra values into the
+    /// variables that follow (BEEM's anderson.* relies on it), but past the scope's last
+    /// variable they would land in a channel, a control state or nowhere — dropped without a
+    /// word, or worse.
+    fn check_spills(&mut self, last: &str) -> R<()> {
+        for s in std::mem::take(&mut self.spills) {
+            if s.end > self.off {
+                return Err(self.diag.syntax(
+                    s.at,
+                    &format!(
+                        "array '{}' has {} and {}; the extra values would go past {last} (DiVinE writes them into the variables declared after the array, and there are not enough)",
+                        s.name,
+                        counted(s.len, "element"),
+                        counted(s.given, "initialiser")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn declare_var(&mut self, d: &VarDecl, scope: Scope) -> R<()> {
         let taken = match scope.proc {
             Some(p) => self.locals[p].contains_key(&d.name.text),
@@ -499,7 +543,9 @@ impl<'a> Cx<'a> {
         let count = len.unwrap_or(1) as usize;
         // The values given, in order; DiVinE writes all of them, even more than the array
         // holds (they land in the variables that follow, as its interpreter does; anderson.*
-        // has one such initialiser). Constants keep only their own elements.
+        // has one such initialiser) — as long as there are variables of the same scope to
+        // hold them (`check_spills`). A constant's extra values are refused. Fewer values than
+        // elements leave the rest 0.
         let mut given: Vec<i32> = Vec::new();
         match (&d.init, len) {
             (None, _) => {
@@ -528,6 +574,28 @@ impl<'a> Cx<'a> {
                     given.push(self.init_value(e, d, scope)?);
                 }
             }
+        }
+        // Only a list gives more than one value.
+        if let (true, Some(Init::List(_, at))) = (given.len() > count, &d.init) {
+            if d.is_const {
+                // A constant takes no space in the state: its extra values would be lost.
+                return Err(self.diag.syntax(
+                    *at,
+                    &format!(
+                        "constant array '{}' has {} and {}",
+                        d.name.text,
+                        counted(count, "element"),
+                        counted(given.len(), "initialiser")
+                    ),
+                ));
+            }
+            self.spills.push(Spill {
+                at: *at,
+                name: d.name.text.clone(),
+                len: count,
+                given: given.len(),
+                end: self.off + given.len() * d.ty.width(),
+            });
         }
         let slot = if d.is_const {
             let mut values = vec![0i32; count];

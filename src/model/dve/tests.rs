@@ -365,6 +365,33 @@ fn arrays_without_index_and_oversized_initialisers_behave_as_in_divine() {
 }
 
 #[test]
+fn short_initialisers_fill_with_zero_and_spills_stay_in_their_scope() {
+    // Fewer values than elements: the rest are 0. A local array's extra values land in the
+    // locals that follow it.
+    let m = model(
+        "byte f[3] = {7}; byte g;
+         process P { byte l[1] = {8, 9}; byte k; state s; init s; trans s -> s {}; }
+         system async;",
+    );
+    let mut init = Vec::new();
+    m.initial_state(&mut init).unwrap();
+    // f, g, then P's control state, l, k.
+    assert_eq!(init, [7, 0, 0, 0, 0, 8, 9]);
+    // Past the last variable of the scope, extra values are refused, never dropped or
+    // written into the next process's control state.
+    let e = error(
+        "process P { byte l[1] = {8, 9}; state s; init s; trans s -> s {}; }
+         process Q { state t; init t; trans t -> t {}; }
+         system async;",
+    );
+    assert!(
+        e.contains("array 'l' has 1 element and 2 initialisers")
+            && e.contains("the last local variable of 'P'"),
+        "{e}"
+    );
+}
+
+#[test]
 fn constants_fold_and_size_arrays() {
     let m = model(
         "const byte N = 3; const int K[2] = {5, -1}; byte a[N + 1];
