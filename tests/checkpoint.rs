@@ -792,6 +792,7 @@ fn a_duplicated_sigint_writes_a_checkpoint_and_a_second_one_still_exits_7() {
         let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
         assert_eq!(v["states"].as_u64(), Some(1 << 19), "gap {gap_ms} ms");
     }
+}
 
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
