@@ -167,8 +167,10 @@ pub enum StorageError {
     },
     /// A run under `--memory` whose resident memory passed the budget plus the binary's
     /// baseline (see `sys::check_budget`): a structure outside the budget grew.
-    #[error("stopped: resident memory reached {} MiB, over --memory {} MiB plus the {} MiB the process held before exploring ({holder}); raise --memory: the run needs more than {} MiB (what it held when stopped, unfinished; how much more depends on the states still to come){hint}", rss >> 20, limit >> 20, baseline >> 20, (rss - baseline).div_ceil(1 << 20) + 1)]
+    #[error("stopped: resident memory {reached} {} MiB, over --memory {} MiB plus the {} MiB the process held before exploring ({holder}); raise --memory: the run needs more than {} MiB (what it held when stopped, unfinished; how much more depends on the states still to come){hint}", rss >> 20, limit >> 20, baseline >> 20, (rss - baseline).div_ceil(1 << 20) + 1)]
     OverBudget {
+        /// "reached", or "would reach" when the step was refused before it was taken.
+        reached: &'static str,
         holder: String,
         /// What else to try (another store), or nothing.
         hint: &'static str,

@@ -235,18 +235,30 @@ pub fn set_budget_ceiling(budget: Option<u64>) {
 pub fn check_budget(
     holder: impl FnOnce() -> (String, &'static str),
 ) -> Result<(), crate::error::StorageError> {
+    check_budget_more(0, holder)
+}
+
+/// [`check_budget`] before a step that takes about `more` bytes at once outside the
+/// budget's accounts (a BFS level entering the snapshots' pool): refused before it, where
+/// the periodic check would catch it only after. The error reports the resident size with
+/// `more` added.
+pub fn check_budget_more(
+    more: u64,
+    holder: impl FnOnce() -> (String, &'static str),
+) -> Result<(), crate::error::StorageError> {
     use std::sync::atomic::Ordering::Relaxed;
     let limit = BUDGET.load(Relaxed);
     if limit == 0 {
         return Ok(());
     }
     let baseline = BASELINE.load(Relaxed);
-    let rss = rss_bytes();
+    let rss = rss_bytes().saturating_add(more);
     if rss <= limit.saturating_add(baseline) {
         return Ok(());
     }
     let (holder, hint) = holder();
     Err(crate::error::StorageError::OverBudget {
+        reached: if more == 0 { "reached" } else { "would reach" },
         holder,
         hint,
         rss,

@@ -463,6 +463,26 @@ impl SnapshotStore {
         let mut dropped = Vec::new();
         match self.stream.offer_level(level, size, &mut dropped) {
             Some(h) => {
+                let mut states = states.peekable();
+                if let Some((first, _, _)) = states.peek() {
+                    // The level enters the pool at once (an entry, a boxed copy of its
+                    // state, a member slot), with no `--memory` check until it is in: ask
+                    // first, so that a run stops before the step that would pass the
+                    // budget, not after it (the engine's check every 1,024 expansions had
+                    // let Kanban-PT-00005 reach 11 MiB past --memory 128M here).
+                    let per = ENTRY_OVERHEAD + 4 + (first.len() as u64 + 8).next_multiple_of(16);
+                    let more = size.saturating_mul(per);
+                    crate::sys::check_budget_more(more, || {
+                        (
+                            format!(
+                                "the snapshots store holds {} states and would take a level of {size} more ({} MiB)",
+                                self.pool.live,
+                                more >> 20
+                            ),
+                            ", or use a store whose index spills to disk (full, comback, delta, hashcompact, tree)",
+                        )
+                    })?;
+                }
                 let mut members = Vec::with_capacity(size as usize);
                 for (state, hash, id) in states {
                     let i = self.pool.get_or_add(state, hash, id)?;
