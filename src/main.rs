@@ -5,6 +5,8 @@ use spillway::cli::{Cli, Command, ExploreArgs, Interval, LtsArgs, ResumeArgs};
 use spillway::engine::ExploreStats;
 use spillway::error::{exit, CheckpointError, ExploreError, LtsError, PostError};
 use spillway::run::{ResumeOverrides, Search};
+use spillway::say;
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Fixes glibc's allocation thresholds. By default glibc raises its mmap threshold after a
@@ -39,7 +41,7 @@ fn main() -> ExitCode {
             match spillway::cli::refuse_foreign_options(sub, &args) {
                 Ok(()) => explore(&args),
                 Err(msg) => {
-                    eprintln!("spillway: error: {msg}");
+                    say!("spillway: error: {msg}");
                     exit::USAGE
                 }
             }
@@ -49,7 +51,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => match spillway::plot::plot_file(&args.file, &args.output) {
             Ok(()) => exit::OK,
             Err(e) => {
-                eprintln!("spillway: error: {e}");
+                say!("spillway: error: {e}");
                 e.exit_code()
             }
         },
@@ -68,7 +70,7 @@ fn explore(args: &ExploreArgs) -> i32 {
         .filter(|p| *p != std::path::Path::new("-"))
     {
         if let Ok(true) = spillway::files::same_file(&args.model, stats) {
-            eprintln!(
+            say!(
                 "spillway: error: --stats-json {} is the model file {}: refusing to overwrite it",
                 stats.display(),
                 args.model.display()
@@ -88,7 +90,7 @@ fn explore(args: &ExploreArgs) -> i32 {
         .config(cfg)
         .notes(|note| {
             if !quiet {
-                eprintln!("spillway: note: {note}");
+                say!("spillway: note: {note}");
             }
         })
         .run();
@@ -96,7 +98,7 @@ fn explore(args: &ExploreArgs) -> i32 {
     // explicitly could not be used, rather than leave the user to wonder.
     if let (Ok(stats), Some(n), false) = (&result, args.threads, quiet) {
         if stats.threads < u64::from(n) {
-            eprintln!(
+            say!(
                 "spillway: note: --threads {n}: {} ran; parallel BFS needs the full store with its index in RAM, a P/T net or DVE model, and under --memory at least 32 MiB per extra thread (README, \"Parallel exploration\")",
                 match stats.threads {
                     1 => "one thread".to_string(),
@@ -110,7 +112,7 @@ fn explore(args: &ExploreArgs) -> i32 {
 
 fn resume(args: &ResumeArgs) -> i32 {
     if let Some(msg) = args.refusal() {
-        eprintln!("spillway: error: {msg}");
+        say!("spillway: error: {msg}");
         return exit::USAGE;
     }
     if let Err(e) = spillway::checkpoint::install_signal_handlers(&args.dir, true) {
@@ -128,7 +130,7 @@ fn resume(args: &ResumeArgs) -> i32 {
     let result = Search::resume(&args.dir, overrides)
         .notes(|note| {
             if !quiet {
-                eprintln!("spillway: note: {note}");
+                say!("spillway: note: {note}");
             }
         })
         .run();
@@ -142,27 +144,41 @@ fn finish(
 ) -> i32 {
     match result {
         Ok(stats) => {
+            let mut code = exit::OK;
             if !quiet {
-                print_stats(&stats);
+                // A full disk or a closed pipe behind stdout is an I/O error like any other
+                // (`println!` would panic, exit 101); the stats file is written all the same.
+                match print_stats(&stats, &mut std::io::stdout().lock()) {
+                    Ok(()) => {}
+                    // A reader such as `head` closed the pipe: what it wanted was printed.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                    Err(e) => {
+                        say!("spillway: error: <stdout>: {e}");
+                        code = exit::IO;
+                    }
+                }
             }
             if let Some(path) = stats_json {
                 let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
-                // `-` is standard output, as for most command-line tools.
-                let written = if path == std::path::Path::new("-") {
-                    use std::io::Write;
+                // `-` is standard output, as for most command-line tools (not tried again
+                // once it has failed: one message is enough).
+                let stdout = path == std::path::Path::new("-");
+                let written = if stdout && code != exit::OK {
+                    Ok(())
+                } else if stdout {
                     writeln!(std::io::stdout().lock(), "{json}")
                 } else {
                     std::fs::write(path, json + "\n")
                 };
                 if let Err(e) = written {
-                    eprintln!(
+                    say!(
                         "spillway: error: {}: cannot write stats: {e}",
                         path.display()
                     );
-                    return exit::IO;
+                    code = exit::IO;
                 }
             }
-            exit::OK
+            code
         }
         Err(e) => report(&e),
     }
@@ -178,7 +194,7 @@ fn lts(args: &LtsArgs) -> i32 {
             exit::OK
         }
         Err(e) => {
-            eprintln!("spillway: error: {e}");
+            say!("spillway: error: {e}");
             e.exit_code()
         }
     }
@@ -186,20 +202,21 @@ fn lts(args: &LtsArgs) -> i32 {
 
 fn report(e: &ExploreError) -> i32 {
     if let ExploreError::Checkpoint(CheckpointError::Stopped { .. }) = e {
-        eprintln!("spillway: {e}");
+        say!("spillway: {e}");
         return e.exit_code();
     }
-    eprintln!("spillway: error: {e}");
+    say!("spillway: error: {e}");
     e.exit_code()
 }
 
-fn print_stats(s: &ExploreStats) {
+fn print_stats(s: &ExploreStats, out: &mut impl Write) -> std::io::Result<()> {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    println!("model         {}", s.model);
-    println!("states        {}", s.states);
-    println!("transitions   {}", s.transitions);
-    println!("deadlocks     {}", s.deadlocks);
-    println!(
+    writeln!(out, "model         {}", s.model)?;
+    writeln!(out, "states        {}", s.states)?;
+    writeln!(out, "transitions   {}", s.transitions)?;
+    writeln!(out, "deadlocks     {}", s.deadlocks)?;
+    writeln!(
+        out,
         "depth         {} ({})",
         s.max_depth,
         if s.order == "bfs" {
@@ -207,8 +224,9 @@ fn print_stats(s: &ExploreStats) {
         } else {
             "max DFS stack"
         }
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "store         {} ({}), {:.1} MiB in RAM, {:.1} bytes/state",
         s.store,
         match (s.exact, s.forgotten_states) {
@@ -219,12 +237,13 @@ fn print_stats(s: &ExploreStats) {
         },
         mib(s.store_ram_bytes),
         s.store_ram_bytes_per_state
-    );
+    )?;
     if let Some(limit) = s.memory_limit_bytes {
-        println!("memory budget {:.1} MiB", mib(limit));
+        writeln!(out, "memory budget {:.1} MiB", mib(limit))?;
     }
     for u in &s.structures {
-        println!(
+        writeln!(
+            out,
             "  {:<14}{:>9.1} MiB RAM {:>9.1} MiB disk{}",
             u.name,
             mib(u.ram_bytes),
@@ -232,15 +251,17 @@ fn print_stats(s: &ExploreStats) {
             u.compression_ratio
                 .map(|r| format!(", compression {r:.1}x"))
                 .unwrap_or_default()
-        );
+        )?;
     }
     if s.resumes == 0 {
-        println!(
+        writeln!(
+            out,
             "time          {:.3} s, CPU {:.3} s ({:.0} states/s)",
             s.wall_seconds, s.cpu_seconds, s.states_per_second
-        );
+        )?;
     } else {
-        println!(
+        writeln!(
+            out,
             "time          {:.3} s, CPU {:.3} s over {} legs (resumed {} time{}) ({:.0} states/s)",
             s.wall_seconds,
             s.cpu_seconds,
@@ -248,23 +269,26 @@ fn print_stats(s: &ExploreStats) {
             s.resumes,
             if s.resumes == 1 { "" } else { "s" },
             s.states_per_second
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "  this leg    {:.3} s, CPU {:.3} s, {} new states ({:.0} states/s)",
             s.leg_wall_seconds, s.leg_cpu_seconds, s.leg_states, s.leg_states_per_second
-        );
+        )?;
     }
     if let Some(line) = &s.store_summary {
-        println!("{:<14}{line}", s.store);
+        writeln!(out, "{:<14}{line}", s.store)?;
     }
     if s.threads > 1 {
-        println!("threads       {}", s.threads);
+        writeln!(out, "threads       {}", s.threads)?;
     }
-    println!("peak RSS      {:.1} MiB", mib(s.peak_rss_bytes));
-    if let (Some(out), Some(bytes)) = (&s.output, s.output_bytes) {
-        println!(
-            "output        {out} ({bytes} bytes, {:.2} bytes/transition)",
+    writeln!(out, "peak RSS      {:.1} MiB", mib(s.peak_rss_bytes))?;
+    if let (Some(lts), Some(bytes)) = (&s.output, s.output_bytes) {
+        writeln!(
+            out,
+            "output        {lts} ({bytes} bytes, {:.2} bytes/transition)",
             bytes as f64 / s.transitions.max(1) as f64
-        );
+        )?;
     }
+    Ok(())
 }

@@ -5,6 +5,22 @@
 //! stores' tables and the spilled index's filters, and two memory hints, [`huge_pages`] and
 //! [`populate`].
 
+/// Writes to standard error and ignores a failure: a message that cannot be shown has
+/// nowhere else to go, and `eprint!` would panic (exit 101, with a backtrace) where the run
+/// should end with its own exit code (`spillway resume DIR 2>/dev/full`, a closed terminal).
+pub fn to_stderr(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `eprintln!` that never panics ([`to_stderr`]).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::sys::to_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 /// Peak resident set size of this process (the kernel's VmHWM), in bytes.
 pub fn peak_rss_bytes() -> u64 {
     proc_status_kb("VmHWM:") * 1024
@@ -408,10 +424,10 @@ pub fn activity(phase: &str, what: &str, done: u64, total: u64) {
     }
     *last = Some(now);
     let pct = done as f64 * 100.0 / total.max(1) as f64;
-    eprint!(
+    to_stderr(format_args!(
         "\r\x1b[K{phase}: {what}, {done} of {total} ({pct:.0}%), RSS {} MiB",
         rss_bytes() >> 20
-    );
+    ));
 }
 
 /// Asks the CPU to fetch the cache line at `p` (no effect on other architectures): unlike a

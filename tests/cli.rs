@@ -612,3 +612,54 @@ fn unused_threads_are_noted() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
 }
+
+/// Runs spillway with standard output or standard error on `/dev/full` (every write fails
+/// with ENOSPC), the other one captured.
+fn spillway_full(args: &[&str], full_stdout: bool) -> Output {
+    let full = std::fs::File::create("/dev/full").expect("open /dev/full");
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    if full_stdout {
+        cmd.stdout(std::process::Stdio::from(full));
+    } else {
+        cmd.stderr(std::process::Stdio::from(full));
+    }
+    cmd.output().expect("run spillway")
+}
+
+/// A standard output that cannot be written is an I/O error (exit 4, `<stdout>` named),
+/// not a panic (exit 101); the LTS is written all the same. A standard error that cannot
+/// be written loses the messages but not the exit code.
+#[test]
+#[cfg(target_os = "linux")]
+fn unwritable_stdout_or_stderr_is_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let original = std::fs::read(&model).unwrap();
+    let m = model.to_str().unwrap();
+    let out = dir.path().join("p.slts");
+    let o = spillway_full(&["explore", m, "-o", out.to_str().unwrap()], true);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("spillway: error: <stdout>: No space left on device"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(native::read_all(&out).unwrap().footer.states, 243);
+    let o = spillway_full(&["explore", m, "-q", "--stats-json", "-"], true);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("-: cannot write stats"), "{err}");
+    // Stderr on /dev/full: a successful run still exits 0, a failed one with its own code.
+    let o = spillway_full(&["explore", m], false);
+    assert_eq!(o.status.code(), Some(0));
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = spillway_full(&["resume", empty.to_str().unwrap()], false);
+    assert_eq!(o.status.code(), Some(2));
+    let o = spillway_full(&["explore", m, "-o", m], false);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read(&model).unwrap(), original);
+}

@@ -54,7 +54,7 @@ fn relation(branching: bool) -> Bisimulation {
 /// more than the machine has ([`memory::check_fits`], which names `tool`).
 fn check_needs(tool: &str, what: &str, bytes: u128, quiet: bool) -> Result<(), PostError> {
     if !quiet {
-        eprintln!("spillway: {what} needs about {}", fmt_mib(bytes));
+        crate::say!("spillway: {what} needs about {}", fmt_mib(bytes));
     }
     memory::check_fits(tool, bytes)
 }
@@ -166,7 +166,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
             result.distinct_transitions
         )
         .map_err(stdout_err)?;
-        eprintln!(
+        crate::say!(
             "spillway: load {load_s:.2} s, refine {reduce_s:.2} s, total {:.2} s, peak RSS {}",
             t0.elapsed().as_secs_f64(),
             fmt_mib(memory::peak_rss())
@@ -241,7 +241,7 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
         }
     }
     if !a.quiet {
-        eprintln!(
+        crate::say!(
             "spillway: {} classes reachable in the minimised union, {:.2} s, peak RSS {}",
             c.union_classes,
             t0.elapsed().as_secs_f64(),

@@ -239,7 +239,10 @@ impl<'a> Run<'a> {
         if let Some(p) = self.progress.as_mut().filter(|_| show) {
             let dt = now.duration_since(p.last).as_secs_f64();
             let rate = sample.states.saturating_sub(p.last_states) as f64 / dt;
-            eprint!("\r\x1b[K{}", self.observer.progress_line(&sample, rate));
+            crate::sys::to_stderr(format_args!(
+                "\r\x1b[K{}",
+                self.observer.progress_line(&sample, rate)
+            ));
             p.last = now;
             p.last_states = sample.states;
             p.shown = true;
@@ -304,7 +307,7 @@ impl<'a> Run<'a> {
             // The storage layer may have drawn on the line too (`sys::activity`).
             crate::sys::show_activity(false);
             if p.shown || crate::sys::activity_drawn() {
-                eprint!("\r\x1b[K");
+                crate::sys::to_stderr(format_args!("\r\x1b[K"));
             }
         }
         self.last_line(store, Phase::Done);

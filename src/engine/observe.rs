@@ -250,7 +250,7 @@ impl Observer {
         // One write per line, so that a reader (`tail -f`, `spillway plot` while the run
         // goes on) never sees half a line from a buffer flushed in the middle.
         if let Err(e) = m.file.write_all(line.as_bytes()) {
-            eprintln!(
+            crate::say!(
                 "spillway: warning: {}: cannot write metrics ({e}); the run goes on without them",
                 m.path.display()
             );
