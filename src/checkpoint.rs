@@ -302,7 +302,16 @@ pub fn parse_interval(s: &str) -> Result<Option<Duration>, String> {
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("'{s}' is not a positive interval"));
     }
-    Ok(Some(Duration::from_secs_f64(v * unit)))
+    // `from_secs_f64` panics on a value above `Duration::MAX` (`1e99`, `99999999999999999h`),
+    // and a value that rounds to no time at all would checkpoint at every step.
+    match Duration::try_from_secs_f64(v * unit) {
+        Ok(d) if d.is_zero() => Err(format!("'{s}' is not a positive interval")),
+        Ok(d) => Ok(Some(d)),
+        Err(_) => Err(format!(
+            "'{s}' is too long an interval (at most {} hours)",
+            Duration::MAX.as_secs() / 3600
+        )),
+    }
 }
 
 /// Takes the checkpoints of one run.
@@ -708,7 +717,17 @@ mod tests {
             Some(Duration::from_millis(500))
         );
         assert_eq!(parse_interval("off").unwrap(), None);
-        for bad in ["", "m", "-1s", "0", "ten minutes", "inf"] {
+        for bad in [
+            "",
+            "m",
+            "-1s",
+            "0",
+            "ten minutes",
+            "inf",
+            "1e99",
+            "99999999999999999h",
+            "1e-300",
+        ] {
             assert!(parse_interval(bad).is_err(), "{bad}");
         }
     }

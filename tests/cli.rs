@@ -663,3 +663,63 @@ fn unwritable_stdout_or_stderr_is_no_panic() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(std::fs::read(&model).unwrap(), original);
 }
+
+/// An interval too long for a `Duration` is a bad command line (exit 2), not a panic, for
+/// every option that takes one, in explore and in resume; nothing is written.
+#[test]
+fn huge_intervals_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let original = std::fs::read(&model).unwrap();
+    let m = model.to_str().unwrap();
+    let metrics = dir.path().join("m.jsonl");
+    let metrics = metrics.to_str().unwrap();
+    let work = dir.path().join("work");
+    let work = work.to_str().unwrap();
+    for value in ["1e99", "99999999999999999h", "1e308h"] {
+        for (args, option) in [
+            (
+                vec!["explore", m, "--metrics", metrics, "--metrics-every", value],
+                "--metrics-every",
+            ),
+            (
+                vec![
+                    "explore",
+                    m,
+                    "-o",
+                    "x.slts",
+                    "--workdir",
+                    work,
+                    "--checkpoint-every",
+                    value,
+                ],
+                "--checkpoint-every",
+            ),
+            (
+                vec!["resume", work, "--metrics-every", value],
+                "--metrics-every",
+            ),
+            (
+                vec!["resume", work, "--checkpoint-every", value],
+                "--checkpoint-every",
+            ),
+        ] {
+            let o = Command::new(bin())
+                .current_dir(dir.path())
+                .args(&args)
+                .output()
+                .unwrap();
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("invalid value '{value}' for '{option}"))
+                    && err.contains("too long an interval"),
+                "{args:?}: {err}"
+            );
+            assert!(!Path::new(metrics).exists() && !Path::new(work).exists());
+            assert!(!dir.path().join("x.slts").exists());
+            assert_eq!(std::fs::read(&model).unwrap(), original);
+        }
+    }
+}
