@@ -723,3 +723,40 @@ fn huge_intervals_are_refused() {
         }
     }
 }
+
+/// A size beyond 2^60 bytes is refused (exit 2) rather than clamped to 16 EiB and run.
+#[test]
+fn oversized_memory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let original = std::fs::read(&model).unwrap();
+    let m = model.to_str().unwrap();
+    let stats = dir.path().join("s.json");
+    let s = stats.to_str().unwrap();
+    for value in [
+        "1e99",
+        "99999999999999999999G",
+        "18446744073709551615",
+        "1048577T",
+    ] {
+        for args in [
+            vec!["explore", m, "--memory", value, "--stats-json", s],
+            vec!["resume", "nowhere", "--memory", value, "--stats-json", s],
+        ] {
+            let o = spillway(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("invalid value '{value}' for '--memory"))
+                    && err.contains("more than 2^60 bytes"),
+                "{args:?}: {err}"
+            );
+            assert!(!stats.exists());
+            assert_eq!(std::fs::read(&model).unwrap(), original);
+        }
+    }
+    // 2^60 bytes itself is a size (far above this machine: the run says so and goes on).
+    let o = spillway(&["explore", m, "-q", "--memory", "1048576T"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -688,9 +688,14 @@ fn parse_memory_limit(s: &str) -> Result<MemoryLimit, String> {
     if s == "unlimited" {
         return Ok(MemoryLimit::Unlimited);
     }
-    parse_size(s)
-        .map(MemoryLimit::Bytes)
-        .map_err(|e| format!("{e}, or 'unlimited'"))
+    // `unlimited` is the other answer to "not a size", not to "too large a size".
+    parse_size(s).map(MemoryLimit::Bytes).map_err(|e| {
+        if e.contains("is not a") {
+            format!("{e}, or 'unlimited'")
+        } else {
+            e
+        }
+    })
 }
 
 fn parse_token_bits(s: &str) -> Result<TokenWidth, String> {

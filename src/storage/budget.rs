@@ -52,8 +52,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !(n.is_finite() && n > 0.0) {
         return Err(format!("'{s}' is not a positive size"));
     }
-    Ok((n * mult as f64) as u64)
+    // The cast below saturates: `1e99` or `99999999999999999999G` would silently become
+    // 16 EiB, a figure the user never gave. No machine has anywhere near 2^60 bytes.
+    let bytes = n * mult as f64;
+    if bytes > MAX_SIZE as f64 {
+        return Err(format!(
+            "'{s}' is more than 2^60 bytes (1 EiB): not a memory size a machine can have"
+        ));
+    }
+    Ok(bytes as u64)
 }
+
+/// The largest size [`parse_size`] accepts: 2^60 bytes (1 EiB).
+pub const MAX_SIZE: u64 = 1 << 60;
 
 #[derive(Debug)]
 struct AccountInner {
@@ -228,6 +239,18 @@ mod tests {
         assert_eq!(parse_size("64MiB"), Ok(64 << 20));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("-1M").is_err());
+        assert_eq!(parse_size("1073741824G"), Ok(MAX_SIZE));
+        for huge in [
+            "1e99",
+            "99999999999999999999G",
+            "18446744073709551615",
+            "1073741825G",
+        ] {
+            assert!(
+                parse_size(huge).unwrap_err().contains("more than 2^60"),
+                "{huge}"
+            );
+        }
     }
 
     #[test]
