@@ -398,6 +398,9 @@ pub enum PlotError {
     /// The plotting library refused to draw (a bug, not the input's fault).
     #[error("{path}: cannot draw the plot: {message}")]
     Draw { path: PathBuf, message: String },
+    /// The command line cannot be carried out (the output is the input).
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl PlotError {
@@ -406,6 +409,7 @@ impl PlotError {
             PlotError::Io { .. } => exit::IO,
             PlotError::Malformed { .. } => exit::MODEL,
             PlotError::Draw { .. } => exit::INTERNAL,
+            PlotError::Usage(_) => exit::USAGE,
         }
     }
 }

@@ -23,6 +23,94 @@ pub fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
     })
 }
 
+/// What a path names for writing: an existing file (device, inode), or the place a new one
+/// would be created (its directory resolved, so `x`, `./x` and `d/../x` agree).
+#[derive(PartialEq)]
+enum Target {
+    Existing(u64, u64),
+    New(PathBuf),
+}
+
+fn target(p: &Path) -> io::Result<Target> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(p) {
+        Ok(m) => return Ok(Target::Existing(m.dev(), m.ino())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    // A dangling symbolic link is followed: writing through it creates its target.
+    let mut p = p.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => break,
+        }
+    }
+    let dir = match p.parent() {
+        Some(d) if d.as_os_str().is_empty() => Path::new("."),
+        Some(d) => d,
+        None => Path::new("/"),
+    };
+    Ok(match (p.file_name(), std::fs::canonicalize(dir)) {
+        (Some(name), Ok(dir)) => Target::New(dir.join(name)),
+        // A missing directory: the file cannot be created there anyway.
+        _ => Target::New(std::path::absolute(&p)?),
+    })
+}
+
+/// Whether writing `a` and writing `b` would write the same file: [`same_file`] for files
+/// that exist, and for paths not created yet the same place (`out.slts` and
+/// `./out.slts` given as two different outputs would overwrite one another).
+pub fn same_target(a: &Path, b: &Path) -> io::Result<bool> {
+    Ok(target(a)? == target(b)?)
+}
+
+/// One file a command reads or writes, named as the user gave it: `role` says which
+/// (`the model file`, `-o`, `--metrics`); `input` when the command reads it.
+pub struct Role<'a> {
+    pub role: String,
+    pub path: &'a Path,
+    pub input: bool,
+}
+
+/// Refuses, before anything is written, any two of `files` that are the same file (existing
+/// or to be created, see [`same_target`]): one would overwrite the other, or the model.
+pub fn check_distinct(files: &[Role]) -> Result<(), Clash> {
+    for (i, a) in files.iter().enumerate() {
+        for b in &files[i + 1..] {
+            match same_target(a.path, b.path) {
+                Ok(false) => {}
+                Ok(true) => {
+                    return Err(Clash::Shared {
+                        first: (a.role.clone(), a.path.to_path_buf()),
+                        second: (b.role.clone(), b.path.to_path_buf()),
+                        input: a.input || b.input,
+                    })
+                }
+                Err(source) => {
+                    // Say which path could not be examined.
+                    let path = if target(a.path).is_err() {
+                        a.path
+                    } else {
+                        b.path
+                    };
+                    return Err(Clash::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why an output path cannot be used with an input.
 #[derive(Debug)]
 pub enum Clash {
@@ -32,6 +120,14 @@ pub enum Clash {
         output: PathBuf,
         /// The path that is the input: `output` itself or its `.partial` companion.
         via: PathBuf,
+    },
+    /// Two files a command writes (or one it reads and one it writes), each given for its own
+    /// purpose, are the same file: `(role, path)` of each, in the order given.
+    Shared {
+        first: (String, PathBuf),
+        second: (String, PathBuf),
+        /// One of them is read (the model, the metrics file plotted).
+        input: bool,
     },
     /// A path could not be examined (e.g. a directory on it is not searchable).
     Io { path: PathBuf, source: io::Error },
@@ -52,6 +148,26 @@ impl std::fmt::Display for Clash {
                 output.display(),
                 via.display(),
                 input.display()
+            ),
+            Clash::Shared {
+                first: (r1, p1),
+                second: (r2, p2),
+                input: true,
+            } => write!(
+                f,
+                "{r2} {} is {r1} {} (the same file): refusing to overwrite it; choose another path",
+                p2.display(),
+                p1.display()
+            ),
+            Clash::Shared {
+                first: (r1, p1),
+                second: (r2, p2),
+                input: false,
+            } => write!(
+                f,
+                "{r2} {} is the same file as {r1} {}: refusing to write one over the other; give each its own path",
+                p2.display(),
+                p1.display()
             ),
             Clash::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
@@ -103,6 +219,15 @@ impl From<Clash> for crate::error::PostError {
     }
 }
 
+impl From<Clash> for crate::error::PlotError {
+    fn from(c: Clash) -> Self {
+        match c {
+            Clash::Io { path, source } => crate::error::PlotError::Io { path, source },
+            clash => crate::error::PlotError::Usage(clash.to_string()),
+        }
+    }
+}
+
 /// The temporary name an output file has until it is complete (`OUT.partial`).
 pub fn partial_path(out: &Path) -> PathBuf {
     let mut name = out.as_os_str().to_owned();
@@ -135,5 +260,44 @@ mod tests {
         let e = check_output(&a, &dir.path().join("o.aut"), &sym).unwrap_err();
         assert!(e.to_string().contains("sym.aut"), "{e}");
         assert!(check_output(&a, &copy, &dir.path().join("copy.aut.partial")).is_ok());
+    }
+
+    #[test]
+    fn paths_not_created_yet_are_compared_by_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let new = d.join("new.slts");
+        for same in [
+            d.join("./new.slts"),
+            d.join("sub/../new.slts"),
+            d.join("dangling"),
+        ] {
+            if same.ends_with("dangling") {
+                std::os::unix::fs::symlink("new.slts", &same).unwrap();
+            }
+            assert!(same_target(&new, &same).unwrap(), "{}", same.display());
+        }
+        assert!(!same_target(&new, &d.join("sub/new.slts")).unwrap());
+        let (metrics, dotted) = (d.join("m"), d.join("./new.slts"));
+        let role = |role: &str, path| Role {
+            role: role.into(),
+            path,
+            input: false,
+        };
+        let e = check_distinct(&[
+            role("-o", &new),
+            role("--metrics", &metrics),
+            role("--stats-json", &dotted),
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "--stats-json {} is the same file as -o",
+                dotted.display()
+            )),
+            "{e}"
+        );
+        assert!(check_distinct(&[role("-o", &new), role("--metrics", &metrics)]).is_ok());
     }
 }

@@ -62,22 +62,6 @@ fn main() -> ExitCode {
 fn explore(args: &ExploreArgs) -> i32 {
     let cfg = args.config();
     let quiet = args.quiet;
-    // The stats file must not replace the model either (the LTS output is checked by the
-    // driver).
-    if let Some(stats) = args
-        .stats_json
-        .as_deref()
-        .filter(|p| *p != std::path::Path::new("-"))
-    {
-        if let Ok(true) = spillway::files::same_file(&args.model, stats) {
-            say!(
-                "spillway: error: --stats-json {} is the model file {}: refusing to overwrite it",
-                stats.display(),
-                args.model.display()
-            );
-            return exit::USAGE;
-        }
-    }
     if let Err(e) = spillway::checkpoint::ignore_file_size_signal() {
         return report(&e.into());
     }
@@ -86,8 +70,12 @@ fn explore(args: &ExploreArgs) -> i32 {
             return report(&e.into());
         }
     }
-    let result = Search::file(&args.model)
-        .config(cfg)
+    let mut search = Search::file(&args.model).config(cfg);
+    // The driver checks the stats file against the model, the output and the metrics.
+    if let Some(stats) = &args.stats_json {
+        search = search.also_writes("--stats-json", stats);
+    }
+    let result = search
         .notes(|note| {
             if !quiet {
                 say!("spillway: note: {note}");
@@ -127,7 +115,11 @@ fn resume(args: &ResumeArgs) -> i32 {
         threads: Some(spillway::cli::threads(args.threads)),
     };
     let quiet = args.quiet;
-    let result = Search::resume(&args.dir, overrides)
+    let mut search = Search::resume(&args.dir, overrides);
+    if let Some(stats) = &args.stats_json {
+        search = search.also_writes("--stats-json", stats);
+    }
+    let result = search
         .notes(|note| {
             if !quiet {
                 say!("spillway: note: {note}");

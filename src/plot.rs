@@ -27,6 +27,9 @@ struct Point {
 
 /// Reads the metrics file `input` and writes the plot to `output`.
 pub fn plot_file(input: &Path, output: &Path) -> Result<(), PlotError> {
+    // The SVG would replace the metrics it was drawn from (written in one go, not through
+    // a partial file: the output is its own only companion).
+    crate::files::check_output(input, output, output)?;
     let text = std::fs::read_to_string(input).map_err(|source| PlotError::Io {
         path: input.to_path_buf(),
         source,

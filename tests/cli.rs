@@ -760,3 +760,167 @@ fn oversized_memory_is_refused() {
     let o = spillway(&["explore", m, "-q", "--memory", "1048576T"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// `--metrics`, `--stats-json` and `-o` each name their own file: two of them on one file
+/// (by any path: `./`, a symlink, a hard link, a file not created yet) or one on the model
+/// are refused with exit 2 before anything is written, as `-o MODEL` is.
+#[test]
+fn output_files_may_not_overwrite_one_another_or_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), d.join("phil.pnml")).unwrap();
+    std::os::unix::fs::symlink("phil.pnml", d.join("sym.pnml")).unwrap();
+    std::fs::hard_link(d.join("phil.pnml"), d.join("hard.pnml")).unwrap();
+    std::fs::write(d.join("old.jsonl"), "keep\n").unwrap();
+    let run = |args: &[&str]| {
+        Command::new(bin())
+            .current_dir(d)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let model = std::fs::read(d.join("phil.pnml")).unwrap();
+    for (args, said) in [
+        (
+            &["--metrics", "phil.pnml"][..],
+            "--metrics phil.pnml is the model file phil.pnml",
+        ),
+        (
+            &["--metrics", "hard.pnml"][..],
+            "--metrics hard.pnml is the model file",
+        ),
+        (
+            &["--stats-json", "sym.pnml"][..],
+            "--stats-json sym.pnml is the model file",
+        ),
+        (
+            &["-o", "out.slts", "--stats-json", "./out.slts"][..],
+            "--stats-json ./out.slts is the same file as -o out.slts",
+        ),
+        (
+            &["-o", "s2.aut", "--metrics", "s2.aut"][..],
+            "--metrics s2.aut is the same file as -o s2.aut",
+        ),
+        (
+            &["-o", "s2.aut", "--metrics", "s2.aut.partial"][..],
+            "--metrics s2.aut.partial is the same file as the unfinished output s2.aut.partial",
+        ),
+        (
+            &["--metrics", "old.jsonl", "--stats-json", "old.jsonl"][..],
+            "--stats-json old.jsonl is the same file as --metrics old.jsonl",
+        ),
+    ] {
+        let mut all = vec!["explore", "phil.pnml", "-q"];
+        all.extend_from_slice(args);
+        let o = run(&all);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("spillway: error: ") && err.contains(said),
+            "{args:?}: {err}"
+        );
+        assert_eq!(std::fs::read(d.join("phil.pnml")).unwrap(), model);
+        assert_eq!(std::fs::read(d.join("old.jsonl")).unwrap(), b"keep\n");
+        for new in ["out.slts", "s2.aut", "s2.aut.partial"] {
+            assert!(!d.join(new).exists(), "{args:?}: {new} was written");
+        }
+    }
+    // Standard output is no file: both may go there.
+    let o = run(&[
+        "explore",
+        "phil.pnml",
+        "-q",
+        "--metrics",
+        "-",
+        "--stats-json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // plot: the SVG may not replace the metrics it is drawn from.
+    let o = run(&["explore", "phil.pnml", "-q", "--metrics", "m.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let metrics = std::fs::read(d.join("m.jsonl")).unwrap();
+    let o = run(&["plot", "m.jsonl", "-o", "./m.jsonl"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the output ./m.jsonl is the input m.jsonl"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(d.join("m.jsonl")).unwrap(), metrics);
+    let o = run(&["plot", "m.jsonl", "-o", "m.svg"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `resume` checks `--stats-json` and `--metrics` against the model and the output the
+/// checkpoint records: refused with exit 2, the model and the checkpoint unchanged, and the
+/// run then resumes.
+#[test]
+fn resume_outputs_may_not_overwrite_the_model_or_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = common::toggles_file(d, 18);
+    let out = d.join("t.slts");
+    let partial = d.join("t.slts.partial");
+    let work = d.join("run");
+    let mut child = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--no-progress", "--threads", "1", "--memory", "64M"])
+        .args(["--checkpoint-every", "0.02s", "--workdir"])
+        .arg(&work)
+        .arg("-o")
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !work.join("manifest").exists() {
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        assert!(std::time::Instant::now() < deadline, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    let before = |p: &Path| std::fs::read(p).unwrap();
+    let (m0, k0, p0) = (
+        before(&model),
+        before(&work.join("manifest")),
+        before(&partial),
+    );
+    let w = work.to_str().unwrap();
+    for (flag, victim, said) in [
+        ("--stats-json", &model, "is the model file"),
+        ("--metrics", &model, "is the model file"),
+        ("--stats-json", &out, "is the same file as -o"),
+        (
+            "--metrics",
+            &partial,
+            "is the same file as the unfinished output",
+        ),
+    ] {
+        let o = spillway(&["resume", w, "-q", flag, victim.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {victim:?}: {err}");
+        assert!(err.contains(flag) && err.contains(said), "{err}");
+        assert_eq!(before(&model), m0);
+        assert_eq!(before(&work.join("manifest")), k0);
+        assert_eq!(before(&partial), p0);
+        assert!(!out.exists());
+    }
+    let stats = d.join("s.json");
+    let o = spillway(&[
+        "resume",
+        w,
+        "-q",
+        "--checkpoint-every",
+        "off",
+        "--stats-json",
+        stats.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(native::read_all(&out).unwrap().footer.states, 1 << 18);
+}

@@ -66,8 +66,8 @@ pub enum Command {
 }
 
 pub const PLOT_HELP: &str = "\
-Exit codes: 0 success; 3 malformed metrics file (the line is named); 4 I/O error (missing
-input, unwritable output).";
+Exit codes: 0 success; 2 the output is the input; 3 malformed metrics file (the line is
+named); 4 I/O error (missing input, unwritable output).";
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {

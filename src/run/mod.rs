@@ -292,12 +292,14 @@ fn explore_model_from(
 fn explore_file(
     path: &Path,
     cfg: &ExploreConfig,
+    extra: &[(String, PathBuf)],
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
     // Writing the output must not replace (or truncate) the model being read.
     if let Some(out) = &cfg.output {
         crate::files::check_output(path, out, &partial_path(out))?;
     }
+    check_files(path, cfg, extra)?;
     let leg = Leg::start(None);
     let ceiling = warn_if_budget_exceeds_machine(cfg, note);
     let (created, _lock) = match &cfg.checkpoint {
@@ -490,6 +492,52 @@ fn absolute_config(cfg: &ExploreConfig) -> Result<ExploreConfig, ExploreError> {
     Ok(c)
 }
 
+/// Refuses, before anything is written, a run two of whose files are one: the model, the
+/// output and the `OUT.partial` it is written through, the metrics file and the files the
+/// caller writes after the run (`extra`: `--stats-json`). Each would overwrite another, or
+/// the model, and the run would still report success. `-` (standard output) is no file.
+fn check_files(
+    model: &Path,
+    cfg: &ExploreConfig,
+    extra: &[(String, PathBuf)],
+) -> Result<(), ExploreError> {
+    use crate::files::Role;
+    let stdout = |p: &Path| p.as_os_str() == "-";
+    let partial = cfg.output.as_deref().map(partial_path);
+    let mut files = vec![Role {
+        role: "the model file".into(),
+        path: model,
+        input: true,
+    }];
+    if let (Some(out), Some(partial)) = (&cfg.output, &partial) {
+        files.push(Role {
+            role: "-o".into(),
+            path: out,
+            input: false,
+        });
+        files.push(Role {
+            role: "the unfinished output".into(),
+            path: partial,
+            input: false,
+        });
+    }
+    if let Some(m) = cfg.metrics.as_ref().filter(|m| !stdout(&m.path)) {
+        files.push(Role {
+            role: "--metrics".into(),
+            path: &m.path,
+            input: false,
+        });
+    }
+    for (role, path) in extra.iter().filter(|(_, p)| !stdout(p)) {
+        files.push(Role {
+            role: role.clone(),
+            path,
+            input: false,
+        });
+    }
+    Ok(crate::files::check_distinct(&files)?)
+}
+
 /// Makes `dir` ready for a new checkpointed run and locks it: created if missing; refused
 /// if it holds a checkpoint, if another process runs in it, or if it holds files spillway
 /// did not make. A directory left by a run stopped before its first checkpoint (spillway's
@@ -621,6 +669,7 @@ pub struct ResumeOverrides {
 fn resume_dir(
     dir: &Path,
     overrides: &ResumeOverrides,
+    extra: &[(String, PathBuf)],
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
     if !checkpoint::exists(dir) {
@@ -681,6 +730,7 @@ fn resume_dir(
         interval,
     });
     cfg.output = manifest.run.output.clone();
+    check_files(&manifest.run.model, &cfg, extra)?;
     if let Some(c) = warn_if_budget_exceeds_machine(&cfg, note) {
         note(&c);
     }
@@ -743,6 +793,7 @@ pub struct Search<'a> {
     start: Start<'a>,
     cfg: ExploreConfig,
     note: Box<dyn FnMut(&str) + 'a>,
+    extra: Vec<(String, PathBuf)>,
 }
 
 impl<'a> Search<'a> {
@@ -751,6 +802,7 @@ impl<'a> Search<'a> {
             start,
             cfg: ExploreConfig::default(),
             note: Box::new(|_| {}),
+            extra: Vec::new(),
         }
     }
 
@@ -782,12 +834,22 @@ impl<'a> Search<'a> {
         self
     }
 
+    /// A file the caller writes after the run, named by its option (`--stats-json`): a run
+    /// from a file or a checkpoint refuses to start (exit 2) when it is the model, the
+    /// output or the metrics file, rather than let one overwrite the other.
+    pub fn also_writes(mut self, option: &str, path: &Path) -> Self {
+        self.extra.push((option.to_string(), path.to_path_buf()));
+        self
+    }
+
     /// Runs the search to its end (or its first error).
     pub fn run(mut self) -> Result<ExploreStats, ExploreError> {
         match self.start {
-            Start::File(path) => explore_file(path, &self.cfg, &mut *self.note),
+            Start::File(path) => explore_file(path, &self.cfg, &self.extra, &mut *self.note),
             Start::Model(model) => explore_model(model, &self.cfg),
-            Start::Resume { dir, overrides } => resume_dir(dir, &overrides, &mut *self.note),
+            Start::Resume { dir, overrides } => {
+                resume_dir(dir, &overrides, &self.extra, &mut *self.note)
+            }
         }
     }
 }
