@@ -924,3 +924,44 @@ fn resume_outputs_may_not_overwrite_the_model_or_the_output() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(native::read_all(&out).unwrap().footer.states, 1 << 18);
 }
+
+/// A checkpointed run with a `.fsm` or `.dot` output (formats without a checkpoint) is
+/// refused at the start, naming the output, before the run directory is made: it used to
+/// run until its first checkpoint (or SIGINT) and throw the work away there.
+#[test]
+fn checkpointed_run_refuses_uncheckpointable_output_at_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = d.join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let m = model.to_str().unwrap();
+    for (out, every) in [("w.fsm", "10s"), ("w.dot", "off"), ("W.FSM", "1m")] {
+        let output = d.join(out);
+        // An existing file of that name is left as it was.
+        std::fs::write(&output, "keep").unwrap();
+        let work = d.join("work");
+        let o = spillway(&[
+            "explore",
+            m,
+            "-q",
+            "-o",
+            output.to_str().unwrap(),
+            "--workdir",
+            work.to_str().unwrap(),
+            "--checkpoint-every",
+            every,
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{out}: {err}");
+        assert!(
+            err.starts_with(&format!("spillway: error: -o {}: ", output.display()))
+                && err.contains("cannot be checkpointed")
+                && err.contains(".slts or .aut"),
+            "{out}: {err}"
+        );
+        assert_eq!(std::fs::read(&output).unwrap(), b"keep");
+        assert!(!work.exists(), "{out}: the run directory was made");
+        assert!(!d.join(format!("{out}.partial")).exists());
+        std::fs::remove_file(&output).unwrap();
+    }
+}

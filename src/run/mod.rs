@@ -300,6 +300,18 @@ fn explore_file(
         crate::files::check_output(path, out, &partial_path(out))?;
     }
     check_files(path, cfg, extra)?;
+    // The .fsm and .dot writers have no checkpoint: found at the first checkpoint (or at
+    // SIGINT), it would stop the run there and throw its work away.
+    if let (Some(_), Some(out)) = (&cfg.checkpoint, &cfg.output) {
+        let format = LtsFormat::from_path(out)?;
+        if !format.checkpointable() {
+            return Err(ExploreError::Config(format!(
+                "-o {}: {} output cannot be checkpointed: --checkpoint-every needs a .slts or .aut output (or none); write one of those and convert it afterwards with `spillway lts convert`",
+                out.display(),
+                format.name()
+            )));
+        }
+    }
     let leg = Leg::start(None);
     let ceiling = warn_if_budget_exceeds_machine(cfg, note);
     let (created, _lock) = match &cfg.checkpoint {
