@@ -965,3 +965,52 @@ fn checkpointed_run_refuses_uncheckpointable_output_at_the_start() {
         std::fs::remove_file(&output).unwrap();
     }
 }
+
+/// An `-o` (or `--stats-json`) that is an existing directory is refused before the search
+/// (exit 4, the path named): it used to be found when the finished LTS was renamed onto it,
+/// and the whole search was lost.
+#[test]
+fn output_that_is_a_directory_is_refused_before_the_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = d.join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let m = model.to_str().unwrap();
+    let taken = d.join("d.slts");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("inside"), "keep").unwrap();
+    std::os::unix::fs::symlink("d.slts", d.join("link.aut")).unwrap();
+    let t = taken.to_str().unwrap();
+    for (args, named, option) in [
+        (vec!["-o", t, "--stats-json", "s.json"], t, "-o"),
+        (
+            vec!["-o", "link.aut", "--stats-json", "s.json"],
+            "link.aut",
+            "-o",
+        ),
+        (
+            vec!["-o", "fine.slts", "--stats-json", t],
+            t,
+            "--stats-json",
+        ),
+    ] {
+        let o = Command::new(bin())
+            .current_dir(d)
+            .args(["explore", m])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("spillway: error: {named}: "))
+                && err.contains(&format!("is a directory; {option} needs a file path")),
+            "{args:?}: {err}"
+        );
+        // Refused before the search: no statistics were printed or written, nothing made.
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(!d.join("s.json").exists() && !d.join("fine.slts").exists());
+        assert!(!d.join("d.slts.partial").exists() && !d.join("link.aut.partial").exists());
+        assert_eq!(std::fs::read(taken.join("inside")).unwrap(), b"keep");
+    }
+}

@@ -547,7 +547,32 @@ fn check_files(
             input: false,
         });
     }
-    Ok(crate::files::check_distinct(&files)?)
+    crate::files::check_distinct(&files)?;
+    // A directory in the output's place is found only when the finished `OUT.partial` is
+    // renamed over it (or the stats are written): after the whole search, whose work is
+    // then lost. Nothing the run writes can go there, so it is refused now.
+    let directory = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+    let is_a_directory = |option: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            format!("is a directory; {option} needs a file path"),
+        )
+    };
+    if let Some(out) = cfg.output.as_ref().filter(|p| directory(p)) {
+        return Err(LtsError::Io {
+            path: out.clone(),
+            source: is_a_directory("-o"),
+        }
+        .into());
+    }
+    if let Some((option, path)) = extra.iter().find(|(_, p)| !stdout(p) && directory(p)) {
+        return Err(ExploreError::Io {
+            path: path.clone(),
+            what: "cannot write there",
+            source: is_a_directory(option),
+        });
+    }
+    Ok(())
 }
 
 /// Makes `dir` ready for a new checkpointed run and locks it: created if missing; refused
