@@ -1014,3 +1014,53 @@ fn output_that_is_a_directory_is_refused_before_the_search() {
         assert_eq!(std::fs::read(taken.join("inside")).unwrap(), b"keep");
     }
 }
+
+/// `--metrics -` (standard output) stays standard output in a resumed run: the recorded
+/// path had been made absolute, and the resume wrote its metrics to a file named `-` in
+/// the working directory.
+#[test]
+fn metrics_to_stdout_stay_on_stdout_after_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = common::toggles_file(d, 18);
+    let work = d.join("run");
+    let mut child = Command::new(bin())
+        .current_dir(d)
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--no-progress", "--threads", "1", "--metrics", "-"])
+        .args(["--checkpoint-every", "0.02s", "--workdir"])
+        .arg(&work)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !work.join("manifest").exists() {
+        assert!(child.try_wait().unwrap().is_none(), "finished too early");
+        assert!(std::time::Instant::now() < deadline, "no checkpoint");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    let o = Command::new(bin())
+        .current_dir(d)
+        .arg("resume")
+        .arg(&work)
+        .args(["-q", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !d.join("-").exists(),
+        "the metrics went to a file named '-'"
+    );
+    let lines = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        lines.lines().any(|l| l.contains("\"states\":262144")),
+        "the last metrics line on stdout: {lines}"
+    );
+}

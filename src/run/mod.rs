@@ -498,7 +498,9 @@ fn absolute_config(cfg: &ExploreConfig) -> Result<ExploreConfig, ExploreError> {
     if let Some(ck) = &mut c.checkpoint {
         ck.dir = absolute(&ck.dir)?;
     }
-    if let Some(m) = &mut c.metrics {
+    // `-` is standard output, not a file in the working directory: made absolute it had
+    // become a file named `-` once the run was resumed.
+    if let Some(m) = c.metrics.as_mut().filter(|m| m.path.as_os_str() != "-") {
         m.path = absolute(&m.path)?;
     }
     Ok(c)
@@ -743,7 +745,11 @@ fn resume_dir(
     // The file the run started with (recorded absolute) unless the resume names another.
     if let Some(path) = &overrides.metrics {
         cfg.metrics = Some(MetricsConfig {
-            path: absolute(path)?,
+            path: if path.as_os_str() == "-" {
+                path.clone()
+            } else {
+                absolute(path)?
+            },
             every: cfg
                 .metrics
                 .as_ref()
