@@ -82,29 +82,25 @@ pub struct Role<'a> {
 /// Refuses, before anything is written, any two of `files` that are the same file (existing
 /// or to be created, see [`same_target`]): one would overwrite the other, or the model.
 pub fn check_distinct(files: &[Role]) -> Result<(), Clash> {
+    // Each path examined once (a `stat`, and for a new file its directory resolved), then
+    // compared pairwise; a path that cannot be examined is named as it was given.
+    let targets = files
+        .iter()
+        .map(|f| {
+            target(f.path).map_err(|source| Clash::Io {
+                path: f.path.to_path_buf(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     for (i, a) in files.iter().enumerate() {
-        for b in &files[i + 1..] {
-            match same_target(a.path, b.path) {
-                Ok(false) => {}
-                Ok(true) => {
-                    return Err(Clash::Shared {
-                        first: (a.role.clone(), a.path.to_path_buf()),
-                        second: (b.role.clone(), b.path.to_path_buf()),
-                        input: a.input || b.input,
-                    })
-                }
-                Err(source) => {
-                    // Say which path could not be examined.
-                    let path = if target(a.path).is_err() {
-                        a.path
-                    } else {
-                        b.path
-                    };
-                    return Err(Clash::Io {
-                        path: path.to_path_buf(),
-                        source,
-                    });
-                }
+        for (j, b) in files.iter().enumerate().skip(i + 1) {
+            if targets[i] == targets[j] {
+                return Err(Clash::Shared {
+                    first: (a.role.clone(), a.path.to_path_buf()),
+                    second: (b.role.clone(), b.path.to_path_buf()),
+                    input: a.input || b.input,
+                });
             }
         }
     }

@@ -304,7 +304,7 @@ pub fn check_structure(
             need: bytes,
             budget,
             message: "before anything else; lower the option that sizes it".into(),
-            minimum: format!("{}M", bytes.saturating_add(16 << 20).div_ceil(1 << 20)),
+            minimum: crate::storage::budget::mib_ceil(bytes.saturating_add(16 << 20)),
         });
     }
     if ceiling().is_some() {
