@@ -627,6 +627,15 @@ fn spillway_full(args: &[&str], full_stdout: bool) -> Output {
     cmd.output().expect("run spillway")
 }
 
+/// The shipped 243-state model copied into `dir` as `phil.pnml`, and its bytes: the tests
+/// that try to make a run overwrite its model check them afterwards.
+fn phil_copy(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
+    let model = dir.join("phil.pnml");
+    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let bytes = std::fs::read(&model).unwrap();
+    (model, bytes)
+}
+
 /// A standard output that cannot be written is an I/O error (exit 4, `<stdout>` named),
 /// not a panic (exit 101); the LTS is written all the same. A standard error that cannot
 /// be written loses the messages but not the exit code.
@@ -634,9 +643,7 @@ fn spillway_full(args: &[&str], full_stdout: bool) -> Output {
 #[cfg(target_os = "linux")]
 fn unwritable_stdout_or_stderr_is_no_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("phil.pnml");
-    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
-    let original = std::fs::read(&model).unwrap();
+    let (model, original) = phil_copy(dir.path());
     let m = model.to_str().unwrap();
     let out = dir.path().join("p.slts");
     let o = spillway_full(&["explore", m, "-o", out.to_str().unwrap()], true);
@@ -669,9 +676,7 @@ fn unwritable_stdout_or_stderr_is_no_panic() {
 #[test]
 fn huge_intervals_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("phil.pnml");
-    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
-    let original = std::fs::read(&model).unwrap();
+    let (model, original) = phil_copy(dir.path());
     let m = model.to_str().unwrap();
     let metrics = dir.path().join("m.jsonl");
     let metrics = metrics.to_str().unwrap();
@@ -728,9 +733,7 @@ fn huge_intervals_are_refused() {
 #[test]
 fn oversized_memory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("phil.pnml");
-    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
-    let original = std::fs::read(&model).unwrap();
+    let (model, original) = phil_copy(dir.path());
     let m = model.to_str().unwrap();
     let stats = dir.path().join("s.json");
     let s = stats.to_str().unwrap();
@@ -932,8 +935,7 @@ fn resume_outputs_may_not_overwrite_the_model_or_the_output() {
 fn checkpointed_run_refuses_uncheckpointable_output_at_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let model = d.join("phil.pnml");
-    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let (model, _) = phil_copy(d);
     let m = model.to_str().unwrap();
     for (out, every) in [("w.fsm", "10s"), ("w.dot", "off"), ("W.FSM", "1m")] {
         let output = d.join(out);
@@ -973,8 +975,7 @@ fn checkpointed_run_refuses_uncheckpointable_output_at_the_start() {
 fn output_that_is_a_directory_is_refused_before_the_search() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let model = d.join("phil.pnml");
-    std::fs::copy(shipped("Philosophers-PT-000005.pnml"), &model).unwrap();
+    let (model, _) = phil_copy(d);
     let m = model.to_str().unwrap();
     let taken = d.join("d.slts");
     std::fs::create_dir(&taken).unwrap();
