@@ -4,7 +4,7 @@ use crate::engine::observe::{MetricsConfig, DEFAULT_METRICS_EVERY};
 use crate::engine::{EngineOptions, Order};
 use crate::model::petri::TokenWidth;
 use crate::run::{CheckpointConfig, ExploreConfig};
-use crate::storage::budget::{parse_size, MemoryLimit};
+use crate::storage::budget::{parse_size, MemoryLimit, SizeError};
 use crate::storage::{SegOptions, SpillPolicy, StorageConfig};
 use crate::store::bitstate::BitstateOptions;
 use crate::store::cache::replacement::Strategy;
@@ -681,7 +681,7 @@ fn parse_waiting(s: &str) -> Result<WaitingSet, String> {
 }
 
 fn parse_memory(s: &str) -> Result<u64, String> {
-    parse_size(s)
+    parse_size(s).map_err(|e| e.to_string())
 }
 
 fn parse_memory_limit(s: &str) -> Result<MemoryLimit, String> {
@@ -689,12 +689,9 @@ fn parse_memory_limit(s: &str) -> Result<MemoryLimit, String> {
         return Ok(MemoryLimit::Unlimited);
     }
     // `unlimited` is the other answer to "not a size", not to "too large a size".
-    parse_size(s).map(MemoryLimit::Bytes).map_err(|e| {
-        if e.contains("is not a") {
-            format!("{e}, or 'unlimited'")
-        } else {
-            e
-        }
+    parse_size(s).map(MemoryLimit::Bytes).map_err(|e| match e {
+        SizeError::NotASize(_) => format!("{e}, or 'unlimited'"),
+        _ => e.to_string(),
     })
 }
 

@@ -295,10 +295,8 @@ fn explore_file(
     extra: &[(String, PathBuf)],
     note: &mut dyn FnMut(&str),
 ) -> Result<ExploreStats, ExploreError> {
-    // Writing the output must not replace (or truncate) the model being read.
-    if let Some(out) = &cfg.output {
-        crate::files::check_output(path, out, &partial_path(out))?;
-    }
+    // Writing the output (or its `.partial`) must not replace the model being read, nor
+    // one output another: each path is examined once.
     check_files(path, cfg, extra)?;
     // The .fsm and .dot writers have no checkpoint: found at the first checkpoint (or at
     // SIGINT), it would stop the run there and throw its work away.

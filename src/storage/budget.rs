@@ -32,7 +32,7 @@ pub fn mib_ceil(bytes: u64) -> String {
 
 /// Parses `64M`, `8G`, `512K`, `1T` or a plain byte count (suffixes are powers of 1024; an
 /// optional trailing `B`/`iB` is accepted).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let t = t
         .strip_suffix("iB")
@@ -45,22 +45,47 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('t' | 'T') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
+    let given = || s.to_string();
     let n: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 64M, 8G, 1048576)"))?;
+        .map_err(|_| SizeError::NotASize(given()))?;
     if !(n.is_finite() && n > 0.0) {
-        return Err(format!("'{s}' is not a positive size"));
+        return Err(SizeError::NotPositive(given()));
     }
     // The cast below saturates: `1e99` or `99999999999999999999G` would silently become
     // 16 EiB, a figure the user never gave. No machine has anywhere near 2^60 bytes.
     let bytes = n * mult as f64;
     if bytes > MAX_SIZE as f64 {
-        return Err(format!(
-            "'{s}' is more than 2^60 bytes (1 EiB): not a memory size a machine can have"
-        ));
+        return Err(SizeError::TooLarge(given()));
     }
     Ok(bytes as u64)
+}
+
+/// Why [`parse_size`] refused its argument (each variant holds the text as given), so that
+/// a caller can offer other spellings where the text is not a size at all (`--memory`'s
+/// `unlimited`) without reading the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SizeError {
+    /// Not a number with an optional K/M/G/T suffix.
+    NotASize(String),
+    /// Zero, negative or not finite.
+    NotPositive(String),
+    /// More than [`MAX_SIZE`].
+    TooLarge(String),
+}
+
+impl std::fmt::Display for SizeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SizeError::NotASize(s) => write!(f, "'{s}' is not a size (examples: 64M, 8G, 1048576)"),
+            SizeError::NotPositive(s) => write!(f, "'{s}' is not a positive size"),
+            SizeError::TooLarge(s) => write!(
+                f,
+                "'{s}' is more than 2^60 bytes (1 EiB): not a memory size a machine can have"
+            ),
+        }
+    }
 }
 
 /// The largest size [`parse_size`] accepts: 2^60 bytes (1 EiB).
@@ -247,7 +272,10 @@ mod tests {
             "1073741825G",
         ] {
             assert!(
-                parse_size(huge).unwrap_err().contains("more than 2^60"),
+                parse_size(huge)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("more than 2^60"),
                 "{huge}"
             );
         }
