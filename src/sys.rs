@@ -462,9 +462,14 @@ pub fn huge_pages(p: *const u8, len: usize) {
 /// Faults in the pages of `[p, p + len)` — memory about to be written — with one
 /// `MADV_POPULATE_WRITE` instead of a fault per page (Linux 5.14 and later; refused before,
 /// and then the pages fault in as they are written; a no-op elsewhere). Contents are
-/// unchanged.
+/// unchanged. Ranges under 16 KiB are left to fault: the call costs about what the few
+/// faults it could spare do, and their pages are often resident already (a chain of one
+/// state a BFS level appends a vector at a time).
 pub fn populate(p: *const u8, len: usize) {
     const PAGE: usize = 4096;
+    if len < 4 * PAGE {
+        return;
+    }
     let start = (p as usize) & !(PAGE - 1);
     let end = if len == 0 {
         start

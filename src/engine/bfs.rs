@@ -124,6 +124,8 @@ pub fn explore(
     // The chunked path's threads and buffers, made when it is first taken (with their
     // account in the run's budget).
     let mut workers: Option<(Workers, Chunk, Option<Account>)> = None;
+    // The parent the chunked path last ticked at.
+    let mut ticked: u64 = 0;
     // The threads that expand a spilled index's delayed batches (`None` inside when fewer
     // than two threads would run), made when first wanted.
     let mut expanders: Option<Option<(Expanders, Option<Account>)>> = None;
@@ -193,7 +195,13 @@ pub fn explore(
                     break;
                 }
                 run.threads = w.threads() as u64;
-                run.tick(store, lv.position())?;
+                // As the one-parent loop: every 16,384 parents or so (a chunk of a
+                // narrow level holds one or two; reading the RSS each time was a fifth of
+                // such a run).
+                if *next >= ticked + 0x4000 {
+                    ticked = *next;
+                    run.tick(store, lv.position())?;
+                }
                 delayed = store.delayed_batch();
                 continue;
             }
