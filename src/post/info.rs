@@ -140,7 +140,7 @@ pub fn print_text(i: &Info, out: &mut dyn Write) -> std::io::Result<()> {
     if i.states_may_repeat {
         writeln!(
             out,
-            "note          states may repeat: the explorer forgot visited states (--store cache) and numbered them again when it met them again; the state count is of visits, and `spillway lts reduce` merges the copies"
+            "note          states may repeat: the explorer forgot visited states (--store cache) and numbered them again when it met them again; the state and deadlock counts are of visits (a deadlock met again is counted again), and `spillway lts reduce` merges the copies"
         )?;
     }
     writeln!(
