@@ -393,11 +393,12 @@ fn a_checkpointed_run_moves_its_vectors_to_disk_at_a_quarter_of_the_ceiling() {
 
 /// The stores whose RAM structures do not spill keep `--memory` a ceiling too: bit-state
 /// hashing sizes its array from the budget and finishes within it; state space caching refuses up front a cache that cannot
-/// fit; an unbounded cache stream and BFS with snapshots, whose tables are sized by their
-/// options, not the budget, are stopped by the engines' backstop (the
-/// resident set checked against the budget plus the baseline every 16,384 steps) with exit
-/// 6 and a message naming the store — at most one check period past the budget (the test
-/// allows 8 MiB: a period's growth, and a level's vector doubling between two checks).
+/// fit, and stops an unbounded cache stream (or a deep stack) before its arrays double past
+/// the budget; BFS with snapshots, whose pool is sized by its options, not the budget, is
+/// stopped before a level that would pass it, or by the engines' backstop (the resident
+/// set checked against the budget plus the baseline every 16,384 steps) — each with exit 6
+/// and a message naming the store. The snapshots case may pass the budget by one check
+/// period (the test allows it 8 MiB); the cache cases may not pass it at all.
 #[test]
 fn stores_that_do_not_spill_stay_within_the_budget_or_stop_with_exit_6() {
     let t = tempfile::tempdir().unwrap();
@@ -463,8 +464,13 @@ fn stores_that_do_not_spill_stay_within_the_budget_or_stop_with_exit_6() {
                 "{args:?}: {err}"
             );
         }
+        let slack = if args.contains(&"snapshots") {
+            8 << 20
+        } else {
+            0
+        };
         assert!(
-            m.max_rss <= budget + base.max_rss + (8 << 20),
+            m.max_rss <= budget + base.max_rss + slack,
             "{args:?}: peak RSS {} MiB, budget 20 MiB + baseline {} MiB: {err}",
             m.max_rss >> 20,
             base.max_rss >> 20

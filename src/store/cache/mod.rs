@@ -403,6 +403,9 @@ impl CacheStore {
     /// reached it (the type-oriented strategy ranks cache entries by it).
     pub fn push(&mut self, state: &[u8], kind: u8) -> Result<(u32, StateId), StoreError> {
         let hash = super::full::state_hash(state);
+        if self.free.is_empty() && self.entries.len() == self.entries.capacity() {
+            self.check_growth()?;
+        }
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -440,6 +443,33 @@ impl CacheStore {
         self.on_stack += 1;
         self.peak = self.peak.max(self.stored());
         Ok((slot, id))
+    }
+
+    /// Under `--memory`, before the arrays double (the entries, then the table and the
+    /// vectors with them: the stack is unbounded, so only the caches were claimed up
+    /// front): refused if the resident set plus what the doubled arrays take would pass
+    /// the budget. The engines' check every 16,384 steps had let Kanban-PT-00005 reach
+    /// 7.8 MiB past `--memory 64M` with `--cache-size 100000`.
+    fn check_growth(&self) -> Result<(), StoreError> {
+        let len = self.entries.len().max(1) as u64;
+        let width = match &self.vectors {
+            Vectors::Fixed { width, .. } => *width as u64,
+            Vectors::Var(_) => 32,
+        };
+        // The doubled arrays' new half, and the largest array's old copy while it moves.
+        let more = len.saturating_mul(ENTRY_BYTES + 2 * width);
+        crate::sys::check_budget_more(more, || {
+            (
+                format!(
+                    "the cache store holds {} states ({} on the stack) and would grow by {} MiB",
+                    self.stored(),
+                    self.on_stack,
+                    more >> 20
+                ),
+                ", or cache fewer states (--cache-size, --caches; the stack is always kept), or use a store whose index spills to disk (full, comback, delta, hashcompact, tree)",
+            )
+        })?;
+        Ok(())
     }
 
     /// A frame of the state in `slot` leaves the stack (its subtree is explored). Returns
