@@ -877,3 +877,92 @@ fn an_output_named_inside_the_run_directory_survives_the_run() {
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(left.len(), 1, "only the output is left: {left:?}");
 }
+
+/// A run of the toggles net (2^19 states) with `args`, stopped by SIGINT after its first
+/// checkpoint; returns the run directory (in `tmp`).
+fn stopped_toggles(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let model = common::toggles_file(tmp, 19);
+    let dir = tmp.join(name);
+    let mut child = checkpointed(&model, "0.05s", &dir)
+        .args(["--threads", "1"])
+        .args(args)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_checkpoint(&mut child, &dir, None).is_none(),
+        "finished too early"
+    );
+    stop(&mut child);
+    dir
+}
+
+/// Writes the manifest of `dir` again after `change`, with a valid checksum: what a
+/// spillway that recorded a wrong mark would have left (the CRC catches any change on disk).
+fn rewrite_manifest(dir: &Path, change: impl FnOnce(&mut spillway::checkpoint::Manifest)) {
+    use spillway::checkpoint::{load, MAGIC, VERSION};
+    let mut m = load(dir).unwrap();
+    change(&mut m);
+    let payload = spillway::codec::encode(&m);
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.join("manifest"), bytes).unwrap();
+}
+
+/// An output writer's mark that does not fit its file — a pending state that does not
+/// decode, a length past the file's end — is corrupted checkpoint data: exit 5 naming the
+/// manifest, the partial output left as it was (it had been exit 2, a usage error).
+#[test]
+fn a_writer_mark_that_does_not_fit_its_file_is_corruption() {
+    let tmp = tempfile::tempdir().unwrap();
+    for ext in ["slts", "aut"] {
+        let out = tmp.path().join(format!("out.{ext}"));
+        let dir = stopped_toggles(tmp.path(), ext, &["-o", out.to_str().unwrap()]);
+        let partial = PathBuf::from(format!("{}.partial", out.display()));
+        let good = std::fs::read(dir.join("manifest")).unwrap();
+        type Change = fn(&mut spillway::checkpoint::Manifest);
+        let cases: [(Change, &str); 2] = [
+            (
+                |m| m.output.as_mut().unwrap().pending.fill(0xff),
+                "writer state",
+            ),
+            (
+                |m| m.output.as_mut().unwrap().len += 1 << 40,
+                "the checkpoint needs its first",
+            ),
+        ];
+        for (change, says) in cases {
+            rewrite_manifest(&dir, change);
+            let manifest = std::fs::read(dir.join("manifest")).unwrap();
+            let bytes = std::fs::read(&partial).unwrap();
+            let o = resume(&dir);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(5), "{ext}, {says}: {err}");
+            assert!(
+                err.contains(&format!("{}: ", dir.join("manifest").display()))
+                    && err.contains(says)
+                    && err.lines().count() == 1,
+                "{ext}: one line naming the manifest and saying '{says}': {err}"
+            );
+            assert!(std::fs::read(dir.join("manifest")).unwrap() == manifest);
+            assert!(
+                std::fs::read(&partial).unwrap() == bytes,
+                "{ext}: output kept"
+            );
+            std::fs::write(dir.join("manifest"), &good).unwrap();
+        }
+        // Repaired, the checkpoint resumes to the whole state space.
+        let o = Command::new(bin())
+            .arg("resume")
+            .arg(&dir)
+            .args(["-q", "--no-progress", "--stats-json", "-"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["states"].as_u64(), Some(1 << 19), "{ext}");
+    }
+}

@@ -201,13 +201,28 @@ fn explore_model_from(
             let format = LtsFormat::from_path(out)?;
             match resume.and_then(|m| m.output.as_ref().map(|o| (m, o))) {
                 Some((m, mark)) => {
+                    // The mark comes from a manifest whose checksum held: a mark that does
+                    // not fit the file (a writer state that does not decode, a length past
+                    // its end) is corrupted checkpoint data, named by the manifest (exit 5),
+                    // not a bad command line. Refused before the file is cut or written.
+                    let manifest = cfg
+                        .checkpoint
+                        .as_ref()
+                        .map_or_else(|| partial.clone(), |ck| ck.dir.join(checkpoint::MANIFEST));
+                    let corrupt = |problem: String| CheckpointError::Corrupt {
+                        path: manifest.clone(),
+                        problem,
+                    };
                     let name = partial.display().to_string();
                     let crc = checkpoint::recorded_crc(m, &name).ok_or_else(|| {
-                        CheckpointError::Refused(format!(
-                            "{name}: the checkpoint has a writer state but no checksum for its output"
+                        corrupt(format!(
+                            "it has a writer state for {name} but no checksum of that file"
                         ))
                     })?;
-                    format.resume(partial, mark, crc)?
+                    format.resume(partial, mark, crc).map_err(|e| match e {
+                        LtsError::Invalid(problem) => corrupt(problem).into(),
+                        e => ExploreError::from(e),
+                    })?
                 }
                 None => format.create_with(
                     partial,
