@@ -532,13 +532,7 @@ pub fn load(dir: &Path) -> Result<Manifest, CheckpointError> {
     let path = dir.join(MANIFEST);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(CheckpointError::Refused(format!(
-                "{}: no checkpoint here (no manifest). If the run stopped before its first checkpoint, start it again with the same `spillway explore … --workdir {}` command (a run directory without a checkpoint is reused); otherwise check that the run was started with --checkpoint-every and this --workdir",
-                dir.display(),
-                dir.display()
-            )))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_checkpoint(dir)),
         Err(e) => return Err(CheckpointError::io(&path, e)),
     };
     let corrupt = |problem: String| CheckpointError::Corrupt {
@@ -618,6 +612,37 @@ pub fn load(dir: &Path) -> Result<Manifest, CheckpointError> {
         }
     }
     Ok(manifest)
+}
+
+/// Why `dir` holds no manifest, as far as the directory tells, and what to do. A run that
+/// completes deletes its checkpoint (and the directory, if its `explore` made it), and so
+/// does one that failed before its first checkpoint: a missing or empty directory does not
+/// say which, so both are named — a finished run must not be told to start again. A run's
+/// lock file without a manifest is a run stopped before its first checkpoint (or, with the
+/// lock held, one still before it).
+fn no_checkpoint(dir: &Path) -> CheckpointError {
+    let d = dir.display();
+    let again = format!("start it again with the same `spillway explore … --workdir {d}` command");
+    let lock = dir.join(LOCK);
+    let message = if lock.is_file() {
+        let held = File::open(&lock)
+            .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)));
+        if held {
+            format!("{d}: no checkpoint here yet: the run is still running and has not written its first checkpoint")
+        } else {
+            format!("{d}: no checkpoint here: the run was stopped before its first checkpoint, so there is nothing to resume; {again} (it reuses the directory)")
+        }
+    } else {
+        let missing = if dir.exists() {
+            ""
+        } else {
+            " (the directory does not exist; a run that completes deletes the one its `explore` made)"
+        };
+        format!(
+            "{d}: no checkpoint here{missing}: the run finished (its output is complete) or never wrote one; if it never did, check that it was started with --checkpoint-every and this --workdir, and {again}"
+        )
+    };
+    CheckpointError::Refused(message)
 }
 
 /// The CRC-32 the manifest records for `name`.

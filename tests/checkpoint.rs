@@ -966,3 +966,57 @@ fn a_writer_mark_that_does_not_fit_its_file_is_corruption() {
         assert_eq!(v["states"].as_u64(), Some(1 << 19), "{ext}");
     }
 }
+
+/// `resume` of a directory without a checkpoint says why there may be none, without telling
+/// the user of a finished run to run it again: a finished run deleted its checkpoint (and
+/// the directory its `explore` made), a run that never wrote one left nothing either; a
+/// run's lock file without a manifest is a run stopped before its first checkpoint, or one
+/// still before it.
+#[test]
+fn resume_without_a_checkpoint_says_the_run_may_have_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let made = t.join("made");
+    let given = t.join("given");
+    std::fs::create_dir(&given).unwrap();
+    for dir in [&made, &given] {
+        let o = checkpointed(&model, "1s", dir)
+            .arg("-o")
+            .arg(t.join("out.slts"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(!made.exists() && given.is_dir());
+    for dir in [&made, &given] {
+        let o = resume(dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("{}: no checkpoint here", dir.display()))
+                && err.contains("the run finished (its output is complete) or never wrote one")
+                && err.lines().count() == 1,
+            "{err}"
+        );
+        assert_eq!(dir.exists(), dir == &given, "resume made nothing");
+    }
+    // A run's lock file and no manifest: stopped before its first checkpoint.
+    std::fs::write(given.join("lock"), "").unwrap();
+    let o = resume(&given);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("before its first checkpoint")
+            && err.contains("start it again")
+            && !err.contains("finished"),
+        "{err}"
+    );
+    // The same, with the lock held: a run still on its way to its first checkpoint.
+    let lock = std::fs::File::open(given.join("lock")).unwrap();
+    lock.lock().unwrap();
+    let o = resume(&given);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("still running"), "{err}");
+}
