@@ -180,11 +180,14 @@ pub enum StorageError {
     },
     /// A structure an option sized is larger than the RAM or the address space the process
     /// may use at all (`--memory unlimited`: no budget, no ceiling).
-    #[error("{structure} would need {} MiB, more than the {} MiB of RAM or address space (ulimit -v) this process may use; lower the option that sizes it", bytes.div_ceil(1 << 20), room >> 20)]
+    #[error("{structure} would need {} MiB, more than the {} MiB of RAM or address space (ulimit -v) this process may use; {hint}", bytes.div_ceil(1 << 20), room >> 20)]
     TooLarge {
         structure: String,
         bytes: u64,
         room: u64,
+        /// What to do: [`crate::sys::LOWER_THE_OPTION`], or on resume, where the option
+        /// cannot change, how to go on.
+        hint: String,
     },
     #[error("storage: {0}")]
     Invalid(String),

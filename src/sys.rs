@@ -283,6 +283,11 @@ pub fn check_budget_more(
     })
 }
 
+/// What [`check_structure`] tells the user to do about a structure too large for the
+/// budget or the machine; `resume`, which keeps the options the run started with, says
+/// something else in its place.
+pub const LOWER_THE_OPTION: &str = "lower the option that sizes it";
+
 /// Refuses, before it is allocated, a structure whose size an option chose (a cache of N
 /// entries, a bit array of 2^N bits): `bytes` (`None`: past the address space) more than
 /// the `--memory` budget, than the default ceiling less what is resident, or, with neither,
@@ -303,7 +308,7 @@ pub fn check_structure(
             structure: structure.to_string(),
             need: bytes,
             budget,
-            message: "before anything else; lower the option that sizes it".into(),
+            message: format!("before anything else; {LOWER_THE_OPTION}"),
             minimum: crate::storage::budget::mib_ceil(bytes.saturating_add(16 << 20)),
         });
     }
@@ -321,6 +326,7 @@ pub fn check_structure(
             structure: structure.to_string(),
             bytes,
             room,
+            hint: LOWER_THE_OPTION.into(),
         }),
         _ => Ok(()),
     }

@@ -1020,3 +1020,40 @@ fn resume_without_a_checkpoint_says_the_run_may_have_finished() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("still running"), "{err}");
 }
+
+/// A resume under a `--memory` too small for a structure sized by an option the run started
+/// with (here the bit array) is refused (exit 6) with what the user can do — resume with a
+/// larger `--memory`, or start again with a smaller value of that option — not "lower the
+/// option", which `resume` refuses.
+#[test]
+fn a_resume_too_small_for_a_sized_structure_says_what_can_be_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = stopped_toggles(
+        tmp.path(),
+        "run",
+        &["--store", "bitstate", "--bitstate-log2-bits", "28"],
+    );
+    let o = Command::new(bin())
+        .arg("resume")
+        .arg(&dir)
+        .args(["-q", "--no-progress", "--memory", "16M"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("start the run again with a smaller --bitstate-log2-bits")
+            && err.contains("resume with a larger --memory")
+            && !err.contains("lower the option"),
+        "{err}"
+    );
+    let o = Command::new(bin())
+        .arg("resume")
+        .arg(&dir)
+        .args(["-q", "--no-progress", "--stats-json", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["states"].as_u64().unwrap() > 0);
+}

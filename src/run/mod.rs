@@ -820,7 +820,67 @@ fn resume_dir(
     };
     // The directory goes too if the run's `explore` created it.
     finish_run_dir(&cfg, manifest.run.created_dir, &result);
-    result
+    result.map_err(sized_when_started)
+}
+
+/// A resume keeps the options that sized the run's structures (a bit array, a cache) and
+/// refuses to change them, so "lower the option that sizes it" ([`crate::sys::check_structure`])
+/// cannot be followed: say what can be done instead.
+fn sized_when_started(e: ExploreError) -> ExploreError {
+    use crate::error::{StorageError, StoreError};
+    // The option the structure's name gives in parentheses, as `check_structure`'s callers
+    // write it: "the bit array of 2^30 bits (--bitstate-log2-bits)".
+    let option = |structure: &str| {
+        structure
+            .rfind("(--")
+            .and_then(|i| {
+                let rest = &structure[i + 1..];
+                rest.find(')').map(|j| rest[..j].to_string())
+            })
+            .unwrap_or_else(|| "value of the option that sized it".into())
+    };
+    let reword = |s: StorageError| {
+        match s {
+        StorageError::BudgetTooSmall {
+            structure,
+            need,
+            budget,
+            message,
+            minimum,
+        } if message.ends_with(crate::sys::LOWER_THE_OPTION) => StorageError::BudgetTooSmall {
+            message: format!(
+                "before anything else; resume keeps the size the run started with: resume with a larger --memory, or start the run again with a smaller {}",
+                option(&structure)
+            ),
+            structure,
+            need,
+            budget,
+            minimum,
+        },
+        StorageError::TooLarge {
+            structure,
+            bytes,
+            room,
+            hint,
+        } if hint == crate::sys::LOWER_THE_OPTION => StorageError::TooLarge {
+            hint: format!(
+                "resume keeps the size the run started with: start the run again with a smaller {}",
+                option(&structure)
+            ),
+            structure,
+            bytes,
+            room,
+        },
+        s => s,
+    }
+    };
+    match e {
+        ExploreError::Storage(s) => ExploreError::Storage(reword(s)),
+        ExploreError::Store(StoreError::Storage(s)) => {
+            ExploreError::Store(StoreError::Storage(reword(s)))
+        }
+        e => e,
+    }
 }
 
 /// What a [`Search`] starts from.
@@ -907,5 +967,33 @@ impl<'a> Search<'a> {
                 resume_dir(dir, &overrides, &self.extra, &mut *self.note)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::StorageError;
+
+    #[test]
+    fn a_resume_says_what_can_be_done_about_a_structure_sized_at_the_start() {
+        let too_large = ExploreError::Storage(StorageError::TooLarge {
+            structure: "the bit array of 2^40 bits (--bitstate-log2-bits)".into(),
+            bytes: 1 << 37,
+            room: 1 << 34,
+            hint: crate::sys::LOWER_THE_OPTION.into(),
+        });
+        let fresh = too_large.to_string();
+        assert!(fresh.ends_with("; lower the option that sizes it"), "{fresh}");
+        let resumed = sized_when_started(too_large).to_string();
+        assert!(
+            resumed.ends_with(
+                "; resume keeps the size the run started with: start the run again with a smaller --bitstate-log2-bits"
+            ),
+            "{resumed}"
+        );
+        // Other errors pass unchanged.
+        let e = sized_when_started(ExploreError::Config("x".into()));
+        assert_eq!(e.to_string(), "x");
     }
 }
