@@ -89,7 +89,8 @@ pub struct ExploreStats {
     pub checkpoint_seconds: f64,
     /// The checkpoint generation this process resumed from (`spillway resume`).
     pub resumed_from: Option<u64>,
-    /// Checkpointed runs: the same as `wall_seconds` (kept for scripts that read it).
+    /// The same as `wall_seconds` (kept for scripts that read it); set by the driver
+    /// (`run`) in every run.
     pub run_seconds: Option<f64>,
     /// CPU seconds (user + system) of the whole run, over every leg like `wall_seconds`.
     pub cpu_seconds: f64,

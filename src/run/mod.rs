@@ -284,10 +284,11 @@ fn explore_model_from(
     stats.cpu_seconds = leg.cpu_before + leg_cpu;
     stats.states_per_second = rate(stats.states, stats.wall_seconds);
     stats.resumes = leg.resumes;
+    // Documented as the same as `wall_seconds` (kept for older scripts): in every run.
+    stats.run_seconds = Some(stats.wall_seconds);
     if let Some(ck) = &checkpointer {
         stats.checkpoints = ck.written;
         stats.checkpoint_seconds = ck.seconds;
-        stats.run_seconds = Some(stats.wall_seconds);
     }
     stats.resumed_from = resume.map(|m| m.generation);
     if let Some(st) = &storage {
@@ -984,7 +985,10 @@ mod tests {
             hint: crate::sys::LOWER_THE_OPTION.into(),
         });
         let fresh = too_large.to_string();
-        assert!(fresh.ends_with("; lower the option that sizes it"), "{fresh}");
+        assert!(
+            fresh.ends_with("; lower the option that sizes it"),
+            "{fresh}"
+        );
         let resumed = sized_when_started(too_large).to_string();
         assert!(
             resumed.ends_with(
