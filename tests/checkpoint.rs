@@ -1057,3 +1057,43 @@ fn a_resume_too_small_for_a_sized_structure_says_what_can_be_done() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["states"].as_u64().unwrap() > 0);
 }
+
+/// docs/CHECKPOINT.md and the README keep up with the binary: the manifest version this
+/// build reads, and every option `spillway resume --help` accepts (the docs had named
+/// version 4/5 against 10, and left out --threads, --metrics and --metrics-every).
+#[test]
+fn the_docs_name_the_manifest_version_and_every_option_resume_accepts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/CHECKPOINT.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let v = spillway::checkpoint::VERSION;
+    assert!(
+        doc.contains(&format!("## Manifest layout (version {v})"))
+            && doc.contains(&format!("format version ({v})")),
+        "docs/CHECKPOINT.md gives manifest version {v}"
+    );
+    let help = Command::new(bin())
+        .args(["resume", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let options: Vec<&str> = help
+        .split("Options:")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .filter(|&o| o != "--help")
+        .collect();
+    assert!(options.contains(&"--threads"), "{options:?}");
+    for o in options {
+        let named = format!("`{o}`");
+        assert!(
+            doc.contains(&named),
+            "docs/CHECKPOINT.md: {o} may change on resume"
+        );
+        assert!(readme.contains(&named), "README: {o} may change on resume");
+    }
+}
