@@ -87,7 +87,7 @@ fn explore(args: &ExploreArgs) -> i32 {
     if let (Ok(stats), Some(n), false) = (&result, args.threads, quiet) {
         if stats.threads < u64::from(n) {
             say!(
-                "spillway: note: --threads {n}: {} ran; parallel BFS needs the full store with its index in RAM, a P/T net or DVE model, and under --memory at least 32 MiB per extra thread (README, \"Parallel exploration\")",
+                "spillway: note: --threads {n}: {} ran; BFS runs on several threads with the full store, or with ComBack or the tree store without --memory, on a P/T net or DVE model, and under --memory with at least 32 MiB per extra thread (README, \"Parallel exploration\")",
                 match stats.threads {
                     1 => "one thread".to_string(),
                     t => format!("{t} threads"),

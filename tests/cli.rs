@@ -608,6 +608,14 @@ fn unused_threads_are_noted() {
         "{}",
         stderr(&o)
     );
+    // What runs in parallel, as the README's "Parallel exploration" has it: not only the
+    // full store (the note had said that parallel BFS needs it).
+    assert!(
+        stderr(&o)
+            .contains("with the full store, or with ComBack or the tree store without --memory"),
+        "{}",
+        stderr(&o)
+    );
     let o = spillway(&["explore", model, "--threads", "2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("--threads 2:"), "{}", stderr(&o));
