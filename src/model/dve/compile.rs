@@ -3,9 +3,10 @@
 //! folded, and each transition's read and write sets recorded (for `Model::dependent`).
 //!
 //! State vector layout (fixed width): global variables in declaration order, then the
-//! buffered channels (item count, then `capacity` items), then per process its control state
-//! (1 byte, or 2 when it has 255 states or more) followed by its local variables. `byte` takes
-//! one byte, `int` two (little-endian). Constants take no space.
+//! buffered channels (item count — 1 byte, 2 above a capacity of 255, 4 above 65,535 — then
+//! `capacity` items), then per process its control state (1 byte, or 2 when it has 255 states
+//! or more) followed by its local variables. `byte` takes one byte, `int` two (little-endian).
+//! Constants take no space.
 
 use super::ast::*;
 use super::vm::{self, Code, Op};
@@ -47,31 +48,39 @@ pub struct ChanInfo {
     pub cap: u32,
     /// Offset of the item count (buffered channels only); the items follow it.
     pub off: u32,
-    /// Whether the item count takes two bytes (capacity above 255).
-    pub wide_count: bool,
+    /// Bytes of the item count: 1, 2 above a capacity of 255, 4 above 65,535 (a full buffer
+    /// of [`MAX_ARRAY`] items counts 65,536, which 2 bytes do not hold).
+    pub count_len: u8,
     /// Bytes per item.
     pub item: u32,
 }
 
 impl ChanInfo {
-    pub fn items_off(&self) -> usize {
-        self.off as usize + if self.wide_count { 2 } else { 1 }
+    /// The bytes the item count of a buffer of capacity `cap` takes.
+    pub fn count_len_for(cap: u32) -> u8 {
+        match cap {
+            0..=0xff => 1,
+            0x100..=0xffff => 2,
+            _ => 4,
+        }
     }
+    pub fn items_off(&self) -> usize {
+        self.off as usize + self.count_len as usize
+    }
+    /// The item count (little-endian, `count_len` bytes).
     pub fn count(&self, s: &[u8]) -> u32 {
         let o = self.off as usize;
-        if self.wide_count {
-            u16::from_le_bytes([s[o], s[o + 1]]) as u32
-        } else {
-            s[o] as u32
-        }
+        let mut b = [0u8; 4];
+        let n = self.count_len as usize;
+        b[..n].copy_from_slice(&s[o..o + n]);
+        u32::from_le_bytes(b)
     }
+    /// Stores the item count `n` (at most `cap`, which `count_len` bytes hold).
     pub fn set_count(&self, s: &mut [u8], n: u32) {
+        debug_assert!(n <= self.cap);
         let o = self.off as usize;
-        if self.wide_count {
-            s[o..o + 2].copy_from_slice(&(n as u16).to_le_bytes());
-        } else {
-            s[o] = n as u8;
-        }
+        let len = self.count_len as usize;
+        s[o..o + len].copy_from_slice(&n.to_le_bytes()[..len]);
     }
 }
 
@@ -680,13 +689,12 @@ impl<'a> Cx<'a> {
             .as_ref()
             .map(|t| t.iter().map(|t| t.width()).sum())
             .unwrap_or(0);
-        let wide_count = cap > 255;
+        let count_len = ChanInfo::count_len_for(cap);
         let off = self.off;
         if cap > 0 {
             // The count starts at 0 even if an oversized initialiser ran over it.
-            self.initial
-                .push((off, vec![0; if wide_count { 2 } else { 1 }]));
-            self.off += if wide_count { 2 } else { 1 } + cap as usize * item;
+            self.initial.push((off, vec![0; count_len as usize]));
+            self.off += count_len as usize + cap as usize * item;
             if self.off > MAX_STATE_BYTES {
                 return Err(self.diag.unsupported(
                     c.name.at,
@@ -700,7 +708,7 @@ impl<'a> Cx<'a> {
             types: c.types.clone(),
             cap,
             off: off as u32,
-            wide_count,
+            count_len,
             item: item as u32,
         });
         Ok(())

@@ -118,6 +118,69 @@ fn buffered_channel_is_a_fifo() {
     assert!(s.contains("C:a(last=1 bad=0)"), "{s}");
 }
 
+/// Fills a buffer of capacity `cap` by its only transition, one send per step, and returns
+/// the number of steps before the deadlock (`None` if a state has other than one successor
+/// before that, or the count does not follow the steps).
+fn fill_buffer(cap: u32) -> Option<u32> {
+    let m = model(&format!(
+        "channel {{byte}} q[{cap}]; process P {{ state s; init s; trans s -> s {{ sync q!0; }}; }} system async;"
+    ));
+    let ch = &m.prog.chans[0];
+    let mut s = Vec::new();
+    m.initial_state(&mut s).unwrap();
+    let mut steps = 0;
+    loop {
+        let mut succ = Vec::new();
+        m.successors(&s, &mut |_, _, d| succ.push(d.to_vec()))
+            .unwrap();
+        match succ.len() {
+            0 => return Some(steps),
+            1 if steps < cap => {}
+            _ => return None,
+        }
+        s = succ.pop().unwrap();
+        steps += 1;
+        if ch.count(&s) != steps {
+            return None;
+        }
+    }
+}
+
+#[test]
+fn a_full_buffer_of_the_largest_capacity_is_full() {
+    // The count takes 1, 2 or 4 bytes; a full buffer of 65,536 items counts 65,536, which 2
+    // bytes would wrap to 0 (an empty-looking buffer: the state space loops instead of
+    // ending in a deadlock). `cap` sends, all to new states: cap + 1 states, cap transitions,
+    // 1 deadlock.
+    for (cap, count_len) in [(255, 1), (256, 2), (65_535, 2), (65_536, 4)] {
+        let m = model(&format!(
+            "channel {{byte}} q[{cap}]; process P {{ state s; init s; }} system async;"
+        ));
+        assert_eq!(m.prog.chans[0].count_len, count_len, "capacity {cap}");
+        assert_eq!(m.state_len(), Some(count_len as usize + cap as usize + 1));
+        assert_eq!(fill_buffer(cap), Some(cap), "capacity {cap}");
+    }
+    // Receiving from a full buffer of 65,536 leaves 65,535 items.
+    let m = model(
+        "channel {byte} q[65536];
+         process P { state s; init s; trans s -> s { sync q!7; }; }
+         process C { byte x; state s; init s; trans s -> s { sync q?x; }; }
+         system async;",
+    );
+    let ch = &m.prog.chans[0];
+    let mut full = Vec::new();
+    m.initial_state(&mut full).unwrap();
+    ch.set_count(&mut full, 65_536);
+    let items = ch.items_off();
+    full[items..items + 65_536].fill(7);
+    let mut succ = Vec::new();
+    m.successors(&full, &mut |_, _, d| succ.push(d.to_vec()))
+        .unwrap();
+    assert_eq!(succ.len(), 1, "only the receive is enabled");
+    assert_eq!(ch.count(&succ[0]), 65_535);
+    assert!(m.format_state(&succ[0]).contains("C:s(x=7)"));
+}
+
 #[test]
 fn committed_states_take_priority() {
     // P moves a -> b (committed) -> c; while P is in b, Q cannot move.
