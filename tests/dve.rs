@@ -718,6 +718,25 @@ fn malformed_models_exit_3_with_file_line_and_column() {
         assert_eq!(o.status.code(), Some(3), "{src}\n{err}");
         assert!(err.contains(&format!("bad.dve{want}")), "{src}\n{err}");
     }
+    // More rendez-vous pairs than transition ids allowed (2^20): refused at the channel.
+    let path = dir.path().join("pairs.dve");
+    let trans = |what: &str| vec![format!("s -> s {{ {what} }}"); 1025].join(", ");
+    let src = format!(
+        "channel c;\nprocess S {{ state s; init s; trans {}; }}\nprocess R {{ state s; init s; trans {}; }}\nsystem async;\n",
+        trans("sync c!;"),
+        trans("sync c?;")
+    );
+    std::fs::write(&path, src).unwrap();
+    let o = Command::new(bin())
+        .args(["explore", path.to_str().unwrap(), "--no-progress"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("pairs.dve:1:9: unsupported: more than 1048576 transition ids (1050625)"),
+        "{err}"
+    );
 }
 
 #[test]

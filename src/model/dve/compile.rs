@@ -53,6 +53,8 @@ pub struct ChanInfo {
     pub count_len: u8,
     /// Bytes per item.
     pub item: u32,
+    /// Where the channel is declared (its name).
+    pub at: usize,
 }
 
 impl ChanInfo {
@@ -710,6 +712,7 @@ impl<'a> Cx<'a> {
             off: off as u32,
             count_len,
             item: item as u32,
+            at: c.name.at,
         });
         Ok(())
     }

@@ -9,7 +9,13 @@
 //! of a rendez-vous: a sending transition gets one id per receiving transition of *another*
 //! process on the same channel (the pair fires as one step), a receiving one gets none. Ids are
 //! numbered by (process, source state, order in the file, receiver), so the transitions enabled
-//! in a state are found in ascending id order by walking each process's current state.
+//! in a state are found in ascending id order by walking each process's current state. Pairs
+//! grow as senders × receivers: a model with more than [`MAX_TRANSITION_IDS`] ids is refused
+//! (at the channel with the most pairs). An id is stored as three numbers ([`IdInfo`]); its
+//! label, read and write sets are those of its one or two transitions, looked up when asked.
+//!
+//! **Labels.** The label of id `i` is label `i`: `P.from->to`, or `S.a->b|R.c->d` for a pair
+//! (every id's name is distinct, as processes, and transitions within a process, are).
 //!
 //! **Errors.** A division by zero, an index out of bounds or a value out of the range of the
 //! variable it is stored into, met while evaluating an enabled transition (its guard included),
@@ -68,8 +74,9 @@ impl<'a> Diag<'a> {
     }
 }
 
-/// Most `system sync` step combinations accepted (each has its own id and label).
-const MAX_SYNC_COMBINATIONS: u64 = 1 << 20;
+/// Most transition ids accepted: rendez-vous pairs of an asynchronous system (one id each,
+/// with the other transitions), or step combinations of a `system sync`.
+const MAX_TRANSITION_IDS: u64 = 1 << 20;
 
 /// What a transition id stands for.
 #[derive(Clone, Copy, Debug)]
@@ -128,7 +135,7 @@ pub struct DveModel {
     path: PathBuf,
     prog: Program,
     ids: Vec<IdInfo>,
-    label_of: Vec<u32>,
+    /// `system sync`: the label of each step (id).
     labels: Vec<String>,
     /// `entries[ent_start[base[p] + q] .. ent_start[base[p] + q + 1]]`: transitions of process
     /// `p` leaving its state `q`.
@@ -138,10 +145,6 @@ pub struct DveModel {
     receivers: Vec<u32>,
     has_commit: bool,
     error_state: Vec<u8>,
-    /// Per id: resources read and written, and whether it changes a process's committedness.
-    dep_reads: Vec<Box<[u32]>>,
-    dep_writes: Vec<Box<[u32]>>,
-    commit_change: Vec<bool>,
     /// `system sync`: per process its transitions (all but buffered ones) and id weight.
     sync_lts: Vec<Vec<u32>>,
     sync_weight: Vec<u64>,
@@ -180,11 +183,66 @@ fn intersects(a: &[u32], b: &[u32]) -> bool {
     false
 }
 
-fn union(a: &[u32], b: &[u32]) -> Box<[u32]> {
-    let mut v: Vec<u32> = a.iter().chain(b).copied().collect();
-    v.sort_unstable();
-    v.dedup();
-    v.into_boxed_slice()
+/// Refuses an asynchronous system with more than [`MAX_TRANSITION_IDS`] transition ids
+/// (`recv_of`: the receiving transitions of each rendez-vous channel), before any is built:
+/// at the channel with the most rendez-vous pairs, or else at the transition that passes the
+/// limit.
+fn check_async_ids(
+    prog: &Program,
+    recv_of: &HashMap<u32, Vec<u32>>,
+    diag: &Diag,
+) -> Result<(), ModelError> {
+    // Receivers per (channel, process): a sender pairs with those of the other processes.
+    let mut own: HashMap<(u32, u32), u64> = HashMap::new();
+    for (&c, rs) in recv_of {
+        for &r in rs {
+            *own.entry((c, prog.lts[r as usize].proc)).or_default() += 1;
+        }
+    }
+    // Per channel: rendez-vous pairs and sending transitions.
+    let mut pairs: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut total = 0u64;
+    let mut passed_at = None;
+    for lt in &prog.lts {
+        total += match lt.kind {
+            LtKind::RvRecv { .. } => 0,
+            LtKind::RvSend { chan, .. } => {
+                let all = recv_of.get(&chan).map_or(0, |v| v.len() as u64);
+                let n = all - own.get(&(chan, lt.proc)).copied().unwrap_or(0);
+                let e = pairs.entry(chan).or_default();
+                e.0 += n;
+                e.1 += 1;
+                n
+            }
+            _ => 1,
+        };
+        if total > MAX_TRANSITION_IDS && passed_at.is_none() {
+            passed_at = Some(lt.at);
+        }
+    }
+    let Some(passed_at) = passed_at else {
+        return Ok(());
+    };
+    let most = pairs
+        .iter()
+        .map(|(&c, &(n, senders))| (n, std::cmp::Reverse(c), senders))
+        .max();
+    Err(match most {
+        Some((n, std::cmp::Reverse(c), senders)) if n > 0 => {
+            let ch = &prog.chans[c as usize];
+            diag.unsupported(
+                ch.at,
+                &format!(
+                    "more than {MAX_TRANSITION_IDS} transition ids ({total}): channel '{}' pairs each of its {senders} sending transitions with every receiving transition of another process, {n} rendez-vous pairs",
+                    ch.name
+                ),
+            )
+        }
+        _ => diag.unsupported(
+            passed_at,
+            &format!("more than {MAX_TRANSITION_IDS} transition ids ({total})"),
+        ),
+    })
 }
 
 impl DveModel {
@@ -196,7 +254,6 @@ impl DveModel {
         let mut m = DveModel {
             path: path.to_path_buf(),
             ids: Vec::new(),
-            label_of: Vec::new(),
             labels: Vec::new(),
             entries: Vec::new(),
             ent_start: Vec::new(),
@@ -204,9 +261,6 @@ impl DveModel {
             receivers: Vec::new(),
             has_commit,
             error_state,
-            dep_reads: Vec::new(),
-            dep_writes: Vec::new(),
-            commit_change: Vec::new(),
             sync_lts: Vec::new(),
             sync_weight: Vec::new(),
             transitions: 0,
@@ -215,7 +269,7 @@ impl DveModel {
             prog,
         };
         match m.prog.system {
-            SystemKind::Async => m.number_async(),
+            SystemKind::Async => m.number_async(diag)?,
             SystemKind::Sync => m.number_sync(diag)?,
         }
         let n = m.prog.lts.len();
@@ -231,9 +285,8 @@ impl DveModel {
     }
 
     /// Numbers the transitions of an asynchronous system (see the module docs).
-    fn number_async(&mut self) {
+    fn number_async(&mut self, diag: &Diag) -> Result<(), ModelError> {
         let prog = &self.prog;
-        let mut label_ix: HashMap<String, u32> = HashMap::new();
         let mut by_state: Vec<Vec<Vec<u32>>> = prog
             .procs
             .iter()
@@ -247,10 +300,7 @@ impl DveModel {
                 _ => by_state[lt.proc as usize][lt.from as usize].push(i as u32),
             }
         }
-        let committed = |lt: &compile::Lt| {
-            let c = &prog.procs[lt.proc as usize].committed;
-            c[lt.from as usize] != c[lt.to as usize]
-        };
+        check_async_ids(prog, &recv_of, diag)?;
         for states in &by_state {
             self.base.push(self.ent_start.len() as u32);
             for lts in states {
@@ -259,23 +309,6 @@ impl DveModel {
                     let lt = &prog.lts[li as usize];
                     let first_id = self.ids.len() as u32;
                     let recv_start = self.receivers.len() as u32;
-                    let mut push =
-                        |recv: u32, static_err: bool, name: String, reads, writes, cc| {
-                            self.ids.push(IdInfo {
-                                lt: li,
-                                recv,
-                                static_err,
-                            });
-                            let next = self.labels.len() as u32;
-                            let l = *label_ix.entry(name.clone()).or_insert(next);
-                            if l == next {
-                                self.labels.push(name);
-                            }
-                            self.label_of.push(l);
-                            self.dep_reads.push(reads);
-                            self.dep_writes.push(writes);
-                            self.commit_change.push(cc);
-                        };
                     match &lt.kind {
                         LtKind::RvSend { chan, values } => {
                             for &ri in recv_of.get(chan).map(|v| &v[..]).unwrap_or(&[]) {
@@ -289,24 +322,18 @@ impl DveModel {
                                 let arity_err = !values.is_empty() && values.len() != targets.len();
                                 let conflict = intersects(&lt.glob_writes, &r.glob_writes);
                                 self.receivers.push(ri);
-                                push(
-                                    ri,
-                                    arity_err || conflict,
-                                    format!("{}|{}", lt.name, r.name),
-                                    union(&lt.reads, &r.reads),
-                                    union(&lt.writes, &r.writes),
-                                    committed(lt) || committed(r),
-                                );
+                                self.ids.push(IdInfo {
+                                    lt: li,
+                                    recv: ri,
+                                    static_err: arity_err || conflict,
+                                });
                             }
                         }
-                        _ => push(
-                            NONE,
-                            false,
-                            lt.name.clone(),
-                            lt.reads.clone().into_boxed_slice(),
-                            lt.writes.clone().into_boxed_slice(),
-                            committed(lt),
-                        ),
+                        _ => self.ids.push(IdInfo {
+                            lt: li,
+                            recv: NONE,
+                            static_err: false,
+                        }),
                     }
                     self.entries.push(Entry {
                         lt: li,
@@ -319,6 +346,7 @@ impl DveModel {
         }
         self.ent_start.push(self.entries.len() as u32);
         self.transitions = self.ids.len();
+        Ok(())
     }
 
     /// Numbers the steps of a synchronous system: process 0 is the most significant digit.
@@ -338,11 +366,11 @@ impl DveModel {
         for l in self.sync_lts.iter().rev() {
             self.sync_weight.push(total);
             total = total.saturating_mul(l.len() as u64);
-            if total > MAX_SYNC_COMBINATIONS {
+            if total > MAX_TRANSITION_IDS {
                 return Err(diag.unsupported(
                     0,
                     &format!(
-                        "a 'system sync' with more than {MAX_SYNC_COMBINATIONS} combinations of process transitions"
+                        "a 'system sync' with more than {MAX_TRANSITION_IDS} combinations of process transitions"
                     ),
                 ));
             }
@@ -357,7 +385,6 @@ impl DveModel {
                 })
                 .collect();
             self.labels.push(names.join("|"));
-            self.label_of.push(id as u32);
         }
         Ok(())
     }
@@ -753,11 +780,7 @@ impl DveModel {
                 picks.push((self.sync_lts[p][k as usize], fault));
             }
             self.sync_compose(src, &picks, &s.sync_succ, &mut dst);
-            sink(
-                TransitionId(id as u32),
-                LabelId(self.label_of[id as usize]),
-                &dst,
-            );
+            sink(TransitionId(id as u32), LabelId(id as u32), &dst);
             let mut p = np;
             loop {
                 if p == 0 {
@@ -793,7 +816,7 @@ impl DveModel {
             }
         }
         self.sync_compose(src, &picks, &s.sync_succ, dst);
-        Ok(Fired::Enabled(LabelId(self.label_of[t as usize])))
+        Ok(Fired::Enabled(LabelId(t as u32)))
     }
 
     fn value_of(&self, v: &compile::VarInfo, s: &[u8]) -> String {
@@ -875,7 +898,7 @@ impl Model for DveModel {
                     &mut s.stack,
                     &mut vals,
                 )?;
-                sink(TransitionId(id), LabelId(self.label_of[id as usize]), &dst);
+                sink(TransitionId(id), LabelId(id), &dst);
                 Ok(())
             });
             s.dst = dst;
@@ -933,7 +956,7 @@ impl Model for DveModel {
             }
             let Scratch { stack, vals, .. } = s;
             self.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
-            Ok(Fired::Enabled(LabelId(self.label_of[t.0 as usize])))
+            Ok(Fired::Enabled(LabelId(t.0)))
         })
     }
 
@@ -946,31 +969,53 @@ impl Model for DveModel {
         }
     }
 
+    /// Dependent when either id changes a process's committedness, or one writes what the
+    /// other reads or writes: an id's read (write) set is the union of its transitions' sets,
+    /// so the test runs over each transition of `a` against each of `b`.
     fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
         let (a, b) = (a.0 as usize, b.0 as usize);
         if self.prog.system == SystemKind::Sync
             || a == b
             || a >= self.ids.len()
             || b >= self.ids.len()
-            || self.commit_change[a]
-            || self.commit_change[b]
         {
             return true;
         }
-        intersects(&self.dep_writes[a], &self.dep_writes[b])
-            || intersects(&self.dep_writes[a], &self.dep_reads[b])
-            || intersects(&self.dep_writes[b], &self.dep_reads[a])
+        let (ha, hb) = (self.halves(a), self.halves(b));
+        let changes_commit = |lt: &compile::Lt| {
+            let c = &self.prog.procs[lt.proc as usize].committed;
+            c[lt.from as usize] != c[lt.to as usize]
+        };
+        if ha.iter().chain(&hb).flatten().any(|lt| changes_commit(lt)) {
+            return true;
+        }
+        ha.iter().flatten().any(|x| {
+            hb.iter().flatten().any(|y| {
+                intersects(&x.writes, &y.writes)
+                    || intersects(&x.writes, &y.reads)
+                    || intersects(&y.writes, &x.reads)
+            })
+        })
     }
 
     fn label_count(&self) -> usize {
-        self.labels.len()
+        self.transitions
     }
 
     fn label_name(&self, l: LabelId) -> String {
-        self.labels
-            .get(l.0 as usize)
-            .cloned()
-            .unwrap_or_else(|| format!("?{}", l.0))
+        let i = l.0 as usize;
+        if self.prog.system == SystemKind::Sync {
+            return self
+                .labels
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("?{}", l.0));
+        }
+        match self.halves(i) {
+            [Some(lt), None] => lt.name.clone(),
+            [Some(lt), Some(r)] => format!("{}|{}", lt.name, r.name),
+            _ => format!("?{}", l.0),
+        }
     }
 
     fn format_state(&self, state: &[u8]) -> String {
@@ -1025,6 +1070,18 @@ impl Model for DveModel {
 }
 
 impl DveModel {
+    /// The transitions asynchronous id `id` stands for: the transition (the sending half of a
+    /// rendez-vous) and the receiving half; `[None, None]` for no such id.
+    fn halves(&self, id: usize) -> [Option<&compile::Lt>; 2] {
+        match self.ids.get(id) {
+            Some(i) => [
+                Some(&self.prog.lts[i.lt as usize]),
+                (i.recv != NONE).then(|| &self.prog.lts[i.recv as usize]),
+            ],
+            None => [None, None],
+        }
+    }
+
     /// Runs `f` on the scratch space in `cell`, or on a fresh one if it is in use: a sink that
     /// calls back into the model (none does today) gets a fresh scratch instead of a panic.
     fn with_scratch<R>(&self, cell: &RefCell<Scratch>, f: impl FnOnce(&mut Scratch) -> R) -> R {

@@ -410,6 +410,42 @@ fn syntax_and_semantic_errors_name_the_position() {
     assert!(error(&long).contains("nested"));
 }
 
+/// `senders` sending and `receivers` receiving transitions on channel `c` (declared at 2:9),
+/// in two processes, and `plain` (at least one) transitions of a third.
+fn pairs_src(senders: usize, receivers: usize, plain: usize) -> String {
+    let trans = |n: usize, what: &str| vec![format!("s -> s {{ {what} }}"); n].join(", ");
+    format!(
+        "byte x;\nchannel c;\n\
+         process S {{ state s; init s; trans {}; }}\n\
+         process R {{ state s; init s; trans {}; }}\n\
+         process Q {{ state s; init s; trans {}; }}\n\
+         system async;",
+        trans(senders, "sync c!;"),
+        trans(receivers, "sync c?;"),
+        trans(plain.max(1), "effect x = 1;")
+    )
+}
+
+#[test]
+fn rendezvous_pairs_are_bounded() {
+    // 1024 × 1024 pairs and the one transition of Q: one id over the limit of 2^20, refused
+    // at the channel before any id is built.
+    let e = error(&pairs_src(1024, 1024, 1));
+    assert!(
+        e.contains("t.dve:2:9: unsupported: more than 1048576 transition ids (1048577): channel 'c' pairs each of its 1024 sending transitions with every receiving transition of another process, 1048576 rendez-vous pairs"),
+        "{e}"
+    );
+    // At the limit: accepted, every pair numbered and named.
+    let m = model(&pairs_src(1024, 1023, 1024));
+    assert_eq!(m.transition_count(), 1 << 20);
+    assert_eq!(m.label_count(), 1 << 20);
+    assert_eq!(
+        m.label_name(LabelId(1024 * 1023 - 1)),
+        "S.s->s#1024|R.s->s#1023"
+    );
+    assert_eq!(m.label_name(LabelId((1 << 20) - 1)), "Q.s->s#1024");
+}
+
 #[test]
 fn arrays_without_index_and_oversized_initialisers_behave_as_in_divine() {
     // `a` alone is a[0]; the third initial value of `a` lands in `b`, which has no
