@@ -14,8 +14,13 @@
 //! (at the channel with the most pairs). An id is stored as three numbers ([`IdInfo`]); its
 //! label, read and write sets are those of its one or two transitions, looked up when asked.
 //!
-//! **Labels.** The label of id `i` is label `i`: `P.from->to`, or `S.a->b|R.c->d` for a pair
-//! (every id's name is distinct, as processes, and transitions within a process, are).
+//! **Labels.** The label of id `i` is label `i`: `P.from->to`, `S.a->b|R.c->d` for a pair, the
+//! `|`-join of every process's transition for a `system sync` step (every id's name is
+//! distinct, as processes, and transitions within a process, are). Names are built when asked,
+//! never stored: the model holds no string per id.
+//!
+//! **Threads.** [`Model::fork`] shares everything compiled (an `Arc`); a copy owns only its
+//! scratch buffers, so memory does not grow with the number of threads.
 //!
 //! **Errors.** A division by zero, an index out of bounds or a value out of the range of the
 //! variable it is stored into, met while evaluating an enabled transition (its guard included),
@@ -38,6 +43,7 @@ use compile::{LtKind, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use vm::{Code, Fault};
 
 /// Positions and the file name for error messages.
@@ -128,15 +134,19 @@ struct Scratch {
     sync_picks: Vec<(u32, bool)>,
 }
 
-/// A compiled DVE model. `Clone` gives another thread its own scratch buffers
-/// ([`Model::fork`]).
-#[derive(Clone)]
+/// A compiled DVE model: the compiled program and its numbering, shared (read-only) by the
+/// copies [`Model::fork`] makes for other threads, and each copy's own scratch buffers.
 pub struct DveModel {
+    shared: Arc<Shared>,
+    scratch: RefCell<Scratch>,
+    fire_scratch: RefCell<Scratch>,
+}
+
+/// Everything of a [`DveModel`] that exploring only reads.
+struct Shared {
     path: PathBuf,
     prog: Program,
     ids: Vec<IdInfo>,
-    /// `system sync`: the label of each step (id).
-    labels: Vec<String>,
     /// `entries[ent_start[base[p] + q] .. ent_start[base[p] + q + 1]]`: transitions of process
     /// `p` leaving its state `q`.
     entries: Vec<Entry>,
@@ -149,8 +159,6 @@ pub struct DveModel {
     sync_lts: Vec<Vec<u32>>,
     sync_weight: Vec<u64>,
     transitions: usize,
-    scratch: RefCell<Scratch>,
-    fire_scratch: RefCell<Scratch>,
 }
 
 /// Reads, parses and compiles a DVE file.
@@ -251,10 +259,9 @@ impl DveModel {
         let p0 = &prog.procs[0];
         p0.set_state(&mut error_state, p0.states.len() as u16);
         let has_commit = prog.procs.iter().any(|p| p.committed.iter().any(|&c| c));
-        let mut m = DveModel {
+        let mut m = Shared {
             path: path.to_path_buf(),
             ids: Vec::new(),
-            labels: Vec::new(),
             entries: Vec::new(),
             ent_start: Vec::new(),
             base: Vec::new(),
@@ -264,26 +271,36 @@ impl DveModel {
             sync_lts: Vec::new(),
             sync_weight: Vec::new(),
             transitions: 0,
-            scratch: RefCell::new(Scratch::default()),
-            fire_scratch: RefCell::new(Scratch::default()),
             prog,
         };
         match m.prog.system {
             SystemKind::Async => m.number_async(diag)?,
             SystemKind::Sync => m.number_sync(diag)?,
         }
-        let n = m.prog.lts.len();
-        for s in [&m.scratch, &m.fire_scratch] {
-            let mut s = s.borrow_mut();
-            s.stack = vec![0; m.prog.max_stack];
-            s.vals = vec![0; m.prog.max_arity.max(1)];
-            s.stamp = vec![0; n];
-            s.memo = vec![Pass::No; n];
-            s.dst = Vec::with_capacity(m.prog.state_len);
-        }
-        Ok(m)
+        Ok(DveModel::with_shared(Arc::new(m)))
     }
 
+    /// A model on `shared` with scratch buffers of its own.
+    fn with_shared(shared: Arc<Shared>) -> Self {
+        DveModel {
+            scratch: RefCell::new(shared.fresh_scratch()),
+            fire_scratch: RefCell::new(shared.fresh_scratch()),
+            shared,
+        }
+    }
+
+    /// The number of processes.
+    pub fn process_count(&self) -> usize {
+        self.shared.prog.procs.len()
+    }
+
+    /// Whether `state` is the error state.
+    pub fn is_error_state(&self, state: &[u8]) -> bool {
+        self.shared.is_error_state(state)
+    }
+}
+
+impl Shared {
     /// Numbers the transitions of an asynchronous system (see the module docs).
     fn number_async(&mut self, diag: &Diag) -> Result<(), ModelError> {
         let prog = &self.prog;
@@ -377,25 +394,37 @@ impl DveModel {
         }
         self.sync_weight.reverse();
         self.transitions = total as usize;
-        for id in 0..total {
-            let names: Vec<&str> = (0..self.sync_lts.len())
-                .map(|p| {
-                    let k = (id / self.sync_weight[p]) as usize % self.sync_lts[p].len();
-                    prog.lts[self.sync_lts[p][k] as usize].name.as_str()
-                })
-                .collect();
-            self.labels.push(names.join("|"));
-        }
         Ok(())
     }
 
-    /// The number of processes.
-    pub fn process_count(&self) -> usize {
-        self.prog.procs.len()
+    /// The process transition of `system sync` step `id` that process `p` takes.
+    fn sync_lt(&self, id: u64, p: usize) -> u32 {
+        let k = (id / self.sync_weight[p]) as usize % self.sync_lts[p].len();
+        self.sync_lts[p][k]
+    }
+
+    /// The label of id `id` (see the module docs), `None` for no such id.
+    fn label(&self, id: usize) -> Option<String> {
+        if id >= self.transitions {
+            return None;
+        }
+        let name = |li: u32| self.prog.lts[li as usize].name.as_str();
+        if self.prog.system == SystemKind::Sync {
+            let names: Vec<&str> = (0..self.sync_lts.len())
+                .map(|p| name(self.sync_lt(id as u64, p)))
+                .collect();
+            return Some(names.join("|"));
+        }
+        let info = self.ids[id];
+        Some(if info.recv == NONE {
+            name(info.lt).to_string()
+        } else {
+            format!("{}|{}", name(info.lt), name(info.recv))
+        })
     }
 
     /// Whether `state` is the error state.
-    pub fn is_error_state(&self, state: &[u8]) -> bool {
+    fn is_error_state(&self, state: &[u8]) -> bool {
         state == &self.error_state[..]
     }
 
@@ -808,8 +837,7 @@ impl DveModel {
         let np = self.prog.procs.len();
         let mut picks = Vec::with_capacity(np);
         for p in 0..np {
-            let k = (t / self.sync_weight[p]) as usize % self.sync_lts[p].len();
-            let li = self.sync_lts[p][k];
+            let li = self.sync_lt(t, p);
             match self.sync_local(li, src, s)? {
                 Some(fault) => picks.push((li, fault)),
                 None => return Ok(Fired::Disabled),
@@ -841,37 +869,39 @@ impl DveModel {
 }
 
 impl Model for DveModel {
+    /// Shares the compiled model; only the scratch buffers are new.
     fn fork(&self) -> Option<Box<dyn Model + Send>> {
-        Some(Box::new(self.clone()))
+        Some(Box::new(DveModel::with_shared(Arc::clone(&self.shared))))
     }
 
     fn describe(&self) -> String {
-        let pairs = self.ids.iter().filter(|i| i.recv != NONE).count();
+        let m = &*self.shared;
+        let pairs = m.ids.iter().filter(|i| i.recv != NONE).count();
         format!(
             "DVE ({}): {} processes, {} transitions ({} rendez-vous pairs), {}-byte states",
-            match self.prog.system {
+            match m.prog.system {
                 SystemKind::Async => "async",
                 SystemKind::Sync => "sync",
             },
-            self.prog.procs.len(),
-            self.transitions,
+            m.prog.procs.len(),
+            m.transitions,
             pairs,
-            self.prog.state_len
+            m.prog.state_len
         )
     }
 
     fn initial_state(&self, out: &mut Vec<u8>) -> Result<(), ModelError> {
         out.clear();
-        out.extend_from_slice(&self.prog.initial);
+        out.extend_from_slice(&self.shared.prog.initial);
         Ok(())
     }
 
     fn state_len(&self) -> Option<usize> {
-        Some(self.prog.state_len)
+        Some(self.shared.prog.state_len)
     }
 
     fn transition_count(&self) -> usize {
-        self.transitions
+        self.shared.transitions
     }
 
     fn successors(
@@ -879,19 +909,20 @@ impl Model for DveModel {
         src: &[u8],
         sink: &mut dyn FnMut(TransitionId, LabelId, &[u8]),
     ) -> Result<(), ModelError> {
-        self.check_len(src)?;
-        if self.classify(src)? {
+        let m = &*self.shared;
+        m.check_len(src)?;
+        if m.classify(src)? {
             return Ok(());
         }
         self.with_scratch(&self.scratch, |s| {
-            if self.prog.system == SystemKind::Sync {
-                return self.sync_successors(src, s, sink);
+            if m.prog.system == SystemKind::Sync {
+                return m.sync_successors(src, s, sink);
             }
             let mut dst = std::mem::take(&mut s.dst);
             let mut vals = std::mem::take(&mut s.vals);
-            let r = self.for_each_enabled(src, s, &mut |id, fault, s| {
-                let info = self.ids[id as usize];
-                self.apply(
+            let r = m.for_each_enabled(src, s, &mut |id, fault, s| {
+                let info = m.ids[id as usize];
+                m.apply(
                     src,
                     (info.lt, info.recv, fault),
                     &mut dst,
@@ -908,16 +939,17 @@ impl Model for DveModel {
     }
 
     fn enabled(&self, src: &[u8], out: &mut Vec<TransitionId>) -> Result<(), ModelError> {
+        let m = &*self.shared;
         out.clear();
-        self.check_len(src)?;
-        if self.classify(src)? {
+        m.check_len(src)?;
+        if m.classify(src)? {
             return Ok(());
         }
-        if self.prog.system == SystemKind::Sync {
+        if m.prog.system == SystemKind::Sync {
             return self.successors(src, &mut |t, _, _| out.push(t));
         }
         self.with_scratch(&self.scratch, |s| {
-            self.for_each_enabled(src, s, &mut |id, _, _| {
+            m.for_each_enabled(src, s, &mut |id, _, _| {
                 out.push(TransitionId(id));
                 Ok(())
             })
@@ -925,37 +957,38 @@ impl Model for DveModel {
     }
 
     fn fire(&self, src: &[u8], t: TransitionId, dst: &mut Vec<u8>) -> Result<Fired, ModelError> {
-        self.check_len(src)?;
-        if t.0 as usize >= self.transitions || self.classify(src)? {
+        let m = &*self.shared;
+        m.check_len(src)?;
+        if t.0 as usize >= m.transitions || m.classify(src)? {
             return Ok(Fired::Disabled);
         }
         self.with_scratch(&self.fire_scratch, |s| {
-            if self.prog.system == SystemKind::Sync {
-                return self.sync_fire(src, t.0 as u64, s, dst);
+            if m.prog.system == SystemKind::Sync {
+                return m.sync_fire(src, t.0 as u64, s, dst);
             }
-            let info = self.ids[t.0 as usize];
-            let committed = self.any_committed(src);
-            let lt = &self.prog.lts[info.lt as usize];
-            if committed && !self.prog.procs[lt.proc as usize].committed[lt.from as usize] {
+            let info = m.ids[t.0 as usize];
+            let committed = m.any_committed(src);
+            let lt = &m.prog.lts[info.lt as usize];
+            if committed && !m.prog.procs[lt.proc as usize].committed[lt.from as usize] {
                 return Ok(Fired::Disabled);
             }
-            let mut fault = match self.local_pass(info.lt, src, &mut s.stack)? {
+            let mut fault = match m.local_pass(info.lt, src, &mut s.stack)? {
                 Pass::No => return Ok(Fired::Disabled),
                 p => p == Pass::Fault,
             };
             if info.recv != NONE {
-                let r = &self.prog.lts[info.recv as usize];
-                let rp = &self.prog.procs[r.proc as usize];
+                let r = &m.prog.lts[info.recv as usize];
+                let rp = &m.prog.procs[r.proc as usize];
                 if rp.state_of(src) != r.from || (committed && !rp.committed[r.from as usize]) {
                     return Ok(Fired::Disabled);
                 }
-                match self.guard(r.guard, src, &mut s.stack)? {
+                match m.guard(r.guard, src, &mut s.stack)? {
                     Pass::No => return Ok(Fired::Disabled),
                     p => fault |= p == Pass::Fault || info.static_err,
                 }
             }
             let Scratch { stack, vals, .. } = s;
-            self.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
+            m.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
             Ok(Fired::Enabled(LabelId(t.0)))
         })
     }
@@ -963,7 +996,8 @@ impl Model for DveModel {
     /// A rendez-vous (both halves) is a synchronisation, anything else a local step: the
     /// type-oriented cache replacement then keeps the states where processes meet.
     fn transition_kind(&self, t: TransitionId) -> u8 {
-        match self.ids.get(t.0 as usize) {
+        let m = &*self.shared;
+        match m.ids.get(t.0 as usize) {
             Some(i) if i.recv != NONE => crate::model::KIND_SYNC,
             _ => crate::model::KIND_LOCAL,
         }
@@ -973,17 +1007,14 @@ impl Model for DveModel {
     /// other reads or writes: an id's read (write) set is the union of its transitions' sets,
     /// so the test runs over each transition of `a` against each of `b`.
     fn dependent(&self, a: TransitionId, b: TransitionId) -> bool {
+        let m = &*self.shared;
         let (a, b) = (a.0 as usize, b.0 as usize);
-        if self.prog.system == SystemKind::Sync
-            || a == b
-            || a >= self.ids.len()
-            || b >= self.ids.len()
-        {
+        if m.prog.system == SystemKind::Sync || a == b || a >= m.ids.len() || b >= m.ids.len() {
             return true;
         }
-        let (ha, hb) = (self.halves(a), self.halves(b));
+        let (ha, hb) = (m.halves(a), m.halves(b));
         let changes_commit = |lt: &compile::Lt| {
-            let c = &self.prog.procs[lt.proc as usize].committed;
+            let c = &m.prog.procs[lt.proc as usize].committed;
             c[lt.from as usize] != c[lt.to as usize]
         };
         if ha.iter().chain(&hb).flatten().any(|lt| changes_commit(lt)) {
@@ -999,39 +1030,30 @@ impl Model for DveModel {
     }
 
     fn label_count(&self) -> usize {
-        self.transitions
+        self.shared.transitions
     }
 
     fn label_name(&self, l: LabelId) -> String {
-        let i = l.0 as usize;
-        if self.prog.system == SystemKind::Sync {
-            return self
-                .labels
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| format!("?{}", l.0));
-        }
-        match self.halves(i) {
-            [Some(lt), None] => lt.name.clone(),
-            [Some(lt), Some(r)] => format!("{}|{}", lt.name, r.name),
-            _ => format!("?{}", l.0),
-        }
+        self.shared
+            .label(l.0 as usize)
+            .unwrap_or_else(|| format!("?{}", l.0))
     }
 
     fn format_state(&self, state: &[u8]) -> String {
-        if state.len() != self.prog.state_len {
+        let m = &*self.shared;
+        if state.len() != m.prog.state_len {
             return format!("{state:?}");
         }
-        if self.is_error_state(state) {
+        if m.is_error_state(state) {
             return "(error state)".into();
         }
         let mut parts = Vec::new();
-        for v in self.prog.vars.iter().filter(|v| v.owner.is_none()) {
+        for v in m.prog.vars.iter().filter(|v| v.owner.is_none()) {
             if matches!(v.slot, compile::Slot::State(_)) {
-                parts.push(self.value_of(v, state));
+                parts.push(m.value_of(v, state));
             }
         }
-        for c in self.prog.chans.iter().filter(|c| c.cap > 0) {
+        for c in m.prog.chans.iter().filter(|c| c.cap > 0) {
             let n = c.count(state).min(c.cap) as usize;
             let mut items = Vec::new();
             let mut at = c.items_off();
@@ -1049,15 +1071,15 @@ impl Model for DveModel {
             }
             parts.push(format!("{}=[{}]", c.name, items.join(",")));
         }
-        for (pi, p) in self.prog.procs.iter().enumerate() {
+        for (pi, p) in m.prog.procs.iter().enumerate() {
             let q = p.state_of(state) as usize;
             let st = p.states.get(q).map(|s| s.as_str()).unwrap_or("?");
-            let locals: Vec<String> = self
+            let locals: Vec<String> = m
                 .prog
                 .vars
                 .iter()
                 .filter(|v| v.owner == Some(pi) && matches!(v.slot, compile::Slot::State(_)))
-                .map(|v| self.value_of(v, state))
+                .map(|v| m.value_of(v, state))
                 .collect();
             if locals.is_empty() {
                 parts.push(format!("{}:{st}", p.name));
@@ -1070,6 +1092,17 @@ impl Model for DveModel {
 }
 
 impl DveModel {
+    /// Runs `f` on the scratch space in `cell`, or on a fresh one if it is in use: a sink that
+    /// calls back into the model (none does today) gets a fresh scratch instead of a panic.
+    fn with_scratch<R>(&self, cell: &RefCell<Scratch>, f: impl FnOnce(&mut Scratch) -> R) -> R {
+        match cell.try_borrow_mut() {
+            Ok(mut s) => f(&mut s),
+            Err(_) => f(&mut self.shared.fresh_scratch()),
+        }
+    }
+}
+
+impl Shared {
     /// The transitions asynchronous id `id` stands for: the transition (the sending half of a
     /// rendez-vous) and the receiving half; `[None, None]` for no such id.
     fn halves(&self, id: usize) -> [Option<&compile::Lt>; 2] {
@@ -1082,17 +1115,9 @@ impl DveModel {
         }
     }
 
-    /// Runs `f` on the scratch space in `cell`, or on a fresh one if it is in use: a sink that
-    /// calls back into the model (none does today) gets a fresh scratch instead of a panic.
-    fn with_scratch<R>(&self, cell: &RefCell<Scratch>, f: impl FnOnce(&mut Scratch) -> R) -> R {
-        match cell.try_borrow_mut() {
-            Ok(mut s) => f(&mut s),
-            Err(_) => f(&mut self.fresh_scratch()),
-        }
-    }
-
     fn fresh_scratch(&self) -> Scratch {
         Scratch {
+            dst: Vec::with_capacity(self.prog.state_len),
             stack: vec![0; self.prog.max_stack],
             vals: vec![0; self.prog.max_arity.max(1)],
             stamp: vec![0; self.prog.lts.len()],

@@ -125,7 +125,7 @@ fn fill_buffer(cap: u32) -> Option<u32> {
     let m = model(&format!(
         "channel {{byte}} q[{cap}]; process P {{ state s; init s; trans s -> s {{ sync q!0; }}; }} system async;"
     ));
-    let ch = &m.prog.chans[0];
+    let ch = &m.shared.prog.chans[0];
     let mut s = Vec::new();
     m.initial_state(&mut s).unwrap();
     let mut steps = 0;
@@ -156,7 +156,10 @@ fn a_full_buffer_of_the_largest_capacity_is_full() {
         let m = model(&format!(
             "channel {{byte}} q[{cap}]; process P {{ state s; init s; }} system async;"
         ));
-        assert_eq!(m.prog.chans[0].count_len, count_len, "capacity {cap}");
+        assert_eq!(
+            m.shared.prog.chans[0].count_len, count_len,
+            "capacity {cap}"
+        );
         assert_eq!(m.state_len(), Some(count_len as usize + cap as usize + 1));
         assert_eq!(fill_buffer(cap), Some(cap), "capacity {cap}");
     }
@@ -167,7 +170,7 @@ fn a_full_buffer_of_the_largest_capacity_is_full() {
          process C { byte x; state s; init s; trans s -> s { sync q?x; }; }
          system async;",
     );
-    let ch = &m.prog.chans[0];
+    let ch = &m.shared.prog.chans[0];
     let mut full = Vec::new();
     m.initial_state(&mut full).unwrap();
     ch.set_count(&mut full, 65_536);
@@ -276,7 +279,18 @@ fn sync_system_moves_every_process_at_once() {
          system sync;",
     );
     assert_eq!(m.transition_count(), 4);
-    assert_eq!(m.label_name(LabelId(1)), "A.s->s#1|B.v->u");
+    assert_eq!(m.label_count(), 4);
+    let labels: Vec<String> = (0..5).map(|l| m.label_name(LabelId(l))).collect();
+    assert_eq!(
+        labels,
+        [
+            "A.s->s#1|B.u->v",
+            "A.s->s#1|B.v->u",
+            "A.s->s#2|B.u->v",
+            "A.s->s#2|B.v->u",
+            "?4"
+        ]
+    );
     // Independent search: (n, g, B in v) where each step moves A and B together.
     let mut seen = std::collections::HashSet::from([(0u8, 0u8, false)]);
     let mut queue = VecDeque::from([(0u8, 0u8, false)]);
@@ -297,6 +311,34 @@ fn sync_system_moves_every_process_at_once() {
     assert_eq!((states, e), (seen.len(), edges));
     assert_eq!(states, 9);
     assert!(m.dependent(TransitionId(0), TransitionId(1)));
+}
+
+#[test]
+fn forks_share_the_compiled_model() {
+    // A copy for another thread owns only its scratch buffers: the ids, the program and the
+    // labels stay one, and the copy explores as the original does.
+    let m = model(
+        "channel c; byte x;
+         process S { state a, b; init a; trans a -> b { sync c!; effect x = 1; }, b -> a {}; }
+         process R { state a; init a; trans a -> a { sync c?; }; }
+         system async;",
+    );
+    let f = m.fork().unwrap();
+    assert_eq!(Arc::strong_count(&m.shared), 2);
+    let mut s = Vec::new();
+    m.initial_state(&mut s).unwrap();
+    for _ in 0..3 {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        m.successors(&s, &mut |t, l, d| a.push((t, l, d.to_vec())))
+            .unwrap();
+        f.successors(&s, &mut |t, l, d| b.push((t, l, d.to_vec())))
+            .unwrap();
+        assert_eq!(a, b);
+        s = a.pop().unwrap().2;
+    }
+    assert_eq!(f.label_name(LabelId(0)), "S.a->b|R.a->a");
+    drop(f);
+    assert_eq!(Arc::strong_count(&m.shared), 1);
 }
 
 #[test]
