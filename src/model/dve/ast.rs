@@ -170,4 +170,6 @@ pub struct Spec {
     pub chans: Vec<ChanDecl>,
     pub procs: Vec<ProcDecl>,
     pub system: SystemKind,
+    /// Where the `system` declaration is.
+    pub system_at: usize,
 }

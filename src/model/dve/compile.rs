@@ -182,6 +182,8 @@ pub struct Program {
     pub pool: Vec<i32>,
     pub lts: Vec<Lt>,
     pub system: SystemKind,
+    /// Where the `system` declaration is.
+    pub system_at: usize,
     pub state_len: usize,
     pub initial: Vec<u8>,
     /// The largest value-stack height any code needs.
@@ -348,6 +350,10 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
         let wide = p.states.len() >= 255;
         let start = cx.off;
         cx.off += if wide { 2 } else { 1 };
+        cx.check_state_len(
+            p.name.at,
+            &format!("the control state of process '{}'", p.name.text),
+        )?;
         cx.initial.push((
             start,
             if wide {
@@ -377,15 +383,6 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
         }
         cx.check_spills(&format!("the last local variable of '{}'", p.name.text))?;
         cx.procs[pi].region = (start as u32, cx.off as u32);
-    }
-    if cx.off > MAX_STATE_BYTES {
-        return Err(diag.unsupported(
-            0,
-            &format!(
-                "a state vector of {} bytes (the limit is {MAX_STATE_BYTES})",
-                cx.off
-            ),
-        ));
     }
     let mut lts = Vec::new();
     for (pi, p) in spec.procs.iter().enumerate() {
@@ -445,6 +442,7 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
         pool: cx.pool,
         lts,
         system: spec.system,
+        system_at: spec.system_at,
         state_len: cx.off,
         initial,
         max_stack: cx.max_stack.max(1) as usize + 1,
@@ -453,6 +451,21 @@ pub fn compile(spec: &Spec, diag: &Diag) -> R<Program> {
 }
 
 impl<'a> Cx<'a> {
+    /// Refuses a state vector that `what`, declared at `at`, has just taken over
+    /// [`MAX_STATE_BYTES`].
+    fn check_state_len(&self, at: usize, what: &str) -> R<()> {
+        if self.off > MAX_STATE_BYTES {
+            return Err(self.diag.unsupported(
+                at,
+                &format!(
+                    "a state vector over {MAX_STATE_BYTES} bytes ({what} takes it to {} bytes)",
+                    self.off
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn state(&self, p: usize, n: &Name) -> R<u16> {
         self.state_ix[p].get(&n.text).copied().ok_or_else(|| {
             self.diag.syntax(
@@ -617,12 +630,7 @@ impl<'a> Cx<'a> {
         } else {
             let off = self.off;
             self.off += count * d.ty.width();
-            if self.off > MAX_STATE_BYTES {
-                return Err(self.diag.unsupported(
-                    d.name.at,
-                    &format!("a state vector over {MAX_STATE_BYTES} bytes"),
-                ));
-            }
+            self.check_state_len(d.name.at, &format!("variable '{}'", d.name.text))?;
             if !given.is_empty() {
                 let mut bytes = Vec::with_capacity(given.len() * d.ty.width());
                 for &v in &given {
@@ -697,12 +705,7 @@ impl<'a> Cx<'a> {
             // The count starts at 0 even if an oversized initialiser ran over it.
             self.initial.push((off, vec![0; count_len as usize]));
             self.off += count_len as usize + cap as usize * item;
-            if self.off > MAX_STATE_BYTES {
-                return Err(self.diag.unsupported(
-                    c.name.at,
-                    &format!("a state vector over {MAX_STATE_BYTES} bytes"),
-                ));
-            }
+            self.check_state_len(c.name.at, &format!("channel '{}'", c.name.text))?;
         }
         self.chan_ix.insert(c.name.text.clone(), self.chans.len());
         self.chans.push(ChanInfo {

@@ -383,14 +383,19 @@ impl Shared {
         for l in self.sync_lts.iter().rev() {
             self.sync_weight.push(total);
             total = total.saturating_mul(l.len() as u64);
-            if total > MAX_TRANSITION_IDS {
-                return Err(diag.unsupported(
-                    0,
-                    &format!(
-                        "a 'system sync' with more than {MAX_TRANSITION_IDS} combinations of process transitions"
-                    ),
-                ));
-            }
+        }
+        if total > MAX_TRANSITION_IDS {
+            let product = match total {
+                u64::MAX => "more than 2^64".to_string(),
+                n => n.to_string(),
+            };
+            return Err(diag.unsupported(
+                prog.system_at,
+                &format!(
+                    "a 'system sync' with more than {MAX_TRANSITION_IDS} combinations of process transitions (the transition counts of its {} processes multiply to {product})",
+                    prog.procs.len()
+                ),
+            ));
         }
         self.sync_weight.reverse();
         self.transitions = total as usize;

@@ -149,6 +149,7 @@ impl<'a> Parser<'a> {
         if self.peek() != &Tok::System {
             return self.unexpected("'process' or 'system'");
         }
+        let system_at = self.at();
         self.bump();
         let system = match self.peek() {
             Tok::Async => SystemKind::Async,
@@ -171,6 +172,7 @@ impl<'a> Parser<'a> {
             chans,
             procs,
             system,
+            system_at,
         })
     }
 

@@ -489,6 +489,55 @@ fn rendezvous_pairs_are_bounded() {
 }
 
 #[test]
+fn whole_model_limits_point_at_their_construct() {
+    // 21 processes of 2 transitions: 2^21 steps, refused at `system` (line 22).
+    let mut src = String::new();
+    for p in 0..21 {
+        src.push_str(&format!(
+            "process P{p} {{ state a, b; init a; trans a -> b {{}}, b -> a {{}}; }}\n"
+        ));
+    }
+    src.push_str("system sync;");
+    let e = error(&src);
+    assert!(
+        e.contains("t.dve:22:1: unsupported: a 'system sync' with more than 1048576 combinations of process transitions (the transition counts of its 21 processes multiply to 2097152)"),
+        "{e}"
+    );
+    // A process without transitions: no step at all, nothing to refuse.
+    let m = model(&src.replace(
+        "process P20 { state a, b; init a; trans a -> b {}, b -> a {}; }",
+        "process P20 { state a; init a; }",
+    ));
+    assert_eq!(m.transition_count(), 0);
+    // 16 arrays fill the 1 MiB; whatever comes next is named where it is declared.
+    let arrays = (0..16)
+        .map(|i| format!("b{i}[65536]"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let e = error(&format!(
+        "byte {arrays};\nprocess P {{ state s; init s; }}\nsystem async;"
+    ));
+    assert!(
+        e.contains("t.dve:2:9: unsupported: a state vector over 1048576 bytes (the control state of process 'P' takes it to 1048577 bytes)"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "byte {arrays};\nint x;\nprocess P {{ state s; init s; }}\nsystem async;"
+    ));
+    assert!(
+        e.contains("t.dve:2:5: unsupported: a state vector over 1048576 bytes (variable 'x' takes it to 1048578 bytes)"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "byte {arrays};\nchannel {{byte}} q[1];\nprocess P {{ state s; init s; }}\nsystem async;"
+    ));
+    assert!(
+        e.contains("t.dve:2:16: unsupported: a state vector over 1048576 bytes (channel 'q' takes it to 1048578 bytes)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn arrays_without_index_and_oversized_initialisers_behave_as_in_divine() {
     // `a` alone is a[0]; the third initial value of `a` lands in `b`, which has no
     // initialiser of its own, while `c`'s own initialiser wins over the spill of `b`'s.
