@@ -370,15 +370,18 @@ impl LtsError {
     }
 }
 
-/// Converts a byte offset in `text` into a 1-based (line, column) pair.
+/// Converts a byte offset in `text` into a 1-based (line, column) pair. The column counts
+/// characters, as editors do (UTF-8; a byte sequence that is not UTF-8 counts as one
+/// character per invalid sequence, as the text LTS readers count it).
 pub fn line_col(text: &[u8], offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = match before.iter().rposition(|&b| b == b'\n') {
-        Some(nl) => offset - nl,
-        None => offset + 1,
-    };
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |nl| nl + 1);
+    let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
     (line, col)
 }
 
@@ -414,5 +417,22 @@ impl PlotError {
             PlotError::Draw { .. } => exit::INTERNAL,
             PlotError::Usage(_) => exit::USAGE,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_col;
+
+    #[test]
+    fn columns_count_characters() {
+        let text = "ab\né€x\ny".as_bytes();
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 3), (2, 1));
+        // 'x' is byte 5 of its line ('é' 2 bytes, '€' 3), character 3.
+        assert_eq!(line_col(text, 3 + 5), (2, 3));
+        assert_eq!(line_col(text, text.len()), (3, 2));
+        // Invalid UTF-8 counts one character per bad sequence.
+        assert_eq!(line_col(b"\xff\xfex", 2), (1, 3));
     }
 }

@@ -102,26 +102,36 @@ impl AutReader {
             if line.is_empty() {
                 continue;
             }
+            // Columns count characters of the line as it is (blanks before the '(' included).
             let inner = line
                 .strip_prefix('(')
                 .and_then(|s| s.strip_suffix(')'))
-                .ok_or_else(|| self.syntax(1, "expected '(SRC, LABEL, DST)'"))?;
+                .ok_or_else(|| self.syntax(self.column_of(line), "expected '(SRC, LABEL, DST)'"))?;
             let (first, last) = match (inner.find(','), inner.rfind(',')) {
                 (Some(a), Some(b)) if a < b => (a, b),
-                _ => return Err(self.syntax(2, "expected '(SRC, LABEL, DST)' with two commas")),
+                _ => {
+                    return Err(self.syntax(
+                        self.column_of(inner),
+                        "expected '(SRC, LABEL, DST)' with two commas",
+                    ))
+                }
             };
             let src_text = inner[..first].trim();
             let dst_text = inner[last + 1..].trim();
+            let (src_col, dst_col) = (self.column_of(src_text), self.column_of(dst_text));
             let src: u64 = src_text.parse().map_err(|_| {
-                self.syntax(2, format!("source '{src_text}' is not a state number"))
+                self.syntax(
+                    src_col,
+                    format!("source '{src_text}' is not a state number"),
+                )
             })?;
             let dst: u64 = dst_text.parse().map_err(|_| {
                 self.syntax(
-                    last + 2,
+                    dst_col,
                     format!("target '{dst_text}' is not a state number"),
                 )
             })?;
-            for (what, s, col) in [("source", src, 2), ("target", dst, last + 2)] {
+            for (what, s, col) in [("source", src, src_col), ("target", dst, dst_col)] {
                 if s >= self.header.states {
                     return Err(self.syntax(
                         col,
@@ -365,6 +375,22 @@ mod tests {
             let e = w.define_label(LabelId(0), bad).unwrap_err().to_string();
             assert!(e.contains("x.aut") && e.contains("cannot represent"), "{e}");
         }
+    }
+
+    #[test]
+    fn columns_count_characters_of_the_line_as_written() {
+        let col = |text: &str| {
+            let mut r = reader(text).unwrap();
+            match r.next_edge().unwrap_err() {
+                LtsError::Syntax(TextError { line, column, .. }) => (line, column),
+                e => panic!("{e}"),
+            }
+        };
+        // Blanks before the '(' count; 'é' and '€' are one column each.
+        assert_eq!(col("des (0, 1, 2)\n  (0, \"é€\", x)\n"), (2, 13));
+        assert_eq!(col("des (0, 1, 2)\n  (é, \"a\", 1)\n"), (2, 4));
+        assert_eq!(col("des (0, 1, 2)\n(0, \"é\", 7)\n"), (2, 10));
+        assert_eq!(col("des (0, 1, 2)\n \t0, a, 1\n"), (2, 3));
     }
 
     #[test]

@@ -314,6 +314,15 @@ impl<F> TextReader<F> {
         Ok(None)
     }
 
+    /// The 1-based column, in characters, where `part` (a slice of the current line) starts.
+    fn column_of(&self, part: &str) -> usize {
+        let line = &self.lines.line;
+        let at = (part.as_ptr() as usize)
+            .wrapping_sub(line.as_ptr() as usize)
+            .min(line.len());
+        line.get(..at).map_or(at, |s| s.chars().count()) + 1
+    }
+
     /// A syntax error at `column` of the current line.
     fn syntax(&self, column: usize, message: impl Into<String>) -> LtsError {
         LtsError::Syntax(TextError {

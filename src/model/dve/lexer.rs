@@ -341,5 +341,10 @@ mod tests {
         let d = Diag::new(s.as_bytes(), Path::new("t.dve"));
         let e = tokenize(s.as_bytes(), &d).unwrap_err().to_string();
         assert!(e.contains("1:3"), "{e}");
+        // Columns count characters: three 2-byte 'é' before the '$' (character 26, byte 29).
+        let s = "byte y;\nbyte x; /* é é é */ byte $;";
+        let d = Diag::new(s.as_bytes(), Path::new("t.dve"));
+        let e = tokenize(s.as_bytes(), &d).unwrap_err().to_string();
+        assert!(e.contains("t.dve:2:26: unexpected character '$'"), "{e}");
     }
 }
