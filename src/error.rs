@@ -41,7 +41,8 @@ pub enum ModelError {
     /// the widest place counter): a resource limit (exit code 6), with its position.
     #[error(transparent)]
     Limit(TextError),
-    #[error("{path}: unknown model format '.{ext}' (expected .pnml, .aut or .dve)")]
+    /// A model file whose extension (`ext`, empty for none) names no front end.
+    #[error("{path}: {} (expected .pnml, .aut or .dve)", unknown_format("model", .ext))]
     UnknownFormat { path: PathBuf, ext: String },
     /// A token count exceeded the counter width; the caller may retry with wider counters.
     #[error("place '{place}' would hold more than {limit} tokens (counter overflow)")]
@@ -367,6 +368,17 @@ impl LtsError {
             LtsError::Syntax { .. } => exit::MODEL,
             LtsError::Invalid(_) => exit::USAGE,
         }
+    }
+}
+
+/// Why a file's format, chosen by its extension `ext` (empty for none), is not known: "unknown
+/// model format '.xyz'", or "no file extension to tell the model format by" (`kind`: "model",
+/// "LTS").
+pub fn unknown_format(kind: &str, ext: &str) -> String {
+    if ext.is_empty() {
+        format!("no file extension to tell the {kind} format by")
+    } else {
+        format!("unknown {kind} format '.{ext}'")
     }
 }
 

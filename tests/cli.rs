@@ -283,7 +283,20 @@ fn bad_flags_and_missing_files() {
     assert!(stderr(&o).contains("/nonexistent/x.pnml"));
     let o = spillway(&["explore", "model.xyz"]);
     assert_eq!(o.status.code(), Some(3));
-    assert!(stderr(&o).contains("unknown model format"));
+    assert!(stderr(&o).contains("unknown model format '.xyz'"));
+    let o = spillway(&["explore", "model"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("model: no file extension to tell the model format by"),
+        "{}",
+        stderr(&o)
+    );
+    let o = spillway(&["lts", "info", "model"]);
+    assert!(
+        stderr(&o).contains("model: no file extension to tell the LTS format by"),
+        "{}",
+        stderr(&o)
+    );
     let o = spillway(&["explore", m, "-o", "/tmp/out.unknown"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let o = spillway(&["explore", m, "-o", "/nonexistent-dir/out.slts"]);

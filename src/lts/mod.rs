@@ -410,10 +410,13 @@ impl LtsFormat {
             Some("aut") => Ok(LtsFormat::Aut),
             Some("fsm") => Ok(LtsFormat::Fsm),
             Some("dot") => Ok(LtsFormat::Dot),
-            other => Err(LtsError::Invalid(format!(
-                "{}: unknown LTS format '.{}' (expected .slts for the native format, .aut, .fsm or .dot)",
+            _ => Err(LtsError::Invalid(format!(
+                "{}: {} (expected .slts for the native format, .aut, .fsm or .dot)",
                 path.display(),
-                other.unwrap_or("")
+                crate::error::unknown_format(
+                    "LTS",
+                    &path.extension().map_or("".into(), |e| e.to_string_lossy())
+                )
             ))),
         }
     }

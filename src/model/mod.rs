@@ -182,9 +182,12 @@ impl ModelFormat {
             Some("pnml") => Ok(ModelFormat::Pnml),
             Some("aut") => Ok(ModelFormat::Aut),
             Some("dve") => Ok(ModelFormat::Dve),
-            other => Err(ModelError::UnknownFormat {
+            _ => Err(ModelError::UnknownFormat {
                 path: path.to_path_buf(),
-                ext: other.unwrap_or("").to_string(),
+                ext: path
+                    .extension()
+                    .map(|e| e.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
             }),
         }
     }

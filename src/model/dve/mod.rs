@@ -179,6 +179,11 @@ pub fn parse(text: &[u8], path: &Path) -> Result<DveModel, ModelError> {
     DveModel::new(prog, path, &diag)
 }
 
+/// "1 process", "2 processes".
+fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn intersects(a: &[u32], b: &[u32]) -> bool {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
@@ -879,18 +884,25 @@ impl Model for DveModel {
         Some(Box::new(DveModel::with_shared(Arc::clone(&self.shared))))
     }
 
+    /// E.g. `DVE (async): 3 processes, 21 transition ids (4 rendez-vous pairs), 15-byte
+    /// states`: ids, not explored transitions (see the module docs).
     fn describe(&self) -> String {
         let m = &*self.shared;
-        let pairs = m.ids.iter().filter(|i| i.recv != NONE).count();
+        let ids = counted(m.transitions, "transition id", "transition ids");
+        let (kind, ids) = match m.prog.system {
+            SystemKind::Async => {
+                let pairs = m.ids.iter().filter(|i| i.recv != NONE).count();
+                let pairs = counted(pairs, "rendez-vous pair", "rendez-vous pairs");
+                ("async", format!("{ids} ({pairs})"))
+            }
+            SystemKind::Sync => (
+                "sync",
+                format!("{ids} (one per combination of process transitions)"),
+            ),
+        };
         format!(
-            "DVE ({}): {} processes, {} transitions ({} rendez-vous pairs), {}-byte states",
-            match m.prog.system {
-                SystemKind::Async => "async",
-                SystemKind::Sync => "sync",
-            },
-            m.prog.procs.len(),
-            m.transitions,
-            pairs,
+            "DVE ({kind}): {}, {ids}, {}-byte states",
+            counted(m.prog.procs.len(), "process", "processes"),
             m.prog.state_len
         )
     }

@@ -469,6 +469,29 @@ fn pairs_src(senders: usize, receivers: usize, plain: usize) -> String {
 }
 
 #[test]
+fn the_summary_counts_transition_ids_in_words_that_agree() {
+    let one = model("process P { state s; init s; trans s -> s {}; } system async;");
+    assert_eq!(
+        one.describe(),
+        "DVE (async): 1 process, 1 transition id (0 rendez-vous pairs), 1-byte states"
+    );
+    let m = model(&pairs_src(2, 1, 1));
+    assert_eq!(
+        m.describe(),
+        "DVE (async): 3 processes, 3 transition ids (2 rendez-vous pairs), 4-byte states"
+    );
+    let m = model(&pairs_src(1, 1, 1));
+    assert!(m
+        .describe()
+        .contains("2 transition ids (1 rendez-vous pair)"));
+    let m = model(&pairs_src(1, 1, 1).replace("async", "sync"));
+    assert_eq!(
+        m.describe(),
+        "DVE (sync): 3 processes, 1 transition id (one per combination of process transitions), 4-byte states"
+    );
+}
+
+#[test]
 fn rendezvous_pairs_are_bounded() {
     // 1024 × 1024 pairs and the one transition of Q: one id over the limit of 2^20, refused
     // at the channel before any id is built.
