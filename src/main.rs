@@ -207,6 +207,12 @@ fn print_stats(s: &ExploreStats, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "states        {}", s.states)?;
     writeln!(out, "transitions   {}", s.transitions)?;
     writeln!(out, "deadlocks     {}", s.deadlocks)?;
+    if let Some(t) = &s.error_transition {
+        writeln!(
+            out,
+            "error state   reached (first found by {t}): the model's error state (DVE: a division by zero, an index out of bounds or a value out of range in a guard or effect, or a `system sync` step assigning a global twice) is one of the deadlocks"
+        )?;
+    }
     writeln!(
         out,
         "depth         {} ({})",

@@ -666,6 +666,52 @@ fn independent_transitions_commute_on_beem_and_test_models() {
 // ---------------------------------------------------------------------------------------------
 // The CLI: labels, exit codes
 
+/// A model that faults says so at the end of the run (the error state is otherwise one
+/// more deadlock), in the summary and in `--stats-json`, in BFS on two threads and in DFS;
+/// a model that does not, says nothing.
+#[test]
+fn reaching_the_error_state_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = dir.path().join("f.dve");
+    // x = 0..255, then the increment overflows the byte: the error state.
+    std::fs::write(
+        &faulty,
+        "byte x;\nprocess P { state s; init s; trans s -> s { effect x = x + 1; }; }\nsystem async;\n",
+    )
+    .unwrap();
+    let fine = dir.path().join("c.dve");
+    std::fs::write(&fine, clients_src(2)).unwrap();
+    for order in ["bfs", "dfs"] {
+        for (model, faults) in [(&faulty, true), (&fine, false)] {
+            let o = Command::new(bin())
+                .args(["explore", model.to_str().unwrap(), "--order", order])
+                .args(["--threads", "2", "--no-progress", "--stats-json", "-"])
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success(),
+                "{order}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let json = out.find('{').map(|i| &out[i..]).unwrap_or("");
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            if faults {
+                assert_eq!(v["states"], 257, "{order}");
+                assert_eq!(v["deadlocks"], 1, "{order}");
+                assert_eq!(v["error_transition"], "P.s->s", "{order}");
+                assert!(
+                    out.contains("error state   reached (first found by P.s->s)"),
+                    "{out}"
+                );
+            } else {
+                assert!(v["error_transition"].is_null(), "{order}: {v}");
+                assert!(!out.contains("error state"), "{out}");
+            }
+        }
+    }
+}
+
 #[test]
 fn lts_labels_name_both_halves_of_a_rendezvous() {
     let dir = tempfile::tempdir().unwrap();

@@ -53,6 +53,11 @@ pub struct ExploreStats {
     pub states: u64,
     pub transitions: u64,
     pub deadlocks: u64,
+    /// The label of the first transition this process found to lead to the model's error
+    /// state (DVE: DiVinE's, after a division by zero, a bad index or a value out of
+    /// range), which is then one of the `deadlocks`; `null` if none did. A resumed run
+    /// reports only what it met after the resume.
+    pub error_transition: Option<String>,
     pub max_depth: u64,
     /// Threads that expanded states (`--threads`; 1 when the run, or its store, order or
     /// model, ran on one thread).
@@ -327,6 +332,7 @@ impl<'a> Run<'a> {
             states,
             transitions: self.transitions,
             deadlocks: self.deadlocks,
+            error_transition: self.model.error_transition(),
             max_depth: self.max_depth,
             threads: self.threads,
             wall_seconds: wall,

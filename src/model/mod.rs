@@ -137,6 +137,15 @@ pub trait Model {
     /// transition and label ids, with its own scratch buffers. `None` (the default) when the
     /// model cannot be copied, e.g. because its label table grows while exploring (typed
     /// models); the search then runs on one thread.
+    /// The label of a transition this process found to lead to the model's *error state*
+    /// (DVE: DiVinE's state for a division by zero, an index out of bounds or a value out
+    /// of range in a guard or effect), the first one met; `None` if none did (or the model
+    /// has no error state). Reported at the end of a run: otherwise the error state is only
+    /// one more deadlock.
+    fn error_transition(&self) -> Option<String> {
+        None
+    }
+
     fn fork(&self) -> Option<Box<dyn Model + Send>> {
         None
     }

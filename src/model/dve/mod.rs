@@ -43,6 +43,7 @@ use compile::{LtKind, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use vm::{Code, Fault};
 
@@ -159,6 +160,9 @@ struct Shared {
     sync_lts: Vec<Vec<u32>>,
     sync_weight: Vec<u64>,
     transitions: usize,
+    /// 1 + the id of the first transition found to lead to the error state (0: none yet),
+    /// set by whichever thread meets it (forks share it).
+    faulted: AtomicU64,
 }
 
 /// Reads, parses and compiles a DVE file.
@@ -276,6 +280,7 @@ impl DveModel {
             sync_lts: Vec::new(),
             sync_weight: Vec::new(),
             transitions: 0,
+            faulted: AtomicU64::new(0),
             prog,
         };
         match m.prog.system {
@@ -520,7 +525,7 @@ impl Shared {
 
     /// Writes the successor of `src` by `(lt, recv, fault)` (a transition, its receiver or
     /// `NONE`, whether it already faulted) into `dst`; the error state when it faulted before
-    /// or while running its effects.
+    /// or while running its effects (then it returns `true`).
     fn apply(
         &self,
         src: &[u8],
@@ -528,18 +533,26 @@ impl Shared {
         dst: &mut Vec<u8>,
         stack: &mut [i32],
         vals: &mut [i32],
-    ) -> Result<(), ModelError> {
+    ) -> Result<bool, ModelError> {
         dst.clear();
         if !fault {
             dst.extend_from_slice(src);
             match self.execute(lt, recv, dst, stack, vals) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(false),
                 Err(Fault::Internal) => return Err(self.internal("effect")),
                 Err(_) => dst.clear(),
             }
         }
         dst.extend_from_slice(&self.error_state);
-        Ok(())
+        Ok(true)
+    }
+
+    /// Remembers transition `id` as leading to the error state, if it is the first.
+    #[cold]
+    fn faulted(&self, id: u64) {
+        let _ = self
+            .faulted
+            .compare_exchange(0, id + 1, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The effect of a transition on `dst` (a copy of the source state): channel operation or
@@ -710,8 +723,14 @@ impl Shared {
     /// the own successors by transition): each process's control state and locals come from
     /// its own successor, and each global variable from the successor of the transition that
     /// assigns it. Two transitions assigning a common global variable, or a fault, give the
-    /// error state.
-    fn sync_compose(&self, src: &[u8], picks: &[(u32, bool)], succ: &[u8], dst: &mut Vec<u8>) {
+    /// error state (then it returns `true`).
+    fn sync_compose(
+        &self,
+        src: &[u8],
+        picks: &[(u32, bool)],
+        succ: &[u8],
+        dst: &mut Vec<u8>,
+    ) -> bool {
         let n = self.prog.state_len;
         dst.clear();
         let fault = picks.iter().any(|&(_, f)| f)
@@ -725,7 +744,7 @@ impl Shared {
             });
         if fault {
             dst.extend_from_slice(&self.error_state);
-            return;
+            return true;
         }
         dst.extend_from_slice(src);
         for (p, &(li, _)) in picks.iter().enumerate() {
@@ -742,6 +761,7 @@ impl Shared {
                 }
             }
         }
+        false
     }
 
     /// `system sync`: computes the own successor of transition `li` in `src` into its slot of
@@ -818,7 +838,9 @@ impl Shared {
                 id += k as u64 * self.sync_weight[p];
                 picks.push((self.sync_lts[p][k as usize], fault));
             }
-            self.sync_compose(src, &picks, &s.sync_succ, &mut dst);
+            if self.sync_compose(src, &picks, &s.sync_succ, &mut dst) {
+                self.faulted(id);
+            }
             sink(TransitionId(id as u32), LabelId(id as u32), &dst);
             let mut p = np;
             loop {
@@ -853,7 +875,9 @@ impl Shared {
                 None => return Ok(Fired::Disabled),
             }
         }
-        self.sync_compose(src, &picks, &s.sync_succ, dst);
+        if self.sync_compose(src, &picks, &s.sync_succ, dst) {
+            self.faulted(t);
+        }
         Ok(Fired::Enabled(LabelId(t as u32)))
     }
 
@@ -939,13 +963,15 @@ impl Model for DveModel {
             let mut vals = std::mem::take(&mut s.vals);
             let r = m.for_each_enabled(src, s, &mut |id, fault, s| {
                 let info = m.ids[id as usize];
-                m.apply(
+                if m.apply(
                     src,
                     (info.lt, info.recv, fault),
                     &mut dst,
                     &mut s.stack,
                     &mut vals,
-                )?;
+                )? {
+                    m.faulted(id as u64);
+                }
                 sink(TransitionId(id), LabelId(id), &dst);
                 Ok(())
             });
@@ -1005,7 +1031,9 @@ impl Model for DveModel {
                 }
             }
             let Scratch { stack, vals, .. } = s;
-            m.apply(src, (info.lt, info.recv, fault), dst, stack, vals)?;
+            if m.apply(src, (info.lt, info.recv, fault), dst, stack, vals)? {
+                m.faulted(t.0 as u64);
+            }
             Ok(Fired::Enabled(LabelId(t.0)))
         })
     }
@@ -1048,6 +1076,13 @@ impl Model for DveModel {
 
     fn label_count(&self) -> usize {
         self.shared.transitions
+    }
+
+    fn error_transition(&self) -> Option<String> {
+        match self.shared.faulted.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(self.label_name(LabelId((t - 1) as u32))),
+        }
     }
 
     fn label_name(&self, l: LabelId) -> String {
