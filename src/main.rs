@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             let sub = matches
                 .subcommand_matches("explore")
                 .expect("parsed as explore");
-            match spillway::cli::refuse_foreign_options(sub, &args) {
+            match spillway::cli::refuse_unusable_options(sub, &args) {
                 Ok(()) => explore(&args),
                 Err(msg) => {
                     say!("spillway: error: {msg}");
@@ -82,19 +82,7 @@ fn explore(args: &ExploreArgs) -> i32 {
             }
         })
         .run();
-    // `--threads` is taken by every run (it defaults to the cores); say so when one given
-    // explicitly could not be used, rather than leave the user to wonder.
-    if let (Ok(stats), Some(n), false) = (&result, args.threads, quiet) {
-        if stats.threads < u64::from(n) {
-            say!(
-                "spillway: note: --threads {n}: {} ran; BFS runs on several threads with the full store, or with ComBack or the tree store without --memory, on a P/T net or DVE model, and under --memory with at least 32 MiB per extra thread (README, \"Parallel exploration\")",
-                match stats.threads {
-                    1 => "one thread".to_string(),
-                    t => format!("{t} threads"),
-                }
-            );
-        }
-    }
+    note_unused_threads(&result, args.threads, quiet);
     finish(result, quiet, args.stats_json.as_deref())
 }
 
@@ -126,7 +114,29 @@ fn resume(args: &ResumeArgs) -> i32 {
             }
         })
         .run();
+    note_unused_threads(&result, args.threads, quiet);
     finish(result, quiet, args.stats_json.as_deref())
+}
+
+/// `--threads` is taken by every run, explored or resumed (it defaults to the cores, so it is
+/// not refused where it cannot apply); say so when one given explicitly could not be used,
+/// rather than leave the user to wonder.
+fn note_unused_threads(
+    result: &Result<ExploreStats, ExploreError>,
+    asked: Option<u32>,
+    quiet: bool,
+) {
+    if let (Ok(stats), Some(n), false) = (result, asked, quiet) {
+        if stats.threads < u64::from(n) {
+            say!(
+                "spillway: note: --threads {n}: {} ran; BFS runs on several threads with the full store, or with ComBack or the tree store without --memory, on a P/T net or DVE model, and under --memory with at least 32 MiB per extra thread (README, \"Parallel exploration\")",
+                match stats.threads {
+                    1 => "one thread".to_string(),
+                    t => format!("{t} threads"),
+                }
+            );
+        }
+    }
 }
 
 fn finish(

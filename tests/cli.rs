@@ -1089,3 +1089,334 @@ fn metrics_to_stdout_stay_on_stdout_after_a_resume() {
         "the last metrics line on stdout: {lines}"
     );
 }
+
+/// An option that would have no effect in the run is refused at the start (exit 2), naming
+/// the option and why, before the model is read: these runs name a model that does not
+/// exist, which would otherwise be an I/O error (exit 4), and nothing is written. The same
+/// options where they do act are accepted, so the check is not over-eager.
+#[test]
+fn options_without_effect_are_refused_before_the_model_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let path = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let (pnml, aut, dve) = (path("absent.pnml"), path("absent.aut"), path("absent.dve"));
+    let (slts, work) = (path("x.slts"), path("work"));
+    let refused: Vec<(Vec<&str>, &[&str])> = vec![
+        // Model kind.
+        (
+            vec![&aut, "--token-bits", "8"],
+            &[
+                "--token-bits applies to P/T nets (.pnml) only",
+                "absent.aut is an Aldebaran LTS",
+            ],
+        ),
+        (
+            vec![&dve, "--token-bits", "auto"],
+            &[
+                "--token-bits applies to P/T nets",
+                "absent.dve is a DVE process system",
+            ],
+        ),
+        // Output format.
+        (
+            vec![&pnml, "--force"],
+            &["--force", "writes no LTS (no -o)"],
+        ),
+        (
+            vec![&pnml, "--force", "-o", &slts],
+            &[
+                "--force only lifts the size limit of .dot output",
+                "native (.slts)",
+            ],
+        ),
+        (
+            vec![&pnml, "-o", "x.aut", "--force"],
+            &["--force", "Aldebaran (.aut)"],
+        ),
+        (
+            vec![&pnml, "-o", "x.fsm", "--force"],
+            &["--force", "mCRL2 FSM (.fsm)"],
+        ),
+        // Storage: no segment files to put in the work directory; a policy a budget implies.
+        (
+            vec![&pnml, "--workdir", &work],
+            &["--workdir has no effect", "--store full"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--store",
+                "tree",
+                "--workdir",
+                &work,
+                "--memory",
+                "unlimited",
+            ],
+            &["--workdir has no effect", "--store tree"],
+        ),
+        (
+            vec![&pnml, "--store", "hashcompact", "--workdir", &work],
+            &["--workdir has no effect"],
+        ),
+        (
+            vec![&pnml, "--spill", "always", "--memory", "64M"],
+            &["--spill always has no effect under --memory SIZE"],
+        ),
+        // Store options that act only in some runs of their store.
+        (
+            vec![
+                &pnml,
+                "--order",
+                "dfs",
+                "--store",
+                "comback",
+                "--comback-waiting",
+                "vectors",
+            ],
+            &["--comback-waiting", "a DFS has none"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--order",
+                "dfs",
+                "--store",
+                "comback",
+                "--comback-waiting",
+                "state-numbers",
+            ],
+            &["--comback-waiting", "a DFS has none"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--store",
+                "comback",
+                "--comback-block-cache",
+                "1000000",
+                "--memory",
+                "64M",
+            ],
+            &["--comback-block-cache has no effect under --memory SIZE"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--order",
+                "dfs",
+                "--store",
+                "delta",
+                "--delta-strata",
+                "3",
+            ],
+            &["--delta-strata", "--delta-index-limit N"],
+        ),
+        (
+            vec![&pnml, "--store", "delta", "--delta-strata", "3"],
+            &["--delta-strata", "--delta-index-limit N"],
+        ),
+        (
+            vec![&pnml, "--store", "snapshots", "--allow-nontermination"],
+            &[
+                "--allow-nontermination has no effect",
+                "(8,LLNR,4) samples with an increasing period",
+            ],
+        ),
+        (
+            vec![
+                &pnml,
+                "--store",
+                "snapshots",
+                "--caches",
+                "(c1,LRU,3)+",
+                "--allow-nontermination",
+            ],
+            &["--allow-nontermination has no effect", "it grows ('+')"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--store",
+                "snapshots",
+                "--caches",
+                "(c2,LRU,inf)",
+                "--allow-nontermination",
+            ],
+            &[
+                "--allow-nontermination has no effect",
+                "(c2,LRU,inf) never evicts",
+            ],
+        ),
+        (
+            vec![
+                &pnml,
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--cache-size",
+                "10",
+                "--replacement",
+                "lru",
+                "--cache-seed",
+                "2",
+            ],
+            &["--cache-seed", "--replacement lru"],
+        ),
+        (
+            vec![
+                &pnml,
+                "--order",
+                "dfs",
+                "--store",
+                "cache",
+                "--caches",
+                "(c1,MFU,20)(c1,LRU,10)",
+                "--cache-seed",
+                "2",
+            ],
+            &["--cache-seed", "has no RND cache"],
+        ),
+        // A store's own refusals come before the model is read too.
+        (
+            vec![&pnml, "--store", "bitstate", "-o", &slts],
+            &["--store bitstate", "cannot write an LTS"],
+        ),
+        (
+            vec![&pnml, "--store", "delta", "--delta-index-limit", "1000"],
+            &[
+                "--delta-index-limit cannot be used here",
+                "it needs --order dfs",
+            ],
+        ),
+    ];
+    for (args, expect) in &refused {
+        let mut all = vec!["explore", "--no-progress"];
+        all.extend(args.iter().copied());
+        let o = spillway(&all);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {err}");
+        for e in *expect {
+            assert!(err.contains(e), "{all:?}: {err}");
+        }
+        assert!(
+            !Path::new(&slts).exists() && !Path::new(&work).exists(),
+            "{all:?}"
+        );
+    }
+
+    // Where the same options act, they are accepted.
+    let phil = shipped("Philosophers-PT-000005.pnml");
+    let phil = phil.to_str().unwrap();
+    let vasy = shipped("vasy_0_1.aut");
+    let vasy = vasy.to_str().unwrap();
+    let (dot, run, run2) = (path("x.dot"), path("run"), path("run2"));
+    let accepted: Vec<Vec<&str>> = vec![
+        vec![phil, "--token-bits", "16"],
+        vec![phil, "-o", &dot, "--force"],
+        vec![phil, "--workdir", &work, "--memory", "64M"],
+        vec![phil, "--workdir", &work, "--spill", "always"],
+        vec![phil, "--workdir", &work, "--store", "delta"],
+        // Checkpointed: `resume --memory unlimited` would lift the budget, and then the
+        // policy and the block cache act.
+        vec![
+            phil,
+            "--spill",
+            "always",
+            "--memory",
+            "64M",
+            "--checkpoint-every",
+            "1h",
+            "--workdir",
+            &run,
+            "-o",
+            &slts,
+        ],
+        vec![
+            phil,
+            "--store",
+            "comback",
+            "--comback-block-cache",
+            "1000000",
+            "--memory",
+            "64M",
+            "--checkpoint-every",
+            "1h",
+            "--workdir",
+            &run2,
+        ],
+        vec![
+            phil,
+            "--store",
+            "comback",
+            "--comback-block-cache",
+            "1000000",
+        ],
+        vec![phil, "--store", "comback", "--comback-waiting", "vectors"],
+        // Falls back to forward replay on a model that cannot fire backwards (its help says
+        // so); the matches are still cached as backward reconstruction caches them.
+        vec![vasy, "--store", "comback", "--comback-backward"],
+        vec![
+            phil,
+            "--order",
+            "dfs",
+            "--store",
+            "delta",
+            "--delta-index-limit",
+            "1000",
+            "--delta-strata",
+            "4",
+        ],
+        vec![
+            phil,
+            "--store",
+            "snapshots",
+            "--caches",
+            "(c1,LRU,3)",
+            "--allow-nontermination",
+        ],
+        vec![
+            phil,
+            "--order",
+            "dfs",
+            "--store",
+            "cache",
+            "--cache-size",
+            "300",
+            "--cache-seed",
+            "2",
+        ],
+        vec![
+            phil,
+            "--order",
+            "dfs",
+            "--store",
+            "cache",
+            "--cache-size",
+            "300",
+            "--replacement",
+            "type",
+            "--cache-seed",
+            "2",
+        ],
+        vec![
+            phil,
+            "--order",
+            "dfs",
+            "--store",
+            "cache",
+            "--caches",
+            "(c1,RND,300)",
+            "--cache-seed",
+            "2",
+        ],
+        // Not refused: it defaults to the cores in every run; a note says it went unused.
+        vec![phil, "--order", "dfs", "--threads", "2"],
+    ];
+    for args in &accepted {
+        let mut all = vec!["explore", "-q", "--no-progress"];
+        all.extend(args.iter().copied());
+        let o = spillway(&all);
+        assert_eq!(o.status.code(), Some(0), "{all:?}: {}", stderr(&o));
+    }
+}

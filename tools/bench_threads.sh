@@ -49,7 +49,7 @@ run() {
   name=$(basename "$m" .pnml)
   for _ in 1 2 3; do
     local out=()
-    [ "$OUTPUT" = 1 ] && out=(-o "$tmp/$name-$t.slts" --force)
+    [ "$OUTPUT" = 1 ] && out=(-o "$tmp/$name-$t.slts")
     [ -n "$MEMORY" ] && out+=(--memory "$MEMORY")
     s0=$(steal)
     /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$BIN" explore "$m" --store "$STORE" \

@@ -89,7 +89,8 @@ pub struct ExploreArgs {
     pub order: Order,
 
     /// Visited-state store; each store's own options are listed under its heading below,
-    /// and an option of another store than the chosen one is refused.
+    /// and an option of another store than the chosen one is refused, as is every option
+    /// that would have no effect in the run (its help says where it applies).
     #[arg(long, default_value = "full",
           value_parser = ["full", "comback", "delta", "hashcompact", "bitstate", "tree", "snapshots", "cache"])]
     pub store: String,
@@ -113,11 +114,13 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "INTERVAL", value_parser = parse_metrics_every, requires = "metrics")]
     pub metrics_every: Option<std::time::Duration>,
 
-    /// Write a .dot output even above its size limit (2,000 states, 10,000 transitions).
+    /// Write a .dot output even above its size limit (2,000 states, 10,000 transitions);
+    /// only with -o OUT.dot.
     #[arg(long)]
     pub force: bool,
 
-    /// Bits per place counter for P/T nets: auto (start narrow, widen on overflow), 8, 16 or 32.
+    /// Bits per place counter for P/T nets (.pnml only): auto (start narrow, widen on
+    /// overflow), 8, 16 or 32.
     #[arg(long, default_value = "auto", value_parser = parse_token_bits)]
     pub token_bits: TokenWidth,
 
@@ -132,7 +135,9 @@ pub struct ExploreArgs {
     pub memory: Option<MemoryLimit>,
 
     /// Where segment files go (created if missing): a fresh subdirectory is made in it and
-    /// removed at exit. Default: the system temporary directory.
+    /// removed at exit. Default: the system temporary directory. Refused for a run that
+    /// writes none: the full, tree, hashcompact, bitstate and cache stores without --memory
+    /// SIZE, --spill always or --checkpoint-every.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
 
@@ -144,7 +149,8 @@ pub struct ExploreArgs {
     pub checkpoint_every: Option<Interval>,
 
     /// When structures use segment files: auto (only under --memory) or always (forces the
-    /// state vectors to disk even without a budget; for testing and benchmarks).
+    /// state vectors to disk even without a budget; for testing and benchmarks; refused
+    /// under --memory SIZE, which spills anyway, unless the run is checkpointed).
     #[arg(long, default_value = "auto", value_parser = parse_spill)]
     pub spill: SpillPolicy,
 
@@ -225,7 +231,8 @@ pub struct CacheArgs {
     #[arg(long)]
     pub sleep_sets: bool,
 
-    /// Seed of the random and type strategies (runs with equal seeds are identical).
+    /// Seed of the random and type strategies and of RND caches in --caches (runs with
+    /// equal seeds are identical); refused when no cache uses one.
     #[arg(long, value_name = "SEED", default_value_t = 1)]
     pub cache_seed: u64,
 }
@@ -250,7 +257,8 @@ pub struct CombackArgs {
     pub comback_cache: usize,
 
     /// Bytes of decompressed backedge blocks to cache (0 = automatic: the whole backedge
-    /// table up to 2 MiB, at least 512 KiB; under --memory the budget decides).
+    /// table up to 2 MiB, at least 512 KiB). Under --memory SIZE the budget decides, and the
+    /// option is refused unless the run is checkpointed (a resume may lift the budget).
     #[arg(long, default_value_t = 0, value_name = "BYTES")]
     pub comback_block_cache: u64,
 
@@ -277,7 +285,7 @@ pub struct CombackArgs {
     pub no_comback_backward: bool,
 
     /// BFS waiting set: state numbers only (states rebuilt on dequeue) or (number, vector)
-    /// records.
+    /// records. BFS only.
     #[arg(long, default_value = "state-numbers", value_parser = parse_waiting)]
     pub comback_waiting: WaitingSet,
 
@@ -333,8 +341,8 @@ pub struct DeltaArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub delta_index_limit: Option<u64>,
 
-    /// Number of strata for --delta-index-limit (a state's stratum is its depth mod S; one
-    /// stratum is forgotten at a time).
+    /// Number of strata for --delta-index-limit, and only with it (a state's stratum is its
+    /// depth mod S; one stratum is forgotten at a time).
     #[arg(long, value_name = "S", default_value_t = 8,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delta_strata: u32,
@@ -432,6 +440,7 @@ pub struct SnapshotsArgs {
 
     /// Run a stream whose termination is not guaranteed (no cache with an increasing
     /// period, no unbounded cache, no +): the search may go round a long cycle forever.
+    /// Refused with a stream that surely terminates.
     #[arg(long)]
     pub allow_nontermination: bool,
 
@@ -519,6 +528,171 @@ pub fn refuse_foreign_options(
         return Err(format!(
             "--{long}{aliases} is an option of --store {owner}, and this run uses --store {chosen}: drop it or choose --store {owner} (options of another store are refused, not ignored)"
         ));
+    }
+    Ok(())
+}
+
+/// Everything `explore` refuses at the start (exit 2) about its command line, before the
+/// model is read: an option of another store ([`refuse_foreign_options`]), an option that
+/// has no effect in this run ([`refuse_idle_options`]), and a run the chosen store cannot
+/// serve (its [`crate::store::StoreSpec::refuse`], which the driver asks again when the
+/// search starts: here it answers before a large model is parsed).
+pub fn refuse_unusable_options(
+    matches: &clap::ArgMatches,
+    args: &ExploreArgs,
+) -> Result<(), String> {
+    refuse_foreign_options(matches, args)?;
+    refuse_idle_options(matches, args)?;
+    let cfg = args.config();
+    let shape = crate::store::RunShape {
+        order: cfg.order,
+        writes_lts: cfg.output.is_some(),
+        checkpointed: cfg.checkpoint.is_some(),
+    };
+    match cfg.store.spec().refuse(&shape) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
+/// Refuses an option given on the command line that would have no effect in this run: one
+/// that only matters for another kind of model (by the model's extension), another output
+/// format, another order, or together with an option this run does not have. Each message
+/// names the option and why it does nothing here. Not refused, because they do act: the
+/// backward-firing switches on models that cannot fire backwards (they fall back to
+/// forward replay, as their help says, and ComBack's keeps the matched states cached),
+/// options that size a checkpointed run's structures under `--memory` (a resume may drop
+/// the budget), and `--threads` (it defaults to the cores in every run; an explicit one a
+/// run could not use gets a note at the end). `matches` are the `explore` subcommand's.
+pub fn refuse_idle_options(matches: &clap::ArgMatches, args: &ExploreArgs) -> Result<(), String> {
+    use crate::lts::LtsFormat;
+    use crate::model::ModelFormat;
+    use clap::parser::ValueSource;
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let model = args.model.display();
+    let store = args.store.as_str();
+    let budget = matches!(args.memory, Some(MemoryLimit::Bytes(_)));
+    let checkpointed = args.checkpoint_every.is_some();
+
+    // Model kind, by the extension (an unknown one is the model reader's error).
+    if given("token_bits") {
+        let kind = match ModelFormat::from_path(&args.model) {
+            Ok(ModelFormat::Aut) => Some("an Aldebaran LTS (.aut), whose states are numbers"),
+            Ok(ModelFormat::Dve) => Some(
+                "a DVE process system (.dve), whose variables have the widths the model declares",
+            ),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            return Err(format!(
+                "--token-bits applies to P/T nets (.pnml) only; {model} is {kind}: drop --token-bits"
+            ));
+        }
+    }
+
+    // Output format.
+    if given("force") {
+        match &args.output {
+            None => {
+                return Err(
+                    "--force lets -o write a .dot file above its size limit (2,000 states, 10,000 transitions), and this run writes no LTS (no -o): drop --force".into(),
+                )
+            }
+            Some(out) => match LtsFormat::from_path(out) {
+                Ok(LtsFormat::Dot) | Err(_) => {}
+                Ok(format) => {
+                    return Err(format!(
+                        "--force only lifts the size limit of .dot output; -o {} is {} output, which has none: drop --force",
+                        out.display(),
+                        format.name()
+                    ))
+                }
+            },
+        }
+    }
+
+    // Storage: the work directory and the spill policy.
+    if given("workdir") && !checkpointed && !budget && args.spill != SpillPolicy::Always {
+        let cfg = args.config();
+        if !cfg.store.spec().needs_storage() {
+            return Err(format!(
+                "--workdir has no effect here: without --memory SIZE, --spill always or --checkpoint-every, --store {store} keeps everything in RAM and writes no segment files; drop --workdir, or add --memory SIZE to spill there"
+            ));
+        }
+    }
+    // A checkpointed run keeps its policy: `resume --memory unlimited` then drops the budget.
+    if given("spill") && args.spill == SpillPolicy::Always && budget && !checkpointed {
+        return Err(
+            "--spill always has no effect under --memory SIZE: the budget already puts the structures in segment files (--spill always forces them there without a budget); drop --spill always".into(),
+        );
+    }
+
+    // Store options that matter only for some runs of their store (an option of another
+    // store has been refused already).
+    match store {
+        // Under DFS the choice would only change the state cache's split (1/4 of it for
+        // recent states with `vectors` instead of 3/4, chosen for a BFS whose waiting set
+        // needs no cache), which costs replays: 8 times as many on Philosophers-PT-000010.
+        "comback" if given("comback_waiting") && args.order == Order::Dfs => {
+            return Err(
+                "--comback-waiting chooses what the BFS waiting set holds, and a DFS has none (it keeps its search path): drop --comback-waiting, or use --order bfs".into(),
+            );
+        }
+        // A checkpointed run keeps the option: `resume --memory unlimited` uses it.
+        "comback" if given("comback_block_cache") && budget && !checkpointed => {
+            return Err(
+                "--comback-block-cache has no effect under --memory SIZE: the budget sizes the backedge block caches (what the other structures leave them); drop --comback-block-cache, or run without --memory".into(),
+            );
+        }
+        "delta" if given("delta_strata") && args.delta.delta_index_limit.is_none() => {
+            return Err(
+                "--delta-strata sets the strata of stratified caching, which only --delta-index-limit N turns on (with --order dfs), and this run has none: drop --delta-strata, or add --delta-index-limit N".into(),
+            );
+        }
+        "snapshots" if given("allow_nontermination") => {
+            use crate::store::snapshots::spec::Termination;
+            let stream = match (&args.snapshots.caches, args.snapshots.preset) {
+                (Some(c), _) => c.clone(),
+                (None, p) => p.unwrap_or(Preset::FrontierSafetyNet).stream(),
+            };
+            let nth = |i: usize| format!("its cache {} {}", i + 1, stream.caches[i]);
+            let why = match stream.termination() {
+                Termination::NotGuaranteed(_) => None,
+                Termination::IncreasingPeriod { index } => {
+                    Some(format!("{} samples with an increasing period", nth(index)))
+                }
+                Termination::UnboundedCache { index } => {
+                    Some(format!("{} never evicts", nth(index)))
+                }
+                Termination::GrowingStream => Some("it grows ('+')".to_string()),
+            };
+            if let Some(why) = why {
+                return Err(format!(
+                    "--allow-nontermination has no effect: the stream {stream} surely terminates ({why}); drop --allow-nontermination"
+                ));
+            }
+        }
+        "cache" if given("cache_seed") => {
+            use crate::store::snapshots::spec::Replacement;
+            let (random, what) = match &args.snapshots.caches {
+                Some(spec) => (
+                    spec.caches
+                        .iter()
+                        .any(|c| c.replacement == Replacement::Rnd),
+                    format!("--caches {spec} has no RND cache"),
+                ),
+                None => (
+                    matches!(args.caching.replacement, Strategy::Random | Strategy::Type),
+                    format!("--replacement {}", args.caching.replacement.as_str()),
+                ),
+            };
+            if !random {
+                return Err(format!(
+                    "--cache-seed seeds the random and type replacement strategies (and RND caches), and this run uses none ({what}): drop --cache-seed"
+                ));
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
