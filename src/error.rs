@@ -97,6 +97,9 @@ pub enum LtsError {
     Syntax(TextError),
     #[error("{0}")]
     Invalid(String),
+    /// Another process holds the lock on the temporary file the output is written through.
+    #[error("another spillway process is writing {output} ({partial} is locked); wait for it to finish, or choose another output path")]
+    Busy { output: PathBuf, partial: PathBuf },
 }
 
 /// Errors from the offline post-processing tools (`spillway lts ...`).
@@ -366,7 +369,7 @@ impl LtsError {
                 exit::CORRUPT
             }
             LtsError::Syntax { .. } => exit::MODEL,
-            LtsError::Invalid(_) => exit::USAGE,
+            LtsError::Invalid(_) | LtsError::Busy { .. } => exit::USAGE,
         }
     }
 }

@@ -231,6 +231,136 @@ pub fn partial_path(out: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The temporary file `OUT.partial` an output is written through, held under an exclusive
+/// lock (`flock`) from before anything in it changes until it is renamed to `OUT` or
+/// removed. A second process writing the same output (a parallel `make`, a script started
+/// twice) is refused at once instead of writing into the same file, and neither truncates
+/// nor deletes the first one's file. The lock goes with the process, however it ends.
+pub struct PartialOutput {
+    out: PathBuf,
+    path: PathBuf,
+    file: std::fs::File,
+    /// Renamed to `OUT` or removed: no longer this process's to remove.
+    done: std::cell::Cell<bool>,
+}
+
+impl PartialOutput {
+    /// Locks `OUT.partial` for `out`, creating it if `create` (a new output) or requiring it
+    /// (a checkpointed run continuing it). Nothing in the file changes: a new output empties
+    /// it with [`PartialOutput::truncate`].
+    pub fn lock(out: &Path, create: bool) -> Result<Self, crate::error::LtsError> {
+        use crate::error::LtsError;
+        use std::os::unix::fs::MetadataExt;
+        let path = partial_path(out);
+        let io = |source| LtsError::Io {
+            path: path.clone(),
+            source,
+        };
+        // The process that held the lock may have renamed its finished file to `OUT` (or
+        // removed it) between this open and the lock: the file locked is then no longer
+        // `OUT.partial`, and must not be written (it may be that process's output). Open
+        // again; a few rounds, as each needs another writer to finish in between.
+        for _ in 0..16 {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .open(&path)
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(LtsError::Busy {
+                        output: out.to_path_buf(),
+                        partial: path,
+                    })
+                }
+                // A file system without locks (some FUSE mounts): written unlocked, as
+                // before locks existed, rather than not at all.
+                Err(std::fs::TryLockError::Error(e)) if lock_unsupported(&e) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+            }
+            let locked = file.metadata().map_err(io)?;
+            match std::fs::metadata(&path) {
+                Ok(m) if m.dev() == locked.dev() && m.ino() == locked.ino() => {
+                    return Ok(PartialOutput {
+                        out: out.to_path_buf(),
+                        path,
+                        file,
+                        done: std::cell::Cell::new(false),
+                    })
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Err(LtsError::Busy {
+            output: out.to_path_buf(),
+            partial: path,
+        })
+    }
+
+    /// The temporary file's path (`OUT.partial`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The output it becomes (`OUT`).
+    pub fn output(&self) -> &Path {
+        &self.out
+    }
+
+    /// A handle on the file for its writer (the lock stays with this value).
+    pub fn writer(&self) -> Result<std::fs::File, crate::error::LtsError> {
+        self.file.try_clone().map_err(|source| self.io(source))
+    }
+
+    /// Empties the file and puts its position at the start, for a new output (or a P/T net
+    /// restarted with wider counters, which writes its output again).
+    pub fn truncate(&self) -> Result<(), crate::error::LtsError> {
+        use std::io::Seek;
+        self.file.set_len(0).map_err(|source| self.io(source))?;
+        (&self.file)
+            .seek(io::SeekFrom::Start(0))
+            .map_err(|source| self.io(source))?;
+        Ok(())
+    }
+
+    /// Renames the finished file to `OUT`, still under the lock (released when this value
+    /// is dropped), so that no other writer can have opened it as its own in between.
+    pub fn rename(&self) -> Result<(), crate::error::LtsError> {
+        std::fs::rename(&self.path, &self.out).map_err(|source| self.io(source))?;
+        self.done.set(true);
+        Ok(())
+    }
+
+    /// Removes the unfinished file (unless it was renamed), still under the lock: a file
+    /// another writer has locked since is never removed.
+    pub fn discard(&self) {
+        if !self.done.replace(true) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn io(&self, source: io::Error) -> crate::error::LtsError {
+        crate::error::LtsError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// Whether `flock` failed because the file system has no locks (not because of the file).
+fn lock_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS)
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +386,31 @@ mod tests {
         let e = check_output(&a, &dir.path().join("o.aut"), &sym).unwrap_err();
         assert!(e.to_string().contains("sym.aut"), "{e}");
         assert!(check_output(&a, &copy, &dir.path().join("copy.aut.partial")).is_ok());
+    }
+
+    #[test]
+    fn a_locked_partial_output_is_refused_and_never_removed_by_the_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("o.aut");
+        let first = PartialOutput::lock(&out, true).unwrap();
+        std::fs::write(first.path(), "first").unwrap();
+        let e = PartialOutput::lock(&out, true).err().unwrap();
+        assert!(matches!(e, crate::error::LtsError::Busy { .. }), "{e}");
+        assert_eq!(std::fs::read(first.path()).unwrap(), b"first");
+        // Renamed under the lock: the output is the first writer's, and its `discard`
+        // (after a later failure) removes nothing of the next writer's.
+        first.rename().unwrap();
+        let second = PartialOutput::lock(&out, true).unwrap();
+        second.truncate().unwrap();
+        first.discard();
+        drop(first);
+        assert!(second.path().exists());
+        assert_eq!(std::fs::read(&out).unwrap(), b"first");
+        second.discard();
+        assert!(!second.path().exists());
+        // Continuing a checkpointed output needs the file.
+        let e = PartialOutput::lock(&out, false).err().unwrap();
+        assert!(e.to_string().starts_with(&out.display().to_string()), "{e}");
     }
 
     #[test]

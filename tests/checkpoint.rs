@@ -1097,3 +1097,73 @@ fn the_docs_name_the_manifest_version_and_every_option_resume_accepts() {
         assert!(readme.contains(&named), "README: {o} may change on resume");
     }
 }
+
+#[test]
+fn a_resume_refuses_an_output_another_process_is_writing_and_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::toggles_file(tmp.path(), 19);
+    let dir = tmp.path().join("run");
+    let out = tmp.path().join("out.slts");
+    let partial = tmp.path().join("out.slts.partial");
+    let mut child = checkpointed(&model, "0.05s", &dir)
+        .args(["--threads", "1", "--memory", "64M", "-o"])
+        .arg(&out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    if wait_for_checkpoint(&mut child, &dir, None).is_some() {
+        panic!("the run ended before its first checkpoint");
+    }
+    send(&mut child, Sig::Int);
+    if child.wait().unwrap().code() == Some(0) {
+        eprintln!("the run finished before the signal landed: nothing to check");
+        return;
+    }
+    // Another process writing the same output (a second `explore -o out.slts`) holds the
+    // lock on its partial file: the resume must neither truncate nor continue it.
+    let before = snapshot(&dir, &out);
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&partial)
+        .unwrap();
+    lock.try_lock().unwrap();
+    let o = resume(&dir);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "another spillway process is writing {} ({} is locked)",
+            out.display(),
+            partial.display()
+        )),
+        "{err}"
+    );
+    assert!(snapshot(&dir, &out) == before, "refusing changed nothing");
+    assert!(!out.exists());
+    // A fresh run to the same output is refused the same way.
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--no-progress", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(snapshot(&dir, &out) == before, "refusing changed nothing");
+    drop(lock);
+    let o = resume(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(bin())
+        .args(["lts", "info", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["states"].as_u64(), Some(1 << 19));
+    assert!(!partial.exists());
+}

@@ -1420,3 +1420,89 @@ fn options_without_effect_are_refused_before_the_model_is_read() {
         assert_eq!(o.status.code(), Some(0), "{all:?}: {}", stderr(&o));
     }
 }
+
+/// A second `explore -o OUT` while another process writes `OUT` is refused at once: it
+/// neither empties the other's `OUT.partial` nor removes it, and a run directory it made
+/// for itself is gone again. (Two runs had shared the file, and one reported success for a
+/// file mixed from both.)
+#[test]
+fn explore_refuses_an_output_another_process_is_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (model, _) = phil_copy(d);
+    let m = model.to_str().unwrap();
+    for ext in ["slts", "aut", "fsm", "dot"] {
+        let out = d.join(format!("o.{ext}"));
+        let partial = d.join(format!("o.{ext}.partial"));
+        std::fs::write(&partial, "the other run's bytes").unwrap();
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&partial)
+            .unwrap();
+        lock.try_lock().unwrap();
+        let o = out.to_str().unwrap();
+        let mut runs = vec![vec!["explore", m, "-q", "--force", "-o", o]];
+        if ext == "slts" || ext == "aut" {
+            runs.push(vec![
+                "explore",
+                m,
+                "-q",
+                "-o",
+                o,
+                "--checkpoint-every",
+                "1s",
+                "--workdir",
+                "run",
+            ]);
+        }
+        for args in runs {
+            let args: Vec<&str> = args
+                .into_iter()
+                .filter(|a| *a != "--force" || ext == "dot")
+                .collect();
+            let r = Command::new(bin())
+                .current_dir(d)
+                .args(&args)
+                .output()
+                .unwrap();
+            let err = stderr(&r);
+            assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(
+                err.trim_end(),
+                format!(
+                    "spillway: error: another spillway process is writing {o} ({o}.partial is locked); wait for it to finish, or choose another output path"
+                ),
+                "{args:?}"
+            );
+            assert_eq!(
+                std::fs::read(&partial).unwrap(),
+                b"the other run's bytes",
+                "{args:?}"
+            );
+            assert!(!out.exists() && !d.join("run").exists(), "{args:?}");
+        }
+        // The library refuses the same way.
+        let net = spillway::model::pnml::parse_file(&model).unwrap();
+        let model_built = spillway::model::petri::build(net, 8).unwrap();
+        let cfg = spillway::run::ExploreConfig {
+            output: Some(out.clone()),
+            force: true,
+            ..Default::default()
+        };
+        let e = spillway::run::Search::model(model_built.as_ref())
+            .config(cfg.clone())
+            .run()
+            .unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert_eq!(std::fs::read(&partial).unwrap(), b"the other run's bytes");
+        // Once the other writer is gone, its leftover is overwritten.
+        drop(lock);
+        let r = Command::new(bin())
+            .current_dir(d)
+            .args(["explore", m, "-q", "--force", "-o", o])
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", stderr(&r));
+        assert!(out.exists() && !partial.exists());
+    }
+}

@@ -1216,3 +1216,56 @@ fn explore_reports_a_cut_short_aut_as_a_malformed_model_naming_it_once() {
         assert_eq!(err.matches("short.aut").count(), 1, "{args:?}: {err}");
     }
 }
+
+// ---------------------------------------------------------------- two writers of one output
+
+/// Holds an exclusive lock on `OUT.partial`, as a spillway process writing `OUT` does, with
+/// `bytes` in it.
+fn locked_partial(out: &Path, bytes: &[u8]) -> std::fs::File {
+    let partial = PathBuf::from(format!("{}.partial", out.display()));
+    std::fs::write(&partial, bytes).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&partial)
+        .unwrap();
+    f.try_lock().unwrap();
+    f
+}
+
+#[test]
+fn a_second_writer_of_the_same_output_is_refused_and_leaves_the_first_ones_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/vasy_0_1.aut");
+    let i = input.to_str().unwrap();
+    for ext in ["aut", "slts", "fsm", "dot"] {
+        let out = dir.path().join(format!("o.{ext}"));
+        let partial = PathBuf::from(format!("{}.partial", out.display()));
+        let o = out.to_str().unwrap();
+        let lock = locked_partial(&out, b"the first writer's bytes");
+        for args in [
+            vec!["lts", "convert", "-q", i, o],
+            vec!["lts", "reduce", "-q", i, o],
+        ] {
+            let r = spillway(&args);
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "another spillway process is writing {o} ({o}.partial is locked)"
+                )),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert_eq!(
+                std::fs::read(&partial).unwrap(),
+                b"the first writer's bytes"
+            );
+            assert!(!out.exists(), "{args:?}");
+        }
+        // Once the first writer is gone, its leftover is overwritten.
+        drop(lock);
+        let r = spillway(&["lts", "convert", "-q", i, o]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(out.exists() && !partial.exists());
+    }
+}

@@ -178,7 +178,13 @@ pub struct AutWriter {
 
 impl AutWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
-        let mut file = TextOut::create(path, 1 << 20)?;
+        let file = std::fs::File::create(path).map_err(super::io_error(path))?;
+        Self::create_on(file, path)
+    }
+
+    /// Writes to `file`, open and empty; errors name `name`.
+    pub fn create_on(file: std::fs::File, name: &Path) -> Result<Self, LtsError> {
+        let mut file = TextOut::on(name, file, 1 << 20, Vec::new());
         let mut placeholder = b"des (?".to_vec();
         placeholder.resize(HEADER_WIDTH - 1, b' ');
         placeholder.push(b'\n');
@@ -269,12 +275,13 @@ impl LtsSink for AutWriter {
 }
 
 impl AutWriter {
-    /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]).
-    pub fn resume(path: &Path, mark: &SinkMark) -> Result<Self, LtsError> {
-        let (transitions, labels): (u64, Vec<String>) = super::decode_pending(path, &mark.pending)?;
-        let f = super::reopen_at(path, mark.len)?;
+    /// Continues `file`, checkpointed at `mark` (see [`LtsSink::checkpoint`]); errors name
+    /// `name`.
+    pub fn resume(file: std::fs::File, name: &Path, mark: &SinkMark) -> Result<Self, LtsError> {
+        let (transitions, labels): (u64, Vec<String>) = super::decode_pending(name, &mark.pending)?;
+        let f = super::cut_at(file, name, mark.len)?;
         Ok(AutWriter {
-            file: TextOut::on(path, f, 1 << 20, labels),
+            file: TextOut::on(name, f, 1 << 20, labels),
             transitions,
             line: Vec::with_capacity(128),
         })

@@ -58,8 +58,14 @@ impl DotWriter {
     /// Creates `path`; without `force`, an LTS above the size limit is refused as soon as it
     /// passes it (see the module documentation).
     pub fn create(path: &Path, force: bool) -> Result<Self, LtsError> {
+        let file = std::fs::File::create(path).map_err(super::io_error(path))?;
+        Self::create_on(file, path, force)
+    }
+
+    /// Writes to `file`, open and empty, as [`DotWriter::create`]; errors name `name`.
+    pub fn create_on(file: std::fs::File, name: &Path, force: bool) -> Result<Self, LtsError> {
         let mut w = DotWriter {
-            file: TextOut::create(path, 1 << 16)?,
+            file: TextOut::on(name, file, 1 << 16, Vec::new()),
             force,
             transitions: 0,
             states_seen: 0,

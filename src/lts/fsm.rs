@@ -41,8 +41,18 @@ impl FsmWriter {
     /// Creates `path`, with `state_lines` empty lines as its state section (see
     /// [`state_lines`]) or an empty one.
     pub fn create(path: &Path, state_lines: Option<u64>) -> Result<Self, LtsError> {
+        let file = std::fs::File::create(path).map_err(super::io_error(path))?;
+        Self::create_on(file, path, state_lines)
+    }
+
+    /// Writes to `file`, open and empty, as [`FsmWriter::create`]; errors name `name`.
+    pub fn create_on(
+        file: std::fs::File,
+        name: &Path,
+        state_lines: Option<u64>,
+    ) -> Result<Self, LtsError> {
         let mut w = FsmWriter {
-            file: TextOut::create(path, 1 << 20)?,
+            file: TextOut::on(name, file, 1 << 20, Vec::new()),
             line: Vec::with_capacity(128),
         };
         w.file.write(b"---\n")?;

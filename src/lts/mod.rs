@@ -74,21 +74,20 @@ pub(crate) fn decode_pending<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Opens `path` to continue writing after its first `len` bytes (cut there), checking that
-/// it is at least that long; the writer position is at `len`.
-pub(crate) fn reopen_at(path: &Path, len: u64) -> Result<std::fs::File, LtsError> {
+/// Cuts `file` (the output `name` is written through) after its first `len` bytes, checking
+/// that it is at least that long, to continue writing there; the position is at `len`.
+pub(crate) fn cut_at(
+    mut f: std::fs::File,
+    name: &Path,
+    len: u64,
+) -> Result<std::fs::File, LtsError> {
     use std::io::{Seek, SeekFrom};
-    let io = io_error(path);
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io)?;
+    let io = io_error(name);
     let have = f.metadata().map_err(io)?.len();
     if have < len {
         return Err(LtsError::Invalid(format!(
-            "{}: the checkpoint needs its first {len} bytes but the file has only {have}",
-            path.display()
+            "{}: the checkpoint needs the first {len} bytes of the unfinished output but it has only {have}",
+            name.display()
         )));
     }
     f.set_len(len).map_err(io)?;
@@ -115,16 +114,11 @@ pub(crate) struct TextOut {
 }
 
 impl TextOut {
-    /// Creates `path`, written through a buffer of `buffer` bytes.
-    fn create(path: &Path, buffer: usize) -> Result<Self, LtsError> {
-        let file = std::fs::File::create(path).map_err(io_error(path))?;
-        Ok(Self::on(path, file, buffer, Vec::new()))
-    }
-
-    /// Writes on to `file`, open at `path`, with the labels already defined.
-    fn on(path: &Path, file: std::fs::File, buffer: usize, labels: Vec<String>) -> Self {
+    /// Writes on to `file`, the output `name` (named in errors), through a buffer of
+    /// `buffer` bytes, with the labels already defined.
+    fn on(name: &Path, file: std::fs::File, buffer: usize, labels: Vec<String>) -> Self {
         TextOut {
-            path: path.to_path_buf(),
+            path: name.to_path_buf(),
             out: std::io::BufWriter::with_capacity(buffer, file),
             labels,
         }
@@ -427,36 +421,50 @@ impl LtsFormat {
         self.create_with(path, &SinkOptions::default())
     }
 
-    /// Creates a sink writing this format with `options`.
+    /// Creates a sink writing this format to `path` with `options`.
     pub fn create_with(
         self,
         path: &Path,
         options: &SinkOptions,
     ) -> Result<Box<dyn LtsSink>, LtsError> {
+        let file = std::fs::File::create(path).map_err(io_error(path))?;
+        self.create_on(file, path, options)
+    }
+
+    /// Creates a sink writing this format to `file`, open and empty, with `options`; its
+    /// errors name `name` (the output a temporary file becomes, see
+    /// [`crate::files::PartialOutput`]).
+    pub fn create_on(
+        self,
+        file: std::fs::File,
+        name: &Path,
+        options: &SinkOptions,
+    ) -> Result<Box<dyn LtsSink>, LtsError> {
         Ok(match self {
-            LtsFormat::Native => Box::new(native::NativeWriter::create(path)?),
-            LtsFormat::Aut => Box::new(aut::AutWriter::create(path)?),
-            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create(path, options.states)?),
-            LtsFormat::Dot => Box::new(dot::DotWriter::create(path, options.force)?),
+            LtsFormat::Native => Box::new(native::NativeWriter::create_on(file, name)?),
+            LtsFormat::Aut => Box::new(aut::AutWriter::create_on(file, name)?),
+            LtsFormat::Fsm => Box::new(fsm::FsmWriter::create_on(file, name, options.states)?),
+            LtsFormat::Dot => Box::new(dot::DotWriter::create_on(file, name, options.force)?),
         })
     }
 
-    /// Continues a file written up to a checkpoint: `mark.len` bytes of `path` are kept
+    /// Continues a file written up to a checkpoint: `mark.len` bytes of `file` are kept
     /// (their CRC-32 is `crc`, already checked by the caller) and the writer's pending state
-    /// is restored.
+    /// is restored; errors name `name`, as for [`LtsFormat::create_on`].
     pub fn resume(
         self,
-        path: &Path,
+        file: std::fs::File,
+        name: &Path,
         mark: &SinkMark,
         crc: u32,
     ) -> Result<Box<dyn LtsSink>, LtsError> {
         Ok(match self {
-            LtsFormat::Native => Box::new(native::NativeWriter::resume(path, mark, crc)?),
-            LtsFormat::Aut => Box::new(aut::AutWriter::resume(path, mark)?),
+            LtsFormat::Native => Box::new(native::NativeWriter::resume(file, name, mark, crc)?),
+            LtsFormat::Aut => Box::new(aut::AutWriter::resume(file, name, mark)?),
             LtsFormat::Fsm | LtsFormat::Dot => {
                 return Err(LtsError::Invalid(format!(
                     "{}: {} output cannot be checkpointed (use .slts or .aut)",
-                    path.display(),
+                    name.display(),
                     self.name()
                 )))
             }

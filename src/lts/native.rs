@@ -159,6 +159,12 @@ pub const FLAG_STATES_MAY_REPEAT: u16 = 1;
 impl NativeWriter {
     pub fn create(path: &Path) -> Result<Self, LtsError> {
         let file = File::create(path).map_err(super::io_error(path))?;
+        Self::create_on(file, path)
+    }
+
+    /// Writes to `file`, open and empty; errors name `path` (the output a temporary file
+    /// becomes).
+    pub fn create_on(file: File, path: &Path) -> Result<Self, LtsError> {
         let mut file = BlockFile::new(path, file, crc32fast::Hasher::new(), 0)?;
         let mut header = Vec::with_capacity(HEADER_LEN as usize);
         header.extend_from_slice(MAGIC);
@@ -181,9 +187,10 @@ impl NativeWriter {
         Self::launch(path, file, state)
     }
 
-    /// Continues a file checkpointed at `mark` (see [`LtsSink::checkpoint`]); `crc` is the
+    /// Continues `file`, checkpointed at `mark` (see [`LtsSink::checkpoint`]); `crc` is the
     /// CRC-32 of its first `mark.len` bytes, from which the whole-file checksum continues.
-    pub fn resume(path: &Path, mark: &SinkMark, crc: u32) -> Result<Self, LtsError> {
+    /// Errors name `path`.
+    pub fn resume(file: File, path: &Path, mark: &SinkMark, crc: u32) -> Result<Self, LtsError> {
         let raw = zstd::bulk::decompress(&mark.pending, MAX_PENDING).map_err(|_| {
             LtsError::Invalid(format!(
                 "{}: the checkpoint's writer state does not decompress",
@@ -191,7 +198,7 @@ impl NativeWriter {
             ))
         })?;
         let state: Pending = super::decode_pending(path, &raw)?;
-        let f = super::reopen_at(path, mark.len)?;
+        let f = super::cut_at(file, path, mark.len)?;
         let body_crc = crc32fast::Hasher::new_with_initial_len(crc, mark.len);
         let file = BlockFile::new(path, f, body_crc, mark.len)?;
         Self::launch(path, file, state)

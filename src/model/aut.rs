@@ -50,8 +50,9 @@ impl AutModel {
                 path: path.to_path_buf(),
                 message,
             },
-            // Native-file errors, which the .aut reader does not make; they name the file.
-            e @ (LtsError::Corrupt(_) | LtsError::Version { .. }) => {
+            // Native-file and writer errors, which the .aut reader does not make; they
+            // name the file.
+            e @ (LtsError::Corrupt(_) | LtsError::Version { .. } | LtsError::Busy { .. }) => {
                 ModelError::Other(e.to_string())
             }
         };

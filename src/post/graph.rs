@@ -6,6 +6,7 @@
 //! 32 GiB in this form anyway, and is refused with a [`PostError::Limit`].
 
 use crate::error::{LtsError, PostError};
+use crate::files::PartialOutput;
 use crate::lts::{LtsFormat, LtsSink, LtsSummary, SinkOptions};
 use crate::model::LabelId;
 use crate::post::input::Input;
@@ -305,25 +306,28 @@ pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
 }
 
 /// Writes an LTS file atomically: `fill` pushes labels and edges into a sink for `path`'s
-/// format and returns the summary; the data goes to `path.partial`, which is renamed to `path`
-/// only after the writer finished, and removed on failure.
+/// format and returns the summary; the data goes to `path.partial`, locked against another
+/// process writing the same output ([`PartialOutput`]), which is renamed to `path` only after
+/// the writer finished, and removed on failure.
 pub fn write_file(
     path: &Path,
     options: &SinkOptions,
     fill: impl FnOnce(&mut dyn LtsSink) -> Result<LtsSummary, PostError>,
 ) -> Result<LtsSummary, PostError> {
     let format = LtsFormat::from_path(path)?;
-    let partial = crate::run::partial_path(path);
+    // Refused here, when another process holds it, with nothing touched.
+    let partial = PartialOutput::lock(path, true)?;
     let result = (|| {
-        let mut sink = format.create_with(&partial, options)?;
+        partial.truncate()?;
+        let mut sink = format.create_on(partial.writer()?, partial.path(), options)?;
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);
-        std::fs::rename(&partial, path).map_err(crate::lts::io_error(path))?;
+        partial.rename()?;
         Ok(summary)
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&partial);
+        partial.discard();
     }
     result
 }

@@ -123,7 +123,7 @@ fn check_minimum(
     Ok(())
 }
 
-pub use crate::files::partial_path;
+pub use crate::files::{partial_path, PartialOutput};
 
 /// Explores one model with the given store and writes the output, if any.
 /// A checkpointed configuration is refused: a checkpoint records the model file (and its
@@ -134,17 +134,30 @@ fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats,
             "a checkpointed run needs its model file: use explore_file (explore_model cannot record what to resume from)".into(),
         ));
     }
-    explore_model_from(model, cfg, None, None, &Leg::start(None))
+    let partial = lock_output(cfg, true)?;
+    explore_model_from(model, cfg, None, None, &Leg::start(None), partial.as_ref())
+}
+
+/// Locks the `OUT.partial` of `cfg`'s output, if it has one ([`PartialOutput::lock`]):
+/// refused at once when another process writes the same output.
+fn lock_output(cfg: &ExploreConfig, create: bool) -> Result<Option<PartialOutput>, ExploreError> {
+    Ok(cfg
+        .output
+        .as_deref()
+        .map(|out| PartialOutput::lock(out, create))
+        .transpose()?)
 }
 
 /// [`explore_model`] for a checkpointed run (`spec` says how it was started), continuing
-/// from `resume` when given (already checked by [`checkpoint::load`]).
+/// from `resume` when given (already checked by [`checkpoint::load`]). `partial` is the
+/// locked `OUT.partial` of `cfg.output`.
 fn explore_model_from(
     model: &dyn Model,
     cfg: &ExploreConfig,
     spec: Option<RunSpec>,
     resume: Option<&Manifest>,
     leg: &Leg,
+    partial: Option<&PartialOutput>,
 ) -> Result<ExploreStats, ExploreError> {
     let shape = RunShape {
         order: cfg.order,
@@ -174,13 +187,12 @@ fn explore_model_from(
         check_minimum(st, store.as_ref(), engine_storage.is_some(), cfg)?;
     }
     let states_at_start = store.len();
-    let partial = cfg.output.as_ref().map(|out| partial_path(out));
     let mut checkpointer = match (&cfg.checkpoint, spec) {
         (Some(ck), Some(spec)) => Some(Checkpointer::new(
             &ck.dir,
             ck.interval,
             spec,
-            partial.clone(),
+            partial.map(|p| p.path().to_path_buf()),
             resume,
             *leg,
         )),
@@ -196,7 +208,7 @@ fn explore_model_from(
         }
         _ => None,
     };
-    let mut sink: Box<dyn LtsSink> = match (&cfg.output, &partial) {
+    let mut sink: Box<dyn LtsSink> = match (&cfg.output, partial) {
         (Some(out), Some(partial)) => {
             let format = LtsFormat::from_path(out)?;
             match resume.and_then(|m| m.output.as_ref().map(|o| (m, o))) {
@@ -205,35 +217,46 @@ fn explore_model_from(
                     // not fit the file (a writer state that does not decode, a length past
                     // its end) is corrupted checkpoint data, named by the manifest (exit 5),
                     // not a bad command line. Refused before the file is cut or written.
-                    let manifest = cfg
-                        .checkpoint
-                        .as_ref()
-                        .map_or_else(|| partial.clone(), |ck| ck.dir.join(checkpoint::MANIFEST));
+                    let manifest = cfg.checkpoint.as_ref().map_or_else(
+                        || partial.path().to_path_buf(),
+                        |ck| ck.dir.join(checkpoint::MANIFEST),
+                    );
                     let corrupt = |problem: String| CheckpointError::Corrupt {
                         path: manifest.clone(),
                         problem,
                     };
-                    let name = partial.display().to_string();
+                    let name = partial.path().display().to_string();
                     let crc = checkpoint::recorded_crc(m, &name).ok_or_else(|| {
                         corrupt(format!(
                             "it has a writer state for {name} but no checksum of that file"
                         ))
                     })?;
-                    format.resume(partial, mark, crc).map_err(|e| match e {
-                        LtsError::Invalid(problem) => corrupt(problem).into(),
-                        e => ExploreError::from(e),
-                    })?
+                    format
+                        .resume(partial.writer()?, partial.path(), mark, crc)
+                        .map_err(|e| match e {
+                            LtsError::Invalid(problem) => corrupt(problem).into(),
+                            e => ExploreError::from(e),
+                        })?
                 }
-                None => format.create_with(
-                    partial,
-                    &crate::lts::SinkOptions {
-                        force: cfg.force,
-                        states: None,
-                    },
-                )?,
+                None => {
+                    partial.truncate()?;
+                    format.create_on(
+                        partial.writer()?,
+                        partial.path(),
+                        &crate::lts::SinkOptions {
+                            force: cfg.force,
+                            states: None,
+                        },
+                    )?
+                }
             }
         }
-        _ => Box::new(NullSink),
+        (Some(_), None) => {
+            return Err(ExploreError::Config(
+                "an output needs its locked OUT.partial".into(),
+            ))
+        }
+        (None, _) => Box::new(NullSink),
     };
     let observer = Observer::new(
         Clock {
@@ -264,11 +287,9 @@ fn explore_model_from(
         session,
     )?;
     drop(sink);
-    if let (Some(out), Some(partial)) = (&cfg.output, &partial) {
-        std::fs::rename(partial, out).map_err(|source| LtsError::Io {
-            path: out.to_path_buf(),
-            source,
-        })?;
+    if let (Some(out), Some(partial)) = (&cfg.output, partial) {
+        // Renamed under the lock, which the caller drops afterwards.
+        partial.rename()?;
         stats.output = Some(out.display().to_string());
         stats.output_bytes = std::fs::metadata(out).ok().map(|m| m.len());
     }
@@ -335,9 +356,20 @@ fn explore_file(
         }
         None => (false, None),
     };
+    // Another process writing the same output is refused before the search, and its
+    // `OUT.partial` left alone (the run directory just prepared is cleared).
+    let partial = match lock_output(cfg, true) {
+        Ok(p) => p,
+        Err(e) => {
+            let result = Err(e);
+            finish_run_dir(cfg, created, None, &result);
+            return result;
+        }
+    };
     let start = RunStart {
         leg,
         created_dir: created,
+        partial,
     };
     let source = Source::read(path);
     if let (Ok(_), Some(c)) = (&source, &ceiling) {
@@ -353,15 +385,17 @@ fn explore_file(
             explore_net(&net, bits, cfg, path, None, note, &start)
         }
     };
-    finish_run_dir(cfg, created, &result);
+    finish_run_dir(cfg, created, start.partial.as_ref(), &result);
     result
 }
 
-/// How this process's part of a run began: its leg (times), and whether `explore` created
-/// the run directory.
+/// How this process's part of a run began: its leg (times), whether `explore` created
+/// the run directory, and the locked `OUT.partial` of the output (held until the run ends,
+/// over restarts with wider counters).
 struct RunStart {
     leg: Leg,
     created_dir: bool,
+    partial: Option<PartialOutput>,
 }
 
 fn rate(states: u64, seconds: f64) -> f64 {
@@ -497,7 +531,7 @@ fn run_checkpointed(
         }),
         (None, None) => None,
     };
-    explore_model_from(model, cfg, spec, resume, &start.leg)
+    explore_model_from(model, cfg, spec, resume, &start.leg, start.partial.as_ref())
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, ExploreError> {
@@ -679,9 +713,15 @@ fn clear_dir(dir: &Path, keep_lock: bool) -> Result<(), ExploreError> {
 /// After a run: on success a checkpointed run's files go (and the directory, if `explore`
 /// made it). After a failure they stay for `spillway resume` — unless no checkpoint was
 /// ever committed: then there is nothing to resume, the run directory is emptied (it is
-/// reused by the next `explore`) and the unfinished `OUT.partial` is deleted, so that a
-/// full disk gets its space back. A run stopped by a signal after a checkpoint keeps both.
-fn finish_run_dir(cfg: &ExploreConfig, created: bool, result: &Result<ExploreStats, ExploreError>) {
+/// reused by the next `explore`) and the unfinished `OUT.partial` is deleted (this
+/// process's, `partial`, still locked: never another writer's), so that a full disk gets its
+/// space back. A run stopped by a signal after a checkpoint keeps both.
+fn finish_run_dir(
+    cfg: &ExploreConfig,
+    created: bool,
+    partial: Option<&PartialOutput>,
+    result: &Result<ExploreStats, ExploreError>,
+) {
     let resumable = cfg
         .checkpoint
         .as_ref()
@@ -690,8 +730,8 @@ fn finish_run_dir(cfg: &ExploreConfig, created: bool, result: &Result<ExploreSta
         if resumable {
             return;
         }
-        if let Some(out) = &cfg.output {
-            let _ = std::fs::remove_file(partial_path(out));
+        if let Some(p) = partial {
+            p.discard();
         }
     }
     let Some(ck) = &cfg.checkpoint else {
@@ -800,9 +840,13 @@ fn resume_dir(
         leg.resumes
     ));
     let path = manifest.run.model.clone();
+    // The checkpointed output is continued in place: locked, not emptied (another process
+    // writing it is refused, and the checkpoint left as it is).
+    let partial = lock_output(&cfg, manifest.output.is_none())?;
     let start = RunStart {
         leg,
         created_dir: manifest.run.created_dir,
+        partial,
     };
     let source = Source::read(&path)?;
     arm_budget(&cfg);
@@ -820,7 +864,12 @@ fn resume_dir(
         ),
     };
     // The directory goes too if the run's `explore` created it.
-    finish_run_dir(&cfg, manifest.run.created_dir, &result);
+    finish_run_dir(
+        &cfg,
+        manifest.run.created_dir,
+        start.partial.as_ref(),
+        &result,
+    );
     result.map_err(sized_when_started)
 }
 
