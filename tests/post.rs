@@ -1269,3 +1269,78 @@ fn a_second_writer_of_the_same_output_is_refused_and_leaves_the_first_ones_file(
         assert!(out.exists() && !partial.exists());
     }
 }
+
+#[test]
+fn convert_keeps_the_states_may_repeat_flag_or_says_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/Philosophers-PT-000005.pnml");
+    let pc = dir.path().join("pc.slts");
+    // A cache of 150 states forgets some of the 243: states are numbered again.
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "--order",
+        "dfs",
+        "--store",
+        "cache",
+        "--cache-size",
+        "150",
+        "-q",
+        "--no-progress",
+        "-o",
+        pc.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info = |p: &Path| -> serde_json::Value {
+        let o = spillway(&["lts", "info", "--json", p.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let original = info(&pc);
+    assert_eq!(original["states_may_repeat"], true);
+    assert!(original["states"].as_u64().unwrap() > 243);
+    // A native copy keeps the flag (it had claimed exact counts).
+    let copy = dir.path().join("copy.slts");
+    let o = spillway(&[
+        "lts",
+        "convert",
+        pc.to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let copied = info(&copy);
+    assert_eq!(copied["states_may_repeat"], true);
+    assert_eq!(copied["states"], original["states"]);
+    // The text formats cannot record it: a note says so (not under -q), and the file is
+    // written all the same.
+    for ext in ["aut", "fsm"] {
+        let out = dir.path().join(format!("c.{ext}"));
+        let o = spillway(&[
+            "lts",
+            "convert",
+            pc.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.starts_with("spillway: note: ")
+                && err.contains("may hold a state more than once")
+                && err.contains(&format!("c.{ext} cannot record that")),
+            "{err}"
+        );
+        let o = spillway(&[
+            "lts",
+            "convert",
+            "-q",
+            pc.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success() && o.stderr.is_empty());
+    }
+}

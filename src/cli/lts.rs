@@ -4,6 +4,7 @@
 
 use super::EXIT_CODES;
 use crate::error::{exit, PostError};
+use crate::lts::LtsFormat;
 use crate::post::compare::{compare_with, Equivalence, Explanation, Side, TraceSearch};
 use crate::post::convert::{check_dot_size, convert, LabelOptions, SizeLimit};
 use crate::post::graph::Lts;
@@ -104,6 +105,14 @@ fn run_convert(a: &ConvertArgs) -> Result<i32, PostError> {
         SizeLimit::Enforce
     };
     let r = convert(&a.input, &a.output, &opts, limit)?;
+    // A native output keeps the flag; the text formats cannot record it.
+    if r.states_may_repeat && !a.quiet && LtsFormat::from_path(&a.output)? != LtsFormat::Native {
+        crate::say!(
+            "spillway: note: {} may hold a state more than once (its explorer forgot visited states and numbered them again), and {} cannot record that: its state and deadlock counts are of visits; `spillway lts reduce` merges the copies",
+            a.input.display(),
+            a.output.display()
+        );
+    }
     if !a.quiet {
         writeln!(
             std::io::stdout().lock(),

@@ -51,6 +51,10 @@ pub struct ConvertReport {
     pub labels: usize,
     /// Transitions whose label was turned into the internal action by `--hide`.
     pub hidden_transitions: u64,
+    /// The input's footer says its states may repeat (see
+    /// [`crate::lts::native::FLAG_STATES_MAY_REPEAT`]): a native output records it too; the
+    /// text formats have no place for it, so the caller should tell the user.
+    pub states_may_repeat: bool,
 }
 
 /// Refuses to write a large LTS as `.dot` unless forced.
@@ -210,6 +214,10 @@ pub fn convert(
             sink.edge(s, LabelId(o), d)?;
             Ok(())
         })?;
+        // The copy's counts are of visits as the input's are: it must say so too.
+        if h.states_may_repeat {
+            sink.states_may_repeat();
+        }
         let with_out = has_out.count()?;
         Ok(LtsSummary {
             states: h.states,
@@ -222,6 +230,7 @@ pub fn convert(
         summary,
         labels: map.len(),
         hidden_transitions: hidden,
+        states_may_repeat: h.states_may_repeat,
     })
 }
 
