@@ -224,6 +224,63 @@ impl From<Clash> for crate::error::PlotError {
     }
 }
 
+/// Writes `bytes` to `path` as one change: into a new temporary file beside it (hidden,
+/// `.NAME.PID.N.partial`, created with the permissions a plain create would give), synced,
+/// then renamed over `path`. A failed write (a full disk) leaves the previous file as it
+/// was and no temporary file behind. For the small files written in one go (`plot`'s SVG,
+/// `--stats-json`); the LTS writers stream through [`PartialOutput`].
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let (tmp, mut file) = create_beside(path)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Creates a new, empty temporary file in `path`'s directory (0666 less the umask, as
+/// `File::create`), named after `path`, this process and a counter.
+fn create_beside(path: &Path) -> io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let Some(name) = path.file_name() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "names no file (a directory?)",
+        ));
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    loop {
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(
+            ".{}.{}.partial",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let tmp = dir.join(tmp_name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            // Left by a process of the same id that was killed: take the next name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The temporary name an output file has until it is complete (`OUT.partial`).
 pub fn partial_path(out: &Path) -> PathBuf {
     let mut name = out.as_os_str().to_owned();

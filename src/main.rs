@@ -170,7 +170,9 @@ fn finish(
                 } else if stdout {
                     writeln!(std::io::stdout().lock(), "{json}")
                 } else {
-                    std::fs::write(path, json + "\n")
+                    // Through a temporary file renamed into place: a failed write (a full
+                    // disk) keeps the previous file.
+                    spillway::files::write_atomically(path, (json + "\n").as_bytes())
                 };
                 if let Err(e) = written {
                     say!(

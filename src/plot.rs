@@ -27,8 +27,8 @@ struct Point {
 
 /// Reads the metrics file `input` and writes the plot to `output`.
 pub fn plot_file(input: &Path, output: &Path) -> Result<(), PlotError> {
-    // The SVG would replace the metrics it was drawn from (written in one go, not through
-    // a partial file: the output is its own only companion).
+    // The SVG would replace the metrics it was drawn from (its temporary file has a new,
+    // random name: the output is its own only companion to check).
     crate::files::check_output(input, output, output)?;
     let text = std::fs::read_to_string(input).map_err(|source| PlotError::Io {
         path: input.to_path_buf(),
@@ -39,7 +39,8 @@ pub fn plot_file(input: &Path, output: &Path) -> Result<(), PlotError> {
         path: output.to_path_buf(),
         message,
     })?;
-    std::fs::write(output, svg).map_err(|source| PlotError::Io {
+    // Through a temporary file renamed into place: a failed write keeps the previous plot.
+    crate::files::write_atomically(output, svg.as_bytes()).map_err(|source| PlotError::Io {
         path: output.to_path_buf(),
         source,
     })

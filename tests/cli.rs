@@ -1506,3 +1506,45 @@ fn explore_refuses_an_output_another_process_is_writing() {
         assert!(out.exists() && !partial.exists());
     }
 }
+
+/// `--stats-json FILE` is written through a temporary file renamed into place: a failed
+/// write (a full disk; here a file size limit) is exit 4 and keeps the previous file whole.
+#[test]
+fn a_failed_stats_write_keeps_the_previous_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (model, _) = phil_copy(d);
+    let stats = d.join("s.json");
+    let old = format!("{{\"previous\": \"{}\"}}\n", "x".repeat(4000));
+    std::fs::write(&stats, &old).unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.arg("explore")
+        .arg(&model)
+        .args(["-q", "--no-progress", "--stats-json"])
+        .arg(&stats);
+    let o = common::limit_file_size(&mut cmd, 256).output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!("{}: cannot write stats", stats.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&stats).unwrap(), old);
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        2,
+        "no temporary file left"
+    );
+    // Without the limit it is replaced by the run's statistics.
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--no-progress", "--stats-json"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(v["states"], 243);
+}

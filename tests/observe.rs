@@ -372,3 +372,44 @@ fn metrics_dash_is_standard_output() {
     assert_eq!(v.last().unwrap()["states"], 1024);
     assert!(!tmp.path().join("-").exists());
 }
+
+/// A plot whose write fails (a full disk; here a file size limit) keeps the previous SVG
+/// whole and leaves no temporary file: it had been truncated and left half-written.
+#[test]
+fn a_failed_plot_keeps_the_previous_svg() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = toggles_file(tmp.path(), 12);
+    let metrics = tmp.path().join("m.jsonl");
+    let st = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["-q", "--metrics-every", "0.001s", "--metrics"])
+        .arg(&metrics)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let svg = tmp.path().join("run.svg");
+    let plot = || {
+        let mut c = Command::new(bin());
+        c.arg("plot").arg(&metrics).arg("-o").arg(&svg);
+        c
+    };
+    assert!(plot().status().unwrap().success());
+    let good = std::fs::read(&svg).unwrap();
+    assert!(good.len() > 4096);
+    let out = common::limit_file_size(&mut plot(), 4096).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains(&format!("{}: ", svg.display())), "{err}");
+    assert!(
+        std::fs::read(&svg).unwrap() == good,
+        "the previous SVG is intact"
+    );
+    let left: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("svg") || n.contains("partial"))
+        .collect();
+    assert_eq!(left, ["run.svg"], "no temporary file left");
+}

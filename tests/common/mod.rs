@@ -268,3 +268,25 @@ pub fn pnml(initial: &[u32], transitions: &[(Arcs, Arcs)]) -> String {
     }
     s + "</page>\n</net>\n</pnml>\n"
 }
+
+/// Makes `cmd`'s process unable to write files past `bytes` (RLIMIT_FSIZE, with SIGXFSZ
+/// ignored so that the write fails with EFBIG instead of killing it): a full disk without
+/// mounting one.
+pub fn limit_file_size(cmd: &mut std::process::Command, bytes: u64) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit and signal are async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes as libc::rlim_t,
+                rlim_max: bytes as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0
+                || libc::signal(libc::SIGXFSZ, libc::SIG_IGN) == libc::SIG_ERR
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
