@@ -1344,3 +1344,38 @@ fn convert_keeps_the_states_may_repeat_flag_or_says_it_cannot() {
         assert!(o.status.success() && o.stderr.is_empty());
     }
 }
+
+#[test]
+fn a_cut_short_aut_announcing_huge_counts_is_truncated_in_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("hugem.aut");
+    // 40 bytes announcing 4·10^12 transitions: a cut-short file (exit 5), not a job too
+    // large for the machine (exit 6, "needs about 72.8 TiB").
+    std::fs::write(&a, "des (0, 4000000000000, 2)\n(0, \"a\", 1)\n").unwrap();
+    let one = dir.path().join("one.aut");
+    std::fs::write(&one, "des (0, 1, 2)\n(0, \"a\", 1)\n").unwrap();
+    let (p, o) = (a.to_str().unwrap(), dir.path().join("r.aut"));
+    for args in [
+        vec!["lts", "info", p],
+        vec!["lts", "convert", p, o.to_str().unwrap()],
+        vec!["lts", "reduce", p, o.to_str().unwrap()],
+        vec!["lts", "deadlocks", p],
+        vec!["lts", "compare", p, one.to_str().unwrap()],
+        vec!["lts", "compare", one.to_str().unwrap(), p],
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "hugem.aut: truncated: the header announces 4000000000000 transitions but the file holds 1"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("TiB"), "{args:?}: {err}");
+    }
+    let out = spillway(&["lts", "reduce", p, o.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "of 2 states, 4000000000000 transitions (the file can hold at most 7) needs about"
+    ));
+}

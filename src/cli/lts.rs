@@ -7,7 +7,7 @@ use crate::error::{exit, PostError};
 use crate::lts::LtsFormat;
 use crate::post::compare::{compare_with, Equivalence, Explanation, Side, TraceSearch};
 use crate::post::convert::{check_dot_size, convert, LabelOptions, SizeLimit};
-use crate::post::graph::Lts;
+use crate::post::graph::{backed_transitions, Lts};
 use crate::post::input::Input;
 use crate::post::memory::{self, fmt_mib};
 use crate::post::{branching, deadlocks, info, reduce, Bisimulation};
@@ -67,9 +67,38 @@ fn estimate(r: Bisimulation, n: u64, m: u64) -> u128 {
     }
 }
 
-fn counts(path: &Path) -> Result<(u64, u64), PostError> {
+/// What a file's header says, for a memory estimate.
+struct Counts {
+    states: u64,
+    /// As the header announces them.
+    transitions: u64,
+    /// As many as the file can hold ([`backed_transitions`]): what the estimate counts, so
+    /// that a cut-short text file is reported truncated (exit 5) by the load, not refused as
+    /// too large (exit 6) on its header's word.
+    backed: u64,
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} states, {} transitions",
+            self.states, self.transitions
+        )?;
+        if self.backed < self.transitions {
+            write!(f, " (the file can hold at most {})", self.backed)?;
+        }
+        Ok(())
+    }
+}
+
+fn counts(path: &Path) -> Result<Counts, PostError> {
     let h = Input::open(path)?.header()?;
-    Ok((h.states, h.transitions))
+    Ok(Counts {
+        states: h.states,
+        transitions: h.transitions,
+        backed: backed_transitions(&h),
+    })
 }
 
 fn run_info(a: &InfoArgs) -> Result<i32, PostError> {
@@ -137,13 +166,11 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
     // Refused before the (possibly long) reduction, not when the result is written.
     crate::post::graph::check_output(&a.input, &a.output)?;
-    let (n, m) = counts(&a.input)?;
+    let c = counts(&a.input)?;
+    let (n, m) = (c.states, c.transitions);
     let relation = relation(a.branching);
-    let what = format!(
-        "reduce ({}) of {n} states, {m} transitions",
-        relation_name(relation)
-    );
-    check_needs("reduce", &what, estimate(relation, n, m), a.quiet)?;
+    let what = format!("reduce ({}) of {c}", relation_name(relation));
+    check_needs("reduce", &what, estimate(relation, n, c.backed), a.quiet)?;
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
     let initial = lts.initial;
@@ -186,16 +213,24 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
 
 fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
     let t0 = Instant::now();
-    let (n1, m1) = counts(&a.first)?;
-    let (n2, m2) = counts(&a.second)?;
+    let c1 = counts(&a.first)?;
+    let c2 = counts(&a.second)?;
     let relation = relation(a.branching);
-    let what = format!(
-        "compare ({}) of {} states, {} transitions in all",
-        relation_name(relation),
-        n1 as u128 + n2 as u128,
-        m1 as u128 + m2 as u128,
+    let (m, backed) = (
+        c1.transitions as u128 + c2.transitions as u128,
+        c1.backed as u128 + c2.backed as u128,
     );
-    let need = estimate(relation, n1, m1) + estimate(relation, n2, m2);
+    let what = format!(
+        "compare ({}) of {} states, {m} transitions in all{}",
+        relation_name(relation),
+        c1.states as u128 + c2.states as u128,
+        if backed < m {
+            format!(" (the files can hold at most {backed})")
+        } else {
+            String::new()
+        }
+    );
+    let need = estimate(relation, c1.states, c1.backed) + estimate(relation, c2.states, c2.backed);
     check_needs("compare", &what, need, a.quiet)?;
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
@@ -264,9 +299,14 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
 }
 
 fn run_deadlocks(a: &DeadlocksArgs) -> Result<i32, PostError> {
-    let (n, m) = counts(&a.file)?;
-    let what = format!("deadlocks of {n} states, {m} transitions");
-    check_needs("deadlocks", &what, memory::deadlock_bytes(n, m), a.quiet)?;
+    let c = counts(&a.file)?;
+    let what = format!("deadlocks of {c}");
+    check_needs(
+        "deadlocks",
+        &what,
+        memory::deadlock_bytes(c.states, c.backed),
+        a.quiet,
+    )?;
     let lts = Lts::load(&a.file)?;
     let r = deadlocks::deadlocks(&lts, a.limit)?;
     emit(a.json, &r, |out| deadlocks::print_text(&r, out))

@@ -197,7 +197,11 @@ impl Lts {
     pub fn load(path: &Path) -> Result<Lts, PostError> {
         let mut input = Input::open(path)?;
         let h = input.header()?;
-        for (what, count) in [("states", h.states), ("transitions", h.transitions)] {
+        // The transitions the file can hold: a text file that announces more than the
+        // arrays index but cannot hold them is cut short (found when read, exit 5), and
+        // the reader refuses more edges than announced, so no more than these are pushed.
+        let expected = backed_transitions(&h);
+        for (what, count) in [("states", h.states), ("transitions", expected)] {
             if count > MAX_COUNT {
                 return Err(PostError::Limit(format!(
                     "{}: {count} {what} exceed the {MAX_COUNT} that spillway's in-memory LTS can index",
@@ -205,12 +209,6 @@ impl Lts {
                 )));
             }
         }
-        // A text format's count is a claim the file must back: a transition line takes at
-        // least 6 bytes, so reserve no more than the file can hold.
-        let expected = match h.format {
-            LtsFormat::Native => h.transitions,
-            _ => h.transitions.min(h.file_len / 6 + 1),
-        };
         let (mut src, mut label, mut dst) = (Vec::new(), Vec::new(), Vec::new());
         reserve(&mut src, expected, "source states")?;
         reserve(&mut label, expected, "labels")?;
@@ -295,6 +293,18 @@ impl Lts {
                 deadlocks: self.deadlocks(),
             })
         })
+    }
+}
+
+/// The transitions `h`'s file can hold, for a reservation or a memory estimate: a text
+/// format's count is a claim the file must back, and a transition line takes at least 6
+/// bytes, so no more than the file can hold (a cut-short `.aut` whose header announces
+/// 4·10^12 transitions is then found truncated when read, not refused as too large). The
+/// native count is checked against the footer's checksum: taken as it is.
+pub fn backed_transitions(h: &crate::post::input::InputHeader) -> u64 {
+    match h.format {
+        LtsFormat::Native => h.transitions,
+        _ => h.transitions.min(h.file_len / 6 + 1),
     }
 }
 
