@@ -242,6 +242,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
+/// Whether a file can be written at `path` the way [`write_atomically`] writes it: a
+/// temporary file created in its directory, and removed at once. Lets a run refuse, before
+/// it starts, a file it would write only at its end (`--stats-json` in a missing or
+/// read-only directory).
+pub fn check_writable_beside(path: &Path) -> io::Result<()> {
+    let (tmp, _) = create_beside(path)?;
+    std::fs::remove_file(tmp)
+}
+
 /// Creates a new, empty temporary file in `path`'s directory (0666 less the umask, as
 /// `File::create`), named after `path`, this process and a counter.
 fn create_beside(path: &Path) -> io::Result<(PathBuf, std::fs::File)> {

@@ -1548,3 +1548,50 @@ fn a_failed_stats_write_keeps_the_previous_file() {
         serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(v["states"], 243);
 }
+
+/// `--stats-json` into a missing directory is refused before the search (exit 4), as
+/// `--metrics` is, not after it with the statistics lost; `-` stays standard output.
+#[test]
+fn stats_json_in_a_missing_directory_is_refused_before_the_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (model, _) = phil_copy(d);
+    let out = d.join("o.slts");
+    let missing = d.join("missing/s.json");
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(["--no-progress", "-o"])
+        .arg(&out)
+        .arg("--stats-json")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "spillway: error: {}: cannot write there: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+    // Nothing was explored: no statistics printed, no output written, nothing left.
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(!out.exists());
+    assert_eq!(std::fs::read_dir(d).unwrap().count(), 1, "only the model");
+    let o = spillway(&[
+        "explore",
+        model.to_str().unwrap(),
+        "-q",
+        "--stats-json",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["states"], 243);
+}

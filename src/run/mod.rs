@@ -622,6 +622,16 @@ fn check_files(
             source: is_a_directory(option),
         });
     }
+    // Nor can they go into a missing or read-only directory: found now, as `--metrics` is
+    // when it is opened, by creating (and removing) the temporary file they are written
+    // through — not after the search, with its statistics lost.
+    for (_, path) in extra.iter().filter(|(_, p)| !stdout(p)) {
+        crate::files::check_writable_beside(path).map_err(|source| ExploreError::Io {
+            path: path.clone(),
+            what: "cannot write there",
+            source,
+        })?;
+    }
     Ok(())
 }
 
