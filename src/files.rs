@@ -318,8 +318,9 @@ impl PartialOutput {
         use crate::error::LtsError;
         use std::os::unix::fs::MetadataExt;
         let path = partial_path(out);
+        // Errors name the output the user gave (the lock's names both).
         let io = |source| LtsError::Io {
-            path: path.clone(),
+            path: out.to_path_buf(),
             source,
         };
         // The process that held the lock may have renamed its finished file to `OUT` (or
@@ -412,7 +413,7 @@ impl PartialOutput {
 
     fn io(&self, source: io::Error) -> crate::error::LtsError {
         crate::error::LtsError::Io {
-            path: self.path.clone(),
+            path: self.out.clone(),
             source,
         }
     }
@@ -474,9 +475,12 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"first");
         second.discard();
         assert!(!second.path().exists());
-        // Continuing a checkpointed output needs the file.
+        // Continuing a checkpointed output needs the file; the error names the output.
         let e = PartialOutput::lock(&out, false).err().unwrap();
-        assert!(e.to_string().starts_with(&out.display().to_string()), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", out.display())),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1379,3 +1379,52 @@ fn a_cut_short_aut_announcing_huge_counts_is_truncated_in_every_tool() {
         "of 2 states, 4000000000000 transitions (the file can hold at most 7) needs about"
     ));
 }
+
+/// Errors about the output name the path the user gave, not the `OUT.partial` it is
+/// written through (which no longer exists when the message is read).
+#[test]
+fn output_errors_name_the_output_not_its_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let q = d.join("q.aut");
+    std::fs::write(&q, "des (0, 1, 2)\n(0, \"say \"hi\"\", 1)\n").unwrap();
+    let model = common::toggles_file(d, 12);
+    let (missing, out, dot) = (d.join("missing/x.aut"), d.join("out.aut"), d.join("t.dot"));
+    for (args, says) in [
+        (
+            vec![
+                "lts",
+                "convert",
+                q.to_str().unwrap(),
+                missing.to_str().unwrap(),
+            ],
+            format!("{}: No such file or directory", missing.display()),
+        ),
+        (
+            vec!["lts", "convert", q.to_str().unwrap(), out.to_str().unwrap()],
+            format!(
+                "{}: label \"say \\\"hi\\\"\" contains a double quote",
+                out.display()
+            ),
+        ),
+        (
+            vec![
+                "explore",
+                model.to_str().unwrap(),
+                "-q",
+                "-o",
+                dot.to_str().unwrap(),
+            ],
+            format!(
+                "{}: more than 10000 transitions are too many",
+                dot.display()
+            ),
+        ),
+    ] {
+        let o = spillway(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(&says), "{args:?}: {err}");
+        assert!(!err.contains(".partial"), "{args:?}: {err}");
+    }
+}

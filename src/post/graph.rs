@@ -329,7 +329,7 @@ pub fn write_file(
     let partial = PartialOutput::lock(path, true)?;
     let result = (|| {
         partial.truncate()?;
-        let mut sink = format.create_on(partial.writer()?, partial.path(), options)?;
+        let mut sink = format.create_on(partial.writer()?, path, options)?;
         let summary = fill(sink.as_mut())?;
         sink.finish(&summary)?;
         drop(sink);

@@ -232,7 +232,7 @@ fn explore_model_from(
                         ))
                     })?;
                     format
-                        .resume(partial.writer()?, partial.path(), mark, crc)
+                        .resume(partial.writer()?, out, mark, crc)
                         .map_err(|e| match e {
                             LtsError::Invalid(problem) => corrupt(problem).into(),
                             e => ExploreError::from(e),
@@ -242,7 +242,7 @@ fn explore_model_from(
                     partial.truncate()?;
                     format.create_on(
                         partial.writer()?,
-                        partial.path(),
+                        out,
                         &crate::lts::SinkOptions {
                             force: cfg.force,
                             states: None,
