@@ -493,14 +493,9 @@ impl NativeReader {
                 format!("{:?}", String::from_utf8_lossy(&header[0..8])),
             ));
         }
-        let version = le_u16(&header, 8);
-        if version != VERSION {
-            return Err(LtsError::Version {
-                path: path.to_path_buf(),
-                found: version,
-                supported: VERSION,
-            });
-        }
+        // The checksum first: it covers the version, so a damaged version field is
+        // corruption, and only a version the checksum vouches for is a real, other version
+        // (every version keeps the magic, the version at byte 8 and this checksum at 28).
         let crc = crc32fast::hash(&header[..28]);
         if crc != le_u32(&header, 28) {
             return Err(corrupt(
@@ -508,6 +503,14 @@ impl NativeReader {
                 &format!("header checksum {crc:#010x}"),
                 format!("{:#010x}", le_u32(&header, 28)),
             ));
+        }
+        let version = le_u16(&header, 8);
+        if version != VERSION {
+            return Err(LtsError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                supported: VERSION,
+            });
         }
         if file_len < HEADER_LEN + FOOTER_LEN {
             return Err(LtsError::Truncated {
@@ -874,6 +877,34 @@ mod tests {
             }
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("a 0-state file was accepted"),
+        }
+    }
+
+    #[test]
+    fn a_damaged_version_is_corruption_and_a_checksummed_one_a_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.slts");
+        write_sample(&p, 3);
+        let good = std::fs::read(&p).unwrap();
+        // A bit flip in the version: the header checksum does not hold.
+        let mut b = good.clone();
+        b[8] ^= 0x10;
+        std::fs::write(&p, &b).unwrap();
+        match NativeReader::open(&p) {
+            Err(LtsError::Corrupt(c)) => assert_eq!(c.offset, 28),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted"),
+        }
+        // Version 2 with its checksum: a file of another format version.
+        let mut b = good;
+        b[8..10].copy_from_slice(&2u16.to_le_bytes());
+        let crc = crc32fast::hash(&b[..28]);
+        b[28..32].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&p, &b).unwrap();
+        match NativeReader::open(&p) {
+            Err(LtsError::Version { found: 2, .. }) => {}
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted"),
         }
     }
 
