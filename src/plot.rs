@@ -30,11 +30,11 @@ pub fn plot_file(input: &Path, output: &Path) -> Result<(), PlotError> {
     // The SVG would replace the metrics it was drawn from (its temporary file has a new,
     // random name: the output is its own only companion to check).
     crate::files::check_output(input, output, output)?;
-    let text = std::fs::read_to_string(input).map_err(|source| PlotError::Io {
+    let bytes = std::fs::read(input).map_err(|source| PlotError::Io {
         path: input.to_path_buf(),
         source,
     })?;
-    let points = parse(input, &text)?;
+    let points = parse(input, text(input, &bytes)?)?;
     let svg = render(&points).map_err(|message| PlotError::Draw {
         path: output.to_path_buf(),
         message,
@@ -43,6 +43,22 @@ pub fn plot_file(input: &Path, output: &Path) -> Result<(), PlotError> {
     crate::files::write_atomically(output, svg.as_bytes()).map_err(|source| PlotError::Io {
         path: output.to_path_buf(),
         source,
+    })
+}
+
+/// The metrics file as text: bytes that are not UTF-8 make it malformed (exit 3, its line
+/// named), as any other line that is not a metrics line, not an I/O error.
+fn text<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, PlotError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        PlotError::Malformed {
+            path: path.to_path_buf(),
+            line: crate::error::line_col(bytes, at).0,
+            message: format!(
+                "not a metrics line: byte 0x{:02x} is not valid UTF-8 (a metrics file is text)",
+                bytes[at]
+            ),
+        }
     })
 }
 
@@ -274,6 +290,16 @@ mod tests {
         assert_eq!(e.exit_code(), crate::error::exit::MODEL);
         let e = parse(p, "\n").unwrap_err();
         assert!(e.to_string().contains("no metrics lines"), "{e}");
+        // Bytes that are not UTF-8 on line 3: malformed (exit 3), not an I/O error (4).
+        let mut bytes = format!("{good}\n{good}\n").into_bytes();
+        bytes.extend_from_slice(b"{\"a\xff\": 1}\n");
+        let e = text(p, &bytes).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("m.jsonl:3: not a metrics line: byte 0xff is not valid UTF-8"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), crate::error::exit::MODEL);
     }
 
     #[test]

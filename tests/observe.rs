@@ -413,3 +413,31 @@ fn a_failed_plot_keeps_the_previous_svg() {
         .collect();
     assert_eq!(left, ["run.svg"], "no temporary file left");
 }
+
+/// A metrics file with bytes that are not UTF-8 is malformed (exit 3, its line named), as
+/// any other line that is not a metrics line; it had been an I/O error (exit 4, no line).
+#[test]
+fn plot_of_a_file_that_is_not_utf8_names_the_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_file = tmp.path().join("bin.jsonl");
+    let mut bytes = br#"{"wall_seconds":0.5,"states":10,"rss_bytes":1048576,"memory_limit_bytes":null,"order":"bfs","level":1,"level_states":4}"#.to_vec();
+    bytes.extend_from_slice(b"\n\x1f\x8b\x08\x00\xff\n");
+    std::fs::write(&bin_file, &bytes).unwrap();
+    let out = Command::new(bin())
+        .arg("plot")
+        .arg(&bin_file)
+        .arg("-o")
+        .arg(tmp.path().join("b.svg"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:2: not a metrics line: byte 0x8b is not valid UTF-8",
+            bin_file.display()
+        )),
+        "{err}"
+    );
+    assert!(!tmp.path().join("b.svg").exists());
+}
