@@ -294,11 +294,14 @@ fn print_stats(s: &ExploreStats, out: &mut impl Write) -> std::io::Result<()> {
     }
     writeln!(out, "peak RSS      {:.1} MiB", mib(s.peak_rss_bytes))?;
     if let (Some(lts), Some(bytes)) = (&s.output, s.output_bytes) {
-        writeln!(
-            out,
-            "output        {lts} ({bytes} bytes, {:.2} bytes/transition)",
-            bytes as f64 / s.transitions.max(1) as f64
-        )?;
+        match s.transitions {
+            0 => writeln!(out, "output        {lts} ({bytes} bytes, no transitions)")?,
+            m => writeln!(
+                out,
+                "output        {lts} ({bytes} bytes, {:.2} bytes/transition)",
+                bytes as f64 / m as f64
+            )?,
+        }
     }
     Ok(())
 }

@@ -1428,3 +1428,20 @@ fn output_errors_name_the_output_not_its_partial_file() {
         assert!(!err.contains(".partial"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn info_of_an_lts_without_transitions_gives_no_bytes_per_transition() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("one.aut");
+    std::fs::write(&a, "des (0, 0, 1)\n").unwrap();
+    let o = spillway(&["lts", "info", a.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        text.contains("size          14 bytes (no transitions)"),
+        "{text}"
+    );
+    let o = spillway(&["lts", "info", "--json", a.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["bytes_per_transition"].is_null(), "{j}");
+}

@@ -43,7 +43,8 @@ pub struct Info {
     /// a state it forgot and met again); `lts reduce` merges such copies.
     pub states_may_repeat: bool,
     pub file_bytes: u64,
-    pub bytes_per_transition: f64,
+    /// `file_bytes / transitions`; `None` (JSON `null`) for an LTS without transitions.
+    pub bytes_per_transition: Option<f64>,
     /// Size of the same LTS as plain `.aut` text (`(S, "LABEL", D)` lines).
     pub aut_text_bytes: u64,
     /// `aut_text_bytes / file_bytes`.
@@ -110,7 +111,7 @@ pub fn info(path: &Path) -> Result<Info, PostError> {
         self_loops,
         states_may_repeat: h.states_may_repeat,
         file_bytes,
-        bytes_per_transition: file_bytes as f64 / h.transitions.max(1) as f64,
+        bytes_per_transition: (h.transitions > 0).then(|| file_bytes as f64 / h.transitions as f64),
         aut_text_bytes: text,
         compression_ratio: text as f64 / file_bytes.max(1) as f64,
     })
@@ -143,11 +144,14 @@ pub fn print_text(i: &Info, out: &mut dyn Write) -> std::io::Result<()> {
             "note          states may repeat: the explorer forgot visited states (--store cache) and numbered them again when it met them again; the state and deadlock counts are of visits (a deadlock met again is counted again), and `spillway lts reduce` merges the copies"
         )?;
     }
-    writeln!(
-        out,
-        "size          {} bytes ({:.2} bytes/transition)",
-        i.file_bytes, i.bytes_per_transition
-    )?;
+    match i.bytes_per_transition {
+        Some(b) => writeln!(
+            out,
+            "size          {} bytes ({b:.2} bytes/transition)",
+            i.file_bytes
+        )?,
+        None => writeln!(out, "size          {} bytes (no transitions)", i.file_bytes)?,
+    }
     writeln!(
         out,
         "compression   {:.2}x versus .aut text ({} bytes)",
@@ -182,6 +186,7 @@ mod tests {
             (i.states, i.transitions, i.deadlocks, i.self_loops),
             (3, 3, 1, 1)
         );
+        assert_eq!(i.bytes_per_transition, Some(text.len() as f64 / 3.0));
         assert_eq!(
             i.labels,
             vec![
@@ -195,5 +200,22 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn an_lts_without_transitions_has_no_bytes_per_transition() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.aut");
+        std::fs::write(&p, "des (0, 0, 1)\n").unwrap();
+        let i = info(&p).unwrap();
+        assert_eq!(i.bytes_per_transition, None);
+        let mut text = Vec::new();
+        print_text(&i, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("size          14 bytes (no transitions)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("bytes/transition"), "{text}");
     }
 }
