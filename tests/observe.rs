@@ -25,8 +25,9 @@ fn json(path: &Path) -> Value {
 }
 
 /// Every line has every documented key with the right type; time, CPU and states never go
-/// back; the last line is the `done` line, the others `expanding` (or `stopped`: the last
-/// line of a leg stopped by a signal).
+/// back; each leg's first line is a `starting` line (written before the search, so a plot
+/// starts at the start, DFS too), the last line is the `done` line, the others `expanding`
+/// (or `stopped`: the last line of a leg stopped by a signal).
 fn check_well_formed(v: &[Value], order: &str) {
     assert!(v.len() >= 2, "{} lines", v.len());
     for (i, l) in v.iter().enumerate() {
@@ -53,7 +54,9 @@ fn check_well_formed(v: &[Value], order: &str) {
             "line {i}"
         );
         let phase = l["phase"].as_str().unwrap();
-        if i + 1 == v.len() {
+        if i == 0 || v[i - 1]["phase"] == "stopped" {
+            assert_eq!(phase, "starting", "line {i}: a leg's first line");
+        } else if i + 1 == v.len() {
             assert_eq!(phase, "done");
         } else {
             assert!(
@@ -98,6 +101,10 @@ fn metrics_lines_follow_a_bfs_run_and_end_with_its_counts() {
     // A tick every 16,384 expansions and a line at each (the interval is shorter): the
     // first at the start, 7 more over 2^17 states, then the final line.
     assert!(v.len() >= 8, "{} lines", v.len());
+    assert_eq!(
+        (v[0]["states"].as_u64(), v[0]["level"].as_u64()),
+        (Some(0), Some(0))
+    );
     let (last, s) = (v.last().unwrap(), json(&stats));
     assert_eq!(last["states"], s["states"]);
     assert_eq!(last["transitions"], s["transitions"]);
@@ -143,6 +150,8 @@ fn metrics_of_a_dfs_run_give_the_depth() {
     assert!(st.success());
     let v = lines(&metrics);
     check_well_formed(&v, "dfs");
+    // The first line at the start, not after the first 16,384 steps.
+    assert_eq!(v[0]["states"], 0);
     let last = v.last().unwrap();
     assert_eq!(last["states"], 1u64 << 15);
     assert_eq!(last["transitions"], 15u64 << 15);

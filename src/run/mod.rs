@@ -258,7 +258,7 @@ fn explore_model_from(
         }
         (None, _) => Box::new(NullSink),
     };
-    let observer = Observer::new(
+    let mut observer = Observer::new(
         Clock {
             started: leg.started,
             cpu_at_start: leg.cpu_at_start,
@@ -272,6 +272,7 @@ fn explore_model_from(
         },
         cfg.metrics.as_ref(),
     )?;
+    starting_line(&mut observer, store.as_ref(), cfg.order, resume);
     let session = Session {
         storage: engine_storage,
         checkpoint: checkpointer.as_mut(),
@@ -322,6 +323,51 @@ fn explore_model_from(
         };
     }
     Ok(stats)
+}
+
+/// Writes the metrics file's first line, phase `starting`, before the search (the engines
+/// write the next ones at their ticks, every 16,384 expansions or steps, when one is due):
+/// the store as built or reopened, and where a resumed search stands (its checkpoint's
+/// level or depth and transitions), so a plot starts at the start, for DFS too.
+fn starting_line(
+    observer: &mut Observer,
+    store: &dyn StateStore,
+    order: Order,
+    resume: Option<&Manifest>,
+) {
+    use crate::checkpoint::EngineMark;
+    use crate::engine::observe::{Head, Phase, Position};
+    if !observer.has_metrics() {
+        return;
+    }
+    let position = match (resume.map(|m| &m.engine), order) {
+        (
+            Some(EngineMark::Bfs {
+                depth,
+                level_states,
+                ..
+            }),
+            _,
+        ) => Position::Bfs {
+            level: *depth,
+            level_states: *level_states,
+        },
+        (Some(EngineMark::Dfs { depth, .. }), _) => Position::Dfs { depth: *depth },
+        (None, Order::Bfs) => Position::Bfs {
+            level: 0,
+            level_states: 1,
+        },
+        (None, Order::Dfs) => Position::Dfs { depth: 0 },
+    };
+    store.sync_accounts();
+    let head = Head {
+        phase: Phase::Starting,
+        states: store.len(),
+        transitions: resume.map_or(0, |m| m.counters.transitions),
+        position,
+    };
+    let sample = observer.sample(head, true);
+    observer.write(&sample, std::time::Instant::now());
 }
 
 /// Reads a model file and explores it; `note` receives human-readable remarks (e.g. a restart
