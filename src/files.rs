@@ -228,9 +228,15 @@ impl From<Clash> for crate::error::PlotError {
 /// `.NAME.PID.N.partial`, created with the permissions a plain create would give), synced,
 /// then renamed over `path`. A failed write (a full disk) leaves the previous file as it
 /// was and no temporary file behind. For the small files written in one go (`plot`'s SVG,
-/// `--stats-json`); the LTS writers stream through [`PartialOutput`].
+/// `--stats-json`); the LTS writers stream through [`PartialOutput`]. A path that is there
+/// but is no regular file (`/dev/stdout`, a symlink, a pipe) is written in place: renaming
+/// over it would replace it (run as root, `--stats-json /dev/stdout` had replaced the
+/// device link with a regular file).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
+    if in_place(path) {
+        return std::fs::File::create(path)?.write_all(bytes);
+    }
     let (tmp, mut file) = create_beside(path)?;
     let written = file
         .write_all(bytes)
@@ -247,8 +253,32 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// it starts, a file it would write only at its end (`--stats-json` in a missing or
 /// read-only directory).
 pub fn check_writable_beside(path: &Path) -> io::Result<()> {
+    // Written in place, and not opened here: a pipe without its reader yet would block.
+    if in_place(path) {
+        return Ok(());
+    }
     let (tmp, _) = create_beside(path)?;
     std::fs::remove_file(tmp)
+}
+
+/// Refuses an LTS output that exists and is neither a regular file nor a directory (the
+/// callers say what a directory is): `/dev/stdout`, a pipe, a socket. The LTS is written
+/// through `OUT.partial` and renamed over the output, which would replace the device or
+/// pipe with a regular file (run as root, `-o /dev/stdout` replaced the link in `/dev`).
+pub fn check_lts_output(output: &Path) -> io::Result<()> {
+    match std::fs::metadata(output) {
+        Ok(m) if !m.is_file() && !m.is_dir() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is not a regular file (a device, pipe or socket): an LTS is written to a temporary file and renamed into place; give a file path",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `path` exists and is not a regular file (a device, a symlink, a pipe): then
+/// [`write_atomically`] writes through it instead of renaming a new file over it.
+fn in_place(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_file())
 }
 
 /// Creates a new, empty temporary file in `path`'s directory (0666 less the umask, as
@@ -431,6 +461,7 @@ fn lock_unsupported(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn relative_symlinked_and_hard_linked_paths_are_the_same_file() {
@@ -453,6 +484,45 @@ mod tests {
         let e = check_output(&a, &dir.path().join("o.aut"), &sym).unwrap_err();
         assert!(e.to_string().contains("sym.aut"), "{e}");
         assert!(check_output(&a, &copy, &dir.path().join("copy.aut.partial")).is_ok());
+    }
+
+    #[test]
+    fn an_lts_output_that_is_a_pipe_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f.aut");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = check_lts_output(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        check_lts_output(&dir.path().join("new.aut")).unwrap();
+        std::fs::write(dir.path().join("old.aut"), "x").unwrap();
+        check_lts_output(&dir.path().join("old.aut")).unwrap();
+    }
+
+    #[test]
+    fn atomic_writes_go_through_what_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.json");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        check_writable_beside(&link).unwrap();
+        write_atomically(&link, b"new").unwrap();
+        // The link is still a link, and its target has the bytes.
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // A regular file is replaced whole, with no temporary file left.
+        write_atomically(&target, b"newer").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"newer");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]

@@ -312,7 +312,12 @@ pub fn backed_transitions(h: &crate::post::input::InputHeader) -> u64 {
 /// (see [`crate::files::check_output`]); tools that write call it before reading anything.
 pub fn check_output(input: &Path, output: &Path) -> Result<(), PostError> {
     let partial = crate::run::partial_path(output);
-    Ok(crate::files::check_output(input, output, &partial)?)
+    crate::files::check_output(input, output, &partial)?;
+    crate::files::check_lts_output(output).map_err(|source| LtsError::Io {
+        path: output.to_path_buf(),
+        source,
+    })?;
+    Ok(())
 }
 
 /// Writes an LTS file atomically: `fill` pushes labels and edges into a sink for `path`'s

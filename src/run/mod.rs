@@ -661,6 +661,12 @@ fn check_files(
         }
         .into());
     }
+    if let Some(out) = &cfg.output {
+        crate::files::check_lts_output(out).map_err(|source| LtsError::Io {
+            path: out.clone(),
+            source,
+        })?;
+    }
     if let Some((option, path)) = extra.iter().find(|(_, p)| !stdout(p) && directory(p)) {
         return Err(ExploreError::Io {
             path: path.clone(),
