@@ -931,7 +931,7 @@ fn a_writer_mark_that_does_not_fit_its_file_is_corruption() {
             ),
             (
                 |m| m.output.as_mut().unwrap().len += 1 << 40,
-                "the checkpoint needs its first",
+                "the checkpoint needs the first",
             ),
         ];
         for (change, says) in cases {
