@@ -385,6 +385,18 @@ fn resume(dir: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// `spillway resume DIR`, which must succeed, and its `--stats-json`.
+fn resume_stats(dir: &Path) -> serde_json::Value {
+    let o = Command::new(bin())
+        .arg("resume")
+        .arg(dir)
+        .args(["-q", "--no-progress", "--stats-json", "-"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 #[cfg_attr(not(shared_models), ignore = "needs ../shared/models")]
 fn damaged_checkpoints_are_refused_and_left_unchanged() {
@@ -782,14 +794,7 @@ fn a_duplicated_sigint_writes_a_checkpoint_and_a_second_one_still_exits_7() {
         }
         assert_eq!(out.status.code(), Some(7), "gap {gap_ms} ms: {err}");
         assert!(err.contains("spillway resume"), "gap {gap_ms} ms: {err}");
-        let r = Command::new(bin())
-            .arg("resume")
-            .arg(&dir)
-            .args(["-q", "--no-progress", "--stats-json", "-"])
-            .output()
-            .unwrap();
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let v = resume_stats(&dir);
         assert_eq!(v["states"].as_u64(), Some(1 << 19), "gap {gap_ms} ms");
     }
 }
@@ -955,14 +960,7 @@ fn a_writer_mark_that_does_not_fit_its_file_is_corruption() {
             std::fs::write(dir.join("manifest"), &good).unwrap();
         }
         // Repaired, the checkpoint resumes to the whole state space.
-        let o = Command::new(bin())
-            .arg("resume")
-            .arg(&dir)
-            .args(["-q", "--no-progress", "--stats-json", "-"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v = resume_stats(&dir);
         assert_eq!(v["states"].as_u64(), Some(1 << 19), "{ext}");
     }
 }
@@ -1047,14 +1045,7 @@ fn a_resume_too_small_for_a_sized_structure_says_what_can_be_done() {
             && !err.contains("lower the option"),
         "{err}"
     );
-    let o = Command::new(bin())
-        .arg("resume")
-        .arg(&dir)
-        .args(["-q", "--no-progress", "--stats-json", "-"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = resume_stats(&dir);
     assert!(v["states"].as_u64().unwrap() > 0);
 }
 
