@@ -34,7 +34,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 
@@ -74,11 +74,15 @@ pub struct RunSpec {
 }
 
 /// The engine's counters at the checkpoint.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Counters {
     pub transitions: u64,
     pub deadlocks: u64,
     pub max_depth: u64,
+    /// The label of the first transition found to lead to the model's error state (DVE), in
+    /// any leg up to this checkpoint: a resumed run reports it even though the leg that
+    /// found it was interrupted.
+    pub error_transition: Option<String>,
     /// Wall-clock seconds of the run up to this checkpoint, over every process (leg) of
     /// it, from each leg's start (model loading and index rebuilding included). Time a
     /// killed leg spent after its last checkpoint is not counted: that work is done again.

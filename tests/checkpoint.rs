@@ -1158,3 +1158,39 @@ fn a_resume_refuses_an_output_another_process_is_writing_and_changes_nothing() {
     assert_eq!(info["states"].as_u64(), Some(1 << 19));
     assert!(!partial.exists());
 }
+
+/// The first transition into a DVE model's error state is reported at the end of a resumed
+/// run, although the leg that found it was interrupted (the checkpoint records it; a resumed
+/// run had reported `null` and no "error state" line).
+#[test]
+fn a_resumed_run_still_reports_the_error_state_found_before_the_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("f.dve");
+    // Only the initial state's P step divides by zero (the error state, at depth 1), so the
+    // resumed leg never meets it; Q and R count on for 3,003,001 states, long enough to stop
+    // the run after its first checkpoint.
+    std::fs::write(
+        &model,
+        "byte x;\nint y;\nint z;\n\
+         process P { state s, t; init s; trans s -> t { guard y == 0 && z == 0; effect x = 1 / x; }; }\n\
+         process Q { state q; init q; trans q -> q { guard y < 3000; effect y = y + 1; }; }\n\
+         process R { state r; init r; trans r -> r { guard z < 1000; effect z = z + 1; }; }\n\
+         system async;\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("run");
+    let mut child = checkpointed(&model, "0.02s", &dir)
+        .args(["--threads", "1"])
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for_checkpoint(&mut child, &dir, None).is_none(),
+        "finished too early"
+    );
+    stop(&mut child);
+    let v = resume_stats(&dir);
+    assert_eq!(v["states"], 3001 * 1001 + 1, "{v}");
+    // The error state and the state where Q and R have counted to their bounds.
+    assert_eq!(v["deadlocks"], 2, "{v}");
+    assert_eq!(v["error_transition"], "P.s->t", "{v}");
+}

@@ -53,10 +53,10 @@ pub struct ExploreStats {
     pub states: u64,
     pub transitions: u64,
     pub deadlocks: u64,
-    /// The label of the first transition this process found to lead to the model's error
+    /// The label of the first transition the run found to lead to the model's error
     /// state (DVE: DiVinE's, after a division by zero, a bad index or a value out of
-    /// range), which is then one of the `deadlocks`; `null` if none did. A resumed run
-    /// reports only what it met after the resume.
+    /// range), which is then one of the `deadlocks`; `null` if none did (in any leg of a
+    /// resumed run: the checkpoint records it).
     pub error_transition: Option<String>,
     pub max_depth: u64,
     /// Threads that expanded states (`--threads`; 1 when the run, or its store, order or
@@ -124,6 +124,8 @@ pub(crate) struct Run<'a> {
     pub transitions: u64,
     pub deadlocks: u64,
     pub max_depth: u64,
+    /// An earlier leg's first transition into the model's error state (from the checkpoint).
+    error_before: Option<String>,
     /// Threads that expanded states (see [`ExploreStats::threads`]).
     pub threads: u64,
     start: Instant,
@@ -156,6 +158,7 @@ impl<'a> Run<'a> {
             transitions: 0,
             deadlocks: 0,
             max_depth: 0,
+            error_before: None,
             threads: 1,
             start: Instant::now(),
             cpu_at_start: crate::sys::process_cpu_seconds(),
@@ -282,6 +285,7 @@ impl<'a> Run<'a> {
             transitions: self.transitions,
             deadlocks: self.deadlocks,
             max_depth: self.max_depth,
+            error_transition: self.error_transition(),
             elapsed_seconds: 0.0,
             cpu_seconds: 0.0,
             resumes: 0,
@@ -293,6 +297,15 @@ impl<'a> Run<'a> {
         self.transitions = c.transitions;
         self.deadlocks = c.deadlocks;
         self.max_depth = c.max_depth;
+        self.error_before = c.error_transition.clone();
+    }
+
+    /// The first transition found to lead to the model's error state: an earlier leg's, else
+    /// this process's.
+    fn error_transition(&self) -> Option<String> {
+        self.error_before
+            .clone()
+            .or_else(|| self.model.error_transition())
     }
 
     /// Completes the output LTS.
@@ -332,7 +345,7 @@ impl<'a> Run<'a> {
             states,
             transitions: self.transitions,
             deadlocks: self.deadlocks,
-            error_transition: self.model.error_transition(),
+            error_transition: self.error_transition(),
             max_depth: self.max_depth,
             threads: self.threads,
             wall_seconds: wall,

@@ -276,7 +276,7 @@ fn explore_model_from(
     let session = Session {
         storage: engine_storage,
         checkpoint: checkpointer.as_mut(),
-        resume: resume.map(|m| (m.engine.clone(), m.counters)),
+        resume: resume.map(|m| (m.engine.clone(), m.counters.clone())),
         observer: Some(observer),
     };
     let mut stats = crate::engine::explore_session(
