@@ -1445,3 +1445,48 @@ fn info_of_an_lts_without_transitions_gives_no_bytes_per_transition() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(j["bytes_per_transition"].is_null(), "{j}");
 }
+
+/// An input that is not a regular file is refused at once with exit 2, naming it: a FIFO
+/// that no process writes to had blocked every `lts` tool forever in `open`.
+#[test]
+fn lts_tools_refuse_inputs_that_are_not_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("p.aut");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let f = fifo.to_str().unwrap();
+    let out = dir.path().join("o.slts");
+    let sub = dir.path().join("d.slts");
+    std::fs::create_dir(&sub).unwrap();
+    for args in [
+        vec!["lts", "info", f],
+        vec!["lts", "deadlocks", f],
+        vec!["lts", "convert", f, out.to_str().unwrap()],
+        vec!["lts", "compare", f, f],
+        vec!["lts", "info", sub.to_str().unwrap()],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?}: still running after 20 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}");
+    }
+}

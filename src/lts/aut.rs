@@ -12,7 +12,6 @@
 use super::LabelId;
 use super::{LtsSink, LtsSummary, SinkMark, TextHeader, TextOut, TextReader};
 use crate::error::LtsError;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -28,7 +27,7 @@ pub type AutReader = TextReader<Aut>;
 impl AutReader {
     /// Opens a file and reads its header.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
-        let file = File::open(path).map_err(super::io_error(path))?;
+        let file = super::open_input(path)?;
         Self::new(Box::new(BufReader::with_capacity(1 << 16, file)), path)
     }
 

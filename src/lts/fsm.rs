@@ -16,7 +16,6 @@
 
 use super::{LabelId, LtsSink, LtsSummary, TextHeader, TextLines, TextOut, TextReader};
 use crate::error::LtsError;
-use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
@@ -140,14 +139,14 @@ impl FsmReader {
     /// Opens `path`, checks it whole and reads its counts.
     pub fn open(path: &Path) -> Result<Self, LtsError> {
         let io = super::io_error(path);
-        let file = File::open(path).map_err(io)?;
+        let file = super::open_input(path)?;
         let mut r = TextReader::start(
             path,
             Box::new(BufReader::with_capacity(1 << 16, file)),
             Fsm { done: false },
         );
         let (offset, line_no) = r.first_pass()?;
-        let mut file = File::open(path).map_err(io)?;
+        let mut file = super::open_input(path)?;
         file.seek(SeekFrom::Start(offset)).map_err(io)?;
         r.lines = TextLines::new(Box::new(BufReader::with_capacity(1 << 16, file)));
         r.lines.line_no = line_no;

@@ -157,6 +157,35 @@ pub(crate) fn io_error(path: &Path) -> impl Fn(std::io::Error) -> LtsError + Cop
     }
 }
 
+/// Opens an LTS file for reading. The readers need a regular file (the native reader seeks
+/// to its footer, `.fsm` is read twice, the tools read their inputs more than once), so
+/// anything else is refused before it is opened: opening a FIFO that no process writes to
+/// had blocked `spillway lts info` forever.
+pub(crate) fn open_input(path: &Path) -> Result<std::fs::File, LtsError> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).map_err(io_error(path))?.file_type();
+    let kind = if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    };
+    if let Some(kind) = kind {
+        return Err(LtsError::Invalid(format!(
+            "{}: {kind}, not a regular file: LTS files are read more than once (and the native format from its end), so write it to a file first",
+            path.display()
+        )));
+    }
+    std::fs::File::open(path).map_err(io_error(path))
+}
+
 /// Lines of a text LTS file (`.aut`, `.fsm`), read as UTF-8: bytes that are not UTF-8 make
 /// the file malformed text (a syntax error with line and column, exit code 3), not an I/O
 /// failure.

@@ -468,7 +468,7 @@ impl NativeReader {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(io)?;
+        let mut file = super::open_input(path)?;
         let file_len = file.metadata().map_err(io)?.len();
         let corrupt = |offset: u64, expected: &str, found: String| {
             LtsError::Corrupt(Corruption {
