@@ -145,8 +145,8 @@ impl fmt::Display for Formula {
         match self {
             Formula::True => write!(f, "true"),
             Formula::False => write!(f, "false"),
-            Formula::Diamond(a, g) => write!(f, "<{a}>{g}"),
-            Formula::Box(a, g) => write!(f, "[{a}]{g}"),
+            Formula::Diamond(a, g) => write!(f, "<{}>{g}", Action(a)),
+            Formula::Box(a, g) => write!(f, "[{}]{g}", Action(a)),
             Formula::And(v) | Formula::Or(v) => {
                 let op = if matches!(self, Formula::And(_)) {
                     " && "
@@ -163,6 +163,63 @@ impl fmt::Display for Formula {
                 write!(f, ")")
             }
         }
+    }
+}
+
+/// A label inside a modality: bare when it reads as an mCRL2 action (a name, maybe with
+/// arguments in balanced parentheses), else quoted as in `.aut` files (`"`, `\\` escaped).
+/// Printed bare, a DVE label such as `P.s->t` had closed the diamond at its `>`, and a label
+/// with a space or a `&&` could not be told from the formula around it.
+struct Action<'a>(&'a str);
+
+impl Action<'_> {
+    fn is_plain(a: &str) -> bool {
+        let name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '\'';
+        let (name, args) = match a.find('(') {
+            Some(i) => (&a[..i], Some(&a[i..])),
+            None => (a, None),
+        };
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            || !name.chars().all(name_char)
+        {
+            return false;
+        }
+        let Some(args) = args else { return true };
+        // `(`…`)` with balanced parentheses and data-like characters inside.
+        let mut depth = 0i32;
+        for (i, c) in args.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 && i + 1 != args.len() {
+                        return false;
+                    }
+                }
+                c if name_char(c) || matches!(c, ',' | ' ' | '-' | '.') => {}
+                _ => return false,
+            }
+            if depth < 0 {
+                return false;
+            }
+        }
+        depth == 0
+    }
+}
+
+impl fmt::Display for Action<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if Self::is_plain(self.0) {
+            return f.write_str(self.0);
+        }
+        f.write_str("\"")?;
+        for c in self.0.chars() {
+            if matches!(c, '"' | '\\') {
+                f.write_str("\\")?;
+            }
+            write!(f, "{c}")?;
+        }
+        f.write_str("\"")
     }
 }
 
@@ -504,6 +561,35 @@ pub fn explain(q: &Lts, r0: u32, r1: u32) -> Explanation {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn labels_that_are_not_action_names_are_quoted_in_formulas() {
+        use super::Formula::{self, And, Diamond, False, True};
+        let d = |a: &str, g: Formula| Diamond(a.into(), Box::new(g));
+        let cases = [
+            ("a", "<a>true"),
+            ("tau", "<tau>true"),
+            ("send_1'", "<send_1'>true"),
+            ("a(1, -2)", "<a(1, -2)>true"),
+            ("f(g(x))", "<f(g(x))>true"),
+            ("P.s->t", "<\"P.s->t\">true"),
+            ("x y", "<\"x y\">true"),
+            ("a && b", "<\"a && b\">true"),
+            ("q\"u\\", "<\"q\\\"u\\\\\">true"),
+            ("1a", "<\"1a\">true"),
+            ("a(1))", "<\"a(1))\">true"),
+            ("a(1)b", "<\"a(1)b\">true"),
+            ("", "<\"\">true"),
+        ];
+        for (label, want) in cases {
+            assert_eq!(d(label, True).to_string(), want, "{label:?}");
+        }
+        let f = Formula::Box(
+            "x>y".into(),
+            Box::new(And(vec![d("a", False), d("b c", True)])),
+        );
+        assert_eq!(f.to_string(), "[\"x>y\"](<a>false && <\"b c\">true)");
+    }
+
     use super::*;
 
     use crate::post::graph::test_lts as lts;
