@@ -8,6 +8,12 @@
 //! so `actions` must list them in a deterministic order and `next` must be a function.
 //! Labels are the actions' `label` strings, interned on first use.
 //!
+//! Encoded states vary in width (`Model::state_len` is `None`), so the stores that need
+//! fixed-width states refuse a typed model with a message saying so: Δ, the tree store and
+//! the full store once it spills (`--memory`, `SpillPolicy::Always`). ComBack, hash
+//! compaction and the full store in RAM take it. The label table grows while exploring, so
+//! a typed model does not fork: the search runs on one thread.
+//!
 //! ```
 //! use spillway::model::typed::{Typed, TypedModel};
 //! use spillway::run::{ExploreConfig, Search};

@@ -135,6 +135,19 @@ fn explore_model(model: &dyn Model, cfg: &ExploreConfig) -> Result<ExploreStats,
         ));
     }
     let partial = lock_output(cfg, true)?;
+    // Nothing can resume this run (it has no checkpoint), so an unfinished `OUT.partial` goes
+    // whether the run fails or the model panics, as `finish_run_dir` does for the command
+    // line; the library had left one behind after every failed run. After success the file
+    // is renamed and `discard` does nothing.
+    struct Discard<'a>(Option<&'a PartialOutput>);
+    impl Drop for Discard<'_> {
+        fn drop(&mut self) {
+            if let Some(p) = self.0 {
+                p.discard();
+            }
+        }
+    }
+    let _discard = Discard(partial.as_ref());
     explore_model_from(model, cfg, None, None, &Leg::start(None), partial.as_ref())
 }
 
