@@ -173,6 +173,7 @@ fn run_reduce(a: &ReduceArgs) -> Result<i32, PostError> {
     check_needs("reduce", &what, estimate(relation, n, c.backed), a.quiet)?;
     let lts = Lts::load(&a.input)?;
     let load_s = t0.elapsed().as_secs_f64();
+    branching::show_progress(!a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let initial = lts.initial;
     let result = match relation {
         Bisimulation::Strong => reduce::minimise(lts, &[initial])?,
@@ -234,6 +235,7 @@ fn run_compare(a: &CompareArgs) -> Result<i32, PostError> {
     check_needs("compare", &what, need, a.quiet)?;
     let first = Lts::load(&a.first)?;
     let second = Lts::load(&a.second)?;
+    branching::show_progress(!a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let c = compare_with(first, second, relation)?;
     let rel = relation_name(relation);
     let name = |s: Side| match s {
