@@ -254,7 +254,7 @@ pub fn minimise_branching(lts: Lts, roots: &[u32]) -> Result<Minimised, PostErro
     let mut rounds = 0u32;
     loop {
         rounds = rounds.wrapping_add(1);
-        if let Some(p) = progress.as_mut().filter(|_| rounds % 256 == 0) {
+        if let Some(p) = progress.as_mut().filter(|_| rounds.is_multiple_of(256)) {
             p.tick(members.len(), n);
         }
         if splitter >= members.len() {
