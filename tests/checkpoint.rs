@@ -888,17 +888,23 @@ fn an_output_named_inside_the_run_directory_survives_the_run() {
 fn stopped_toggles(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
     let model = common::toggles_file(tmp, 19);
     let dir = tmp.join(name);
-    let mut child = checkpointed(&model, "0.05s", &dir)
+    stop_after_first_checkpoint(&model, &dir, "0.05s", args);
+    dir
+}
+
+/// Runs `model` on one thread with checkpoints every `interval` in `dir` and stops it by
+/// SIGINT after the first.
+fn stop_after_first_checkpoint(model: &Path, dir: &Path, interval: &str, args: &[&str]) {
+    let mut child = checkpointed(model, interval, dir)
         .args(["--threads", "1"])
         .args(args)
         .spawn()
         .unwrap();
     assert!(
-        wait_for_checkpoint(&mut child, &dir, None).is_none(),
+        wait_for_checkpoint(&mut child, dir, None).is_none(),
         "finished too early"
     );
     stop(&mut child);
-    dir
 }
 
 /// Writes the manifest of `dir` again after `change`, with a valid checksum: what a
@@ -1179,15 +1185,7 @@ fn a_resumed_run_still_reports_the_error_state_found_before_the_checkpoint() {
     )
     .unwrap();
     let dir = tmp.path().join("run");
-    let mut child = checkpointed(&model, "0.02s", &dir)
-        .args(["--threads", "1"])
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_for_checkpoint(&mut child, &dir, None).is_none(),
-        "finished too early"
-    );
-    stop(&mut child);
+    stop_after_first_checkpoint(&model, &dir, "0.02s", &[]);
     let v = resume_stats(&dir);
     assert_eq!(v["states"], 3001 * 1001 + 1, "{v}");
     // The error state and the state where Q and R have counted to their bounds.
