@@ -143,6 +143,10 @@ pub enum StorageError {
     /// A segment file is damaged.
     #[error(transparent)]
     Corrupt(Corruption),
+    /// A checkpoint's image of a structure (`storage::image`) whose records, intact by their
+    /// checksums, do not hold what its reader expects.
+    #[error("{path}: damaged checkpoint image: {problem}")]
+    Image { path: PathBuf, problem: String },
     #[error(
         "{path}: unsupported segment format version {found} (this build reads version {supported})"
     )]
@@ -210,7 +214,9 @@ impl StorageError {
     pub fn exit_code(&self) -> i32 {
         match self {
             StorageError::Io { .. } => exit::IO,
-            StorageError::Corrupt { .. } | StorageError::Version { .. } => exit::CORRUPT,
+            StorageError::Corrupt { .. }
+            | StorageError::Image { .. }
+            | StorageError::Version { .. } => exit::CORRUPT,
             StorageError::BudgetTooSmall { .. }
             | StorageError::Ceiling { .. }
             | StorageError::OverBudget { .. }

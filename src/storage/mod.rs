@@ -9,6 +9,7 @@
 //!   vectors, backedge tables, Δ records);
 //! * [`queue`]: [`SegQueue`], a FIFO of variable-width records (BFS open sets);
 //! * [`stack`]: [`SegStack`], a LIFO of variable-width records (DFS stacks);
+//! * [`image`]: structures a checkpoint writes whole (a queue of records per checkpoint);
 //! * [`budget`]: `--memory`, and per-structure RAM/disk accounting for the stats.
 //!
 //! A [`Storage`] bundles what a run's structures need: the budget, the work directory and the
@@ -17,6 +18,7 @@
 pub mod budget;
 pub mod filter;
 pub mod frontier;
+pub mod image;
 pub mod mmap;
 pub mod queue;
 pub mod runs;
@@ -239,6 +241,17 @@ impl Storage {
             mark,
             self.budget.account(name),
         )
+    }
+
+    /// Reopens queue `name` at `mark` under `account` (a checkpoint image read once, which
+    /// must not register an account per generation).
+    pub fn open_queue_accounted(
+        &self,
+        name: &str,
+        mark: &QueueMark,
+        account: Account,
+    ) -> Result<SegQueue, StorageError> {
+        SegQueue::open(self.dir(), name, &self.options(), mark, account)
     }
 
     /// Reopens stack `name` at `mark`.
