@@ -34,7 +34,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 
@@ -140,6 +140,27 @@ pub enum EngineMark {
         /// States in the level being expanded (for the progress line and the metrics).
         level_states: u64,
         open: OpenMark,
+    },
+    /// BFS with snapshots (`--store snapshots`, `engine/snapshots.rs`): its two levels live
+    /// in RAM and are written whole into an image (`snapshots.open.G`): the level being
+    /// expanded, then the level being built, one record per state.
+    Snapshots {
+        /// Depth of the level being expanded, and the position in it of the next state to
+        /// expand (the states before it are expanded; the level is kept whole, for the
+        /// duplicate checks and the snapshot it may become).
+        depth: u64,
+        position: u64,
+        /// States expanded so far (the engine's tick and peak bookkeeping follow it).
+        expansions: u64,
+        /// The output number of each level's first state and the level's size in states and
+        /// bytes (what the resume asks the budget for before reading them).
+        cur_first: u64,
+        cur_states: u64,
+        cur_bytes: u64,
+        next_first: u64,
+        next_states: u64,
+        next_bytes: u64,
+        image: crate::storage::image::ImageMark,
     },
     Dfs {
         /// Frames on the stack plus the top.

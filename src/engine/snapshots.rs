@@ -18,12 +18,24 @@
 //! The Backtrack set (`--backtrack`) learns, at expansion time, a state with more than one
 //! successor whose successors were all recognised in one old snapshot (rule 1) or all in
 //! the Backtrack set (rule 2).
+//!
+//! Checkpoints are taken between two expansions, wherever the poll says one is due (in the
+//! middle of a level too): the two levels are written whole into an image
+//! (`snapshots.open.G`, [`crate::storage::image`]) and the position in `cur` goes into the
+//! manifest with the depth and the expansion count; the store writes its own part
+//! ([`SnapshotStore`]'s checkpoint). A resumed run rebuilds both levels' indexes from their
+//! states and continues at the recorded position: it meets the same states in the same
+//! order against the same structures, so it numbers, takes snapshots and learns exactly as
+//! the uninterrupted run.
 
 use super::observe::{Phase, Position};
-use super::{EngineOptions, ExploreStats, Order, Run, Session};
-use crate::error::{ExploreError, StoreError};
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
+use crate::checkpoint::EngineMark;
+use crate::error::{ExploreError, StorageError, StoreError};
 use crate::lts::LtsSink;
 use crate::model::{LabelId, Model};
+use crate::storage::image::Images;
+use crate::storage::{FileMark, Storage};
 use crate::store::full::state_hash;
 use crate::store::snapshots::{Rule, SnapshotStore};
 use crate::store::{StateBatch, StateId};
@@ -92,6 +104,149 @@ impl Level {
     fn full(&self) -> bool {
         self.len() >= u32::MAX as usize
     }
+
+    /// About the RAM a level of `states` states in `bytes` bytes takes (what a resume asks
+    /// the budget for before reading one back).
+    fn estimate(states: u64, bytes: u64) -> u64 {
+        bytes.saturating_add(states.saturating_mul(8 + 8 + 8))
+    }
+}
+
+/// Name of the engine's images (its two levels).
+const OPEN_IMAGE: &str = "snapshots.open";
+
+/// Writes the two levels into a new image; returns the engine's mark and files.
+fn checkpoint_levels(
+    images: &mut Images,
+    storage: &Storage,
+    cur: &Level,
+    next: &Level,
+    depth: u64,
+    position: usize,
+    expansions: u64,
+) -> Result<(EngineMark, Vec<FileMark>), StorageError> {
+    let (image, files) = images.write(storage, |w| {
+        for level in [cur, next] {
+            for i in 0..level.len() {
+                w.push(level.get(i))?;
+            }
+        }
+        Ok(())
+    })?;
+    let mark = EngineMark::Snapshots {
+        depth,
+        position: position as u64,
+        expansions,
+        cur_first: cur.first_id,
+        cur_states: cur.len() as u64,
+        cur_bytes: cur.bytes.len() as u64,
+        next_first: next.first_id,
+        next_states: next.len() as u64,
+        next_bytes: next.bytes.len() as u64,
+        image,
+    };
+    Ok((mark, files))
+}
+
+/// Where a resumed run continues: the engine's mark, read back.
+struct Resumed {
+    depth: u64,
+    position: usize,
+    expansions: u64,
+    images: Images,
+}
+
+/// Reads the levels of a checkpoint (`mark`) back into `cur` and `next`, after asking the
+/// `--memory` backstop whether they fit (the baseline was taken before the resume read
+/// anything, so they count against the budget as in the uninterrupted run).
+fn resume_levels(
+    mark: EngineMark,
+    storage: Option<&Storage>,
+    cur: &mut Level,
+    next: &mut Level,
+) -> Result<Resumed, ExploreError> {
+    let EngineMark::Snapshots {
+        depth,
+        position,
+        expansions,
+        cur_first,
+        cur_states,
+        cur_bytes,
+        next_first,
+        next_states,
+        next_bytes,
+        image,
+    } = mark
+    else {
+        return Err(ExploreError::Config(
+            "the checkpoint is not of a BFS-with-snapshots run (--store snapshots)".into(),
+        ));
+    };
+    let Some(storage) = storage else {
+        return Err(ExploreError::Config(
+            "resuming BFS with snapshots needs the run's storage".into(),
+        ));
+    };
+    let more = Level::estimate(cur_states, cur_bytes) + Level::estimate(next_states, next_bytes);
+    crate::sys::check_budget_more(more, || {
+        (
+            format!(
+                "resuming, the snapshots engine would take back its levels of {cur_states} and {next_states} states ({} MiB)",
+                more >> 20
+            ),
+            "",
+        )
+    })?;
+    let images = Images::new(storage, OPEN_IMAGE, Some(&image));
+    let mut r = images.read(storage, &image)?;
+    for (level, first, states, bytes, what) in [
+        (
+            &mut *cur,
+            cur_first,
+            cur_states,
+            cur_bytes,
+            "a state of the level being expanded",
+        ),
+        (
+            &mut *next,
+            next_first,
+            next_states,
+            next_bytes,
+            "a state of the level being built",
+        ),
+    ] {
+        for k in 0..states {
+            r.next(what)?;
+            let state = r.record();
+            let hash = state_hash(state);
+            if level.full() || level.find(state, hash).is_some() {
+                return Err(
+                    StorageError::from(r.bad("a state its level does not hold yet")).into(),
+                );
+            }
+            level.push(state, hash, first + k);
+        }
+        if level.bytes.len() as u64 != bytes {
+            return Err(StorageError::from(r.bad(&format!(
+                "the last state of a level of {bytes} bytes (found {})",
+                level.bytes.len()
+            )))
+            .into());
+        }
+        level.first_id = first;
+    }
+    r.finish()?;
+    if position > cur_states || (position == cur_states && cur_states > 0) {
+        return Err(ExploreError::Config(format!(
+            "the checkpoint's position {position} is past its level of {cur_states} states"
+        )));
+    }
+    Ok(Resumed {
+        depth,
+        position: position as usize,
+        expansions,
+        images,
+    })
 }
 
 /// Where the successors of the state being expanded were recognised (for the Backtrack
@@ -143,7 +298,7 @@ pub(crate) fn explore(
     opts: &EngineOptions,
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
-    session.refuse_checkpoints("--store snapshots")?;
+    let storage = session.storage;
     let mut run = Run::new(model, sink, opts, session.observer.take())?;
     let mut state = Vec::new();
     let mut batch = StateBatch::default();
@@ -153,15 +308,44 @@ pub(crate) fn explore(
     let mut next = Level::default();
     let learns = store.learns();
 
-    model.initial_state(&mut state)?;
-    let id = store.number();
-    cur.push(&state, state_hash(&state), id);
     let mut depth: u64 = 0;
     let mut expansions: u64 = 0;
-    run.max_depth = 1;
+    // Where the first level's expansion starts: 0, or a resumed checkpoint's position.
+    let mut start = 0;
+    let mut images = None;
+    match session.resume.take() {
+        Some((mark, counters)) => {
+            let r = resume_levels(mark, storage, &mut cur, &mut next)?;
+            run.restore(&counters);
+            (depth, start, expansions) = (r.depth, r.position, r.expansions);
+            images = Some(r.images);
+            store.resume_open(
+                (cur.len() + next.len()) as u64,
+                cur.ram_bytes() + next.ram_bytes(),
+            );
+        }
+        None => {
+            model.initial_state(&mut state)?;
+            let id = store.number();
+            cur.push(&state, state_hash(&state), id);
+            run.max_depth = 1;
+        }
+    }
     run.phase = Phase::Expanding;
     while cur.len() > 0 {
-        for i in 0..cur.len() {
+        for i in std::mem::take(&mut start)..cur.len() {
+            // Between two expansions: the levels, the position and the store are a
+            // consistent cut (the checkpoint's poll, every 256 expansions).
+            if let Some((ck, due)) = session.poll(expansions) {
+                let Some(st) = storage else {
+                    return Err(ExploreError::Config(
+                        "a checkpointed run of BFS with snapshots needs its storage".into(),
+                    ));
+                };
+                let imgs = images.get_or_insert_with(|| Images::new(st, OPEN_IMAGE, None));
+                let (mark, files) = checkpoint_levels(imgs, st, &cur, &next, depth, i, expansions)?;
+                commit_checkpoint(ck, due, &mut run, &mut *store, mark, files)?;
+            }
             state.clear();
             state.extend_from_slice(cur.get(i));
             let head = cur.first_id + i as u64;

@@ -365,6 +365,15 @@ fn starting_line(
             level: *depth,
             level_states: *level_states,
         },
+        (
+            Some(EngineMark::Snapshots {
+                depth, cur_states, ..
+            }),
+            _,
+        ) => Position::Bfs {
+            level: *depth,
+            level_states: *cur_states,
+        },
         (Some(EngineMark::Dfs { depth, .. }), _) => Position::Dfs { depth: *depth },
         (None, Order::Bfs) => Position::Bfs {
             level: 0,

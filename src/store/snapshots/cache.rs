@@ -16,12 +16,13 @@
 //!   stream grows (Pebble), where a copy of the last cache is appended to take them.
 
 use super::spec::{CacheSpec, Capacity, Growth, Replacement, Sampler, StreamSpec};
+use serde::{Deserialize, Serialize};
 
 /// A snapshot's number, given by [`Stream::offer_level`].
 pub type Handle = u32;
 
 /// What the stream knows of a snapshot.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Meta {
     /// The level it is a snapshot of.
     pub level: u64,
@@ -35,7 +36,7 @@ pub struct Meta {
 }
 
 /// One cache of the stream and its counters.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Cache {
     pub spec: CacheSpec,
     /// Whether Pebble growth appended it (then it takes every offer).
@@ -78,7 +79,11 @@ impl Cache {
     }
 }
 
-/// The caches, the snapshots' metadata and the replacement decisions.
+/// The caches, the snapshots' metadata and the replacement decisions. A checkpoint of the
+/// snapshots store records it whole (it is small: a few snapshots' metadata), the random
+/// generator and the samplers' positions included, so that a resumed stream takes and
+/// evicts exactly the snapshots the uninterrupted one does.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Stream {
     spec: StreamSpec,
     pub caches: Vec<Cache>,
@@ -101,6 +106,57 @@ impl Stream {
             held: 0,
             held_states: 0,
         }
+    }
+
+    /// Whether `h` names a snapshot the stream holds.
+    pub fn is_live(&self, h: Handle) -> bool {
+        self.metas.get(h as usize).is_some_and(|m| m.is_some())
+    }
+
+    /// Checks a stream read back from a checkpoint against the invariants the methods
+    /// below rely on (they index by handle and expect live snapshots): a stream that breaks
+    /// them is refused with the reason, instead of panicking later.
+    pub fn check(&self) -> Result<(), String> {
+        if self.caches.is_empty() {
+            return Err("a stream without caches".into());
+        }
+        let mut held = 0u64;
+        for (i, c) in self.caches.iter().enumerate() {
+            for &h in &c.members {
+                match self.metas.get(h as usize) {
+                    Some(Some(m)) if m.cache == i => held += 1,
+                    _ => {
+                        return Err(format!(
+                            "cache {} holds snapshot {h}, which is not its own",
+                            i + 1
+                        ))
+                    }
+                }
+            }
+            if let Some(p) = c.pinned {
+                if !self.is_live(p) {
+                    return Err(format!(
+                        "cache {} pins snapshot {p}, which is not held",
+                        i + 1
+                    ));
+                }
+            }
+        }
+        let live = self.metas.iter().filter(|m| m.is_some()).count() as u64;
+        if held != live || held != self.held {
+            return Err(format!(
+                "{} snapshots counted, {live} described, {held} in the caches",
+                self.held
+            ));
+        }
+        if let Some(&h) = self
+            .free
+            .iter()
+            .find(|&&h| self.is_live(h) || h as usize >= self.metas.len())
+        {
+            return Err(format!("snapshot {h} is both free and held (or unknown)"));
+        }
+        Ok(())
     }
 
     pub fn meta(&self, h: Handle) -> &Meta {

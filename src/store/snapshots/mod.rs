@@ -21,6 +21,14 @@
 //! with the segment tools while the run lives; the search never reads them back: a batched
 //! late duplicate check could not merge states already streamed to the LTS.
 //!
+//! A checkpoint records the store whole: the stream (snapshots' metadata, samplers, the
+//! random generator, counters) in the manifest's blob, and the pool (every slot, with its
+//! state, output number, snapshots and Backtrack flag, and the free slots), the snapshots'
+//! members, the distinct-state sketch and the audit set in an image (`snapshots.pool.G`,
+//! [`crate::storage::image`]). A resumed store is the interrupted one slot for slot, so it
+//! answers every later lookup, takes and evicts every later snapshot and learns every later
+//! Backtrack state exactly as the uninterrupted run does: same numbering, same LTS.
+//!
 //! `spec` and `cache` know nothing of states, so the DFS cache search (`--store cache`,
 //! issue #14) can reuse the notation, the presets, the termination check and the
 //! replacement strategies.
@@ -28,10 +36,14 @@
 pub mod cache;
 pub mod spec;
 
-use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
-use crate::error::StoreError;
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StatesBack, StoreMark,
+    StoreSpec, Via,
+};
+use crate::error::{StorageError, StoreError};
 use crate::model::Model;
-use crate::storage::{SegQueue, Storage};
+use crate::storage::image::{ImageMark, ImageReader, Images};
+use crate::storage::{FileMark, QueueMark, SegQueue, Storage};
 use cache::{Handle, Stream};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -91,12 +103,6 @@ impl StoreSpec for SnapshotsOptions {
                     .into(),
             );
         }
-        if run.checkpointed {
-            return Some(
-                "--store snapshots cannot be checkpointed: its caches, Backtrack set and Open levels live in RAM and have no checkpoint format yet; drop --checkpoint-every"
-                    .into(),
-            );
-        }
         if let Termination::NotGuaranteed(why) = self.stream.termination() {
             if !self.allow_nontermination {
                 return Some(format!("--caches: termination is not guaranteed: {why}"));
@@ -122,13 +128,14 @@ impl StoreSpec for SnapshotsOptions {
     fn resume<'m>(
         &self,
         _model: &'m dyn Model,
-        _storage: &Storage,
-        _mark: &StoreMark,
+        storage: &Storage,
+        mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Err(StoreError::Invalid {
-            store: NAME,
-            message: "this store has no checkpoints to resume from".into(),
-        })
+        Ok(Box::new(SnapshotStore::resume(
+            self.clone(),
+            storage,
+            mark,
+        )?))
     }
 }
 
@@ -296,6 +303,10 @@ pub struct SnapshotStore {
     /// Pool entries of each live snapshot, by handle.
     members: Vec<Vec<u32>>,
     evicted: Option<SegQueue>,
+    /// The run's storage (a handle on it), where checkpoints write the pool's images.
+    storage: Option<Storage>,
+    /// The pool's images, made at the first checkpoint (or from the resumed one).
+    images: Option<Images>,
     numbered: u64,
     backtrack_states: u64,
     // Counters.
@@ -347,6 +358,8 @@ impl SnapshotStore {
             pool: Pool::default(),
             members: Vec::new(),
             evicted,
+            storage: storage.map(Storage::handle),
+            images: None,
             numbered: 0,
             backtrack_states: 0,
             open_now: 0,
@@ -569,6 +582,370 @@ impl SnapshotStore {
     }
 }
 
+/// The store's part of a checkpoint's manifest (its blob). The pool, the snapshots'
+/// members, the sketch and the audit set are in the image `snapshots.pool.G`, in this
+/// order, with the counts below saying how many records each takes:
+///
+/// 1. the sketch's registers (one record);
+/// 2. the audit set's hashes (`u64` LE, [`CHUNK`] a record), when the run keeps one;
+/// 3. one record per pool slot, empty for a free slot, else `id: u64 | backtrack: u8 |
+///    n: u32 | n snapshot handles: u32 | state` (all LE);
+/// 4. the free slots, in the order they are taken again (`u32`, [`CHUNK`] a record);
+/// 5. per snapshot handle, its member count (`u64`) then its members' slots (`u32`,
+///    [`CHUNK`] a record).
+#[derive(Serialize, Deserialize)]
+struct SnapshotsCheckpoint {
+    stream: Stream,
+    numbered: u64,
+    backtrack_states: u64,
+    open_now: u64,
+    peak_held: u64,
+    peak_snapshot_states: u64,
+    peak_open: u64,
+    level_states_dropped: u64,
+    evicted_snapshots: u64,
+    evicted_states: u64,
+    backtrack_hits: u64,
+    snapshot_hits: u64,
+    learned_rule1: u64,
+    learned_rule2: u64,
+    watch_at: u64,
+    watchdog_fired: Option<u64>,
+    /// The audit set's size and counters, when the run keeps one.
+    audit: Option<(u64, u64, u64)>,
+    pool_slots: u64,
+    pool_free: u64,
+    pool_live: u64,
+    pool_bytes: u64,
+    handles: u64,
+    evicted: QueueMark,
+    image: ImageMark,
+}
+
+/// Values per record of the image's `u32` and `u64` arrays (64 KiB and 128 KiB records:
+/// far below a record's 4 GiB bound, whatever the level sizes).
+const CHUNK: usize = 16384;
+
+/// Name of the pool's images.
+const POOL_IMAGE: &str = "snapshots.pool";
+
+fn put_u32s(
+    w: &mut crate::storage::image::ImageWriter,
+    values: &[u32],
+    buf: &mut Vec<u8>,
+) -> Result<(), StorageError> {
+    for c in values.chunks(CHUNK) {
+        buf.clear();
+        for v in c {
+            buf.extend_from_slice(&v.to_le_bytes());
+        }
+        w.push(buf)?;
+    }
+    Ok(())
+}
+
+/// Reads `n` values of `W` bytes (`u32` or `u64`, [`CHUNK`] a record), each handed to `f`.
+fn get_words<const W: usize>(
+    r: &mut ImageReader,
+    n: u64,
+    what: &str,
+    mut f: impl FnMut(u64),
+) -> Result<(), StorageError> {
+    let mut left = n;
+    while left > 0 {
+        let want = left.min(CHUNK as u64);
+        r.next(what)?;
+        let rec = r.record();
+        if rec.len() as u64 != want * W as u64 {
+            return Err(r.bad(what));
+        }
+        for b in rec.chunks_exact(W) {
+            let mut v = [0u8; 8];
+            v[..W].copy_from_slice(b);
+            f(u64::from_le_bytes(v));
+        }
+        left -= want;
+    }
+    Ok(())
+}
+
+impl SnapshotStore {
+    /// Reopens the store of a checkpoint: the stream and the counters from the blob, the
+    /// pool, members, sketch and audit set from the image, the evicted-snapshot queue at its
+    /// mark. Before reading the image, asks the `--memory` backstop whether the pool fits
+    /// (the process's baseline was taken before the store was reopened, so whatever it
+    /// reads counts against the budget as it does in the uninterrupted run).
+    fn resume(
+        opts: SnapshotsOptions,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<SnapshotStore, StoreError> {
+        let c: SnapshotsCheckpoint = decode_blob(NAME, &mark.blob)?;
+        let invalid = |message: String| StoreError::Invalid {
+            store: NAME,
+            message,
+        };
+        c.stream
+            .check()
+            .map_err(|why| invalid(format!("the checkpoint's stream of caches: {why}")))?;
+        if c.audit.is_some() != opts.audit {
+            return Err(invalid(
+                "the checkpoint's audit set does not match --snapshots-audit".into(),
+            ));
+        }
+        let more = c
+            .pool_bytes
+            .saturating_add(
+                c.pool_slots
+                    .saturating_mul(std::mem::size_of::<Option<Entry>>() as u64),
+            )
+            .saturating_add(c.stream.held_states.saturating_mul(4))
+            .saturating_add(c.audit.map_or(0, |(seen, _, _)| seen.saturating_mul(9)));
+        crate::sys::check_budget_more(more, || {
+            (
+                format!(
+                    "resuming, the snapshots store would take back its {} states ({} MiB)",
+                    c.pool_live,
+                    more >> 20
+                ),
+                "",
+            )
+        })?;
+        let mut store = SnapshotStore::new(opts, None)?;
+        store.evicted = Some(storage.open_queue("snapshots.evicted", &c.evicted)?);
+        store.storage = Some(storage.handle());
+        let images = Images::new(storage, POOL_IMAGE, Some(&c.image));
+        let mut r = images.read(storage, &c.image)?;
+        store.read_image(&mut r, &c)?;
+        r.finish()?;
+        store.images = Some(images);
+        store.stream = c.stream;
+        store.numbered = c.numbered;
+        store.backtrack_states = c.backtrack_states;
+        store.open_now = c.open_now;
+        store.peak_held = c.peak_held;
+        store.peak_snapshot_states = c.peak_snapshot_states;
+        store.peak_open = c.peak_open;
+        store.level_states_dropped = c.level_states_dropped;
+        store.evicted_snapshots = c.evicted_snapshots;
+        store.evicted_states = c.evicted_states;
+        store.backtrack_hits = c.backtrack_hits;
+        store.snapshot_hits = c.snapshot_hits;
+        store.learned_rule1 = c.learned_rule1;
+        store.learned_rule2 = c.learned_rule2;
+        store.watch_at = c.watch_at;
+        store.watchdog_fired = c.watchdog_fired;
+        Ok(store)
+    }
+
+    /// Reads the image (the layout of [`SnapshotsCheckpoint`]) into this new store, and
+    /// checks what the methods rely on: every member and free slot names a live (free)
+    /// entry, every entry's snapshots are held by the stream.
+    fn read_image(
+        &mut self,
+        r: &mut ImageReader,
+        c: &SnapshotsCheckpoint,
+    ) -> Result<(), StorageError> {
+        r.next("the sketch's registers")?;
+        if r.record().len() != self.sketch.registers.len() {
+            return Err(r.bad("the sketch's registers"));
+        }
+        self.sketch.registers.copy_from_slice(r.record());
+        if let (Some(a), Some((seen, states, transitions))) = (&mut self.audit, c.audit) {
+            a.seen.reserve(seen as usize);
+            get_words::<8>(r, seen, "the audit set's hashes", |h| {
+                a.seen.insert(h);
+            })?;
+            a.redundant_states = states;
+            a.redundant_transitions = transitions;
+        }
+        let pool = &mut self.pool;
+        for slot in 0..c.pool_slots {
+            const WHAT: &str = "a pool slot (id, Backtrack flag, snapshots, state)";
+            r.next(WHAT)?;
+            let rec = r.record();
+            if rec.is_empty() {
+                pool.entries.push(None);
+                continue;
+            }
+            if rec.len() < 13 {
+                return Err(r.bad(WHAT));
+            }
+            let word =
+                |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&rec[..8]);
+            let backtrack = match rec[8] {
+                0 => false,
+                1 => true,
+                _ => return Err(r.bad(WHAT)),
+            };
+            let n = word(9) as usize;
+            let state_at = 13 + 4 * n;
+            if rec.len() < state_at {
+                return Err(r.bad(WHAT));
+            }
+            let snaps: Vec<Handle> = (0..n).map(|k| word(13 + 4 * k)).collect();
+            if snaps.iter().any(|&h| !c.stream.is_live(h)) || (snaps.is_empty() && !backtrack) {
+                return Err(r.bad("a pool slot held by live snapshots or the Backtrack set"));
+            }
+            let state = &rec[state_at..];
+            let hash = crate::store::full::state_hash(state);
+            if pool.find(state, hash).is_some() {
+                return Err(r.bad("a pool slot whose state no other slot holds"));
+            }
+            let i = slot as u32;
+            pool.entries.push(Some(Entry {
+                state: state.into(),
+                hash,
+                id: u64::from_le_bytes(id),
+                snaps,
+                backtrack,
+            }));
+            let entries = &pool.entries;
+            pool.index.insert_unique(hash, i, |&j| {
+                entries[j as usize].as_ref().map_or(0, |e| e.hash)
+            });
+            pool.live += 1;
+            pool.bytes += state.len() as u64 + ENTRY_OVERHEAD;
+        }
+        if pool.live != c.pool_live || pool.bytes != c.pool_bytes {
+            return Err(r.bad(&format!(
+                "the last of {} pool slots holding {} states in {} bytes (found {} in {})",
+                c.pool_slots, c.pool_live, c.pool_bytes, pool.live, pool.bytes
+            )));
+        }
+        let mut bad_free = false;
+        get_words::<4>(r, c.pool_free, "the pool's free slots", |i| {
+            bad_free |= pool.entries.get(i as usize).is_none_or(|e| e.is_some());
+            pool.free.push(i as u32);
+        })?;
+        if bad_free {
+            return Err(r.bad("the pool's free slots, each a free slot"));
+        }
+        for h in 0..c.handles {
+            r.next("a snapshot's member count")?;
+            let rec = r.record();
+            let Ok(count) = <[u8; 8]>::try_from(rec).map(u64::from_le_bytes) else {
+                return Err(r.bad("a snapshot's member count"));
+            };
+            let mut members = Vec::with_capacity(count.min(1 << 24) as usize);
+            let mut bad = false;
+            get_words::<4>(r, count, "a snapshot's members", |i| {
+                // A member is a live slot that names this snapshot.
+                bad |= pool
+                    .entries
+                    .get(i as usize)
+                    .and_then(|e| e.as_ref())
+                    .is_none_or(|e| !e.snaps.contains(&(h as Handle)));
+                members.push(i as u32);
+            })?;
+            if bad {
+                return Err(r.bad("a snapshot's members, each a pool slot of that snapshot"));
+            }
+            self.members.push(members);
+        }
+        Ok(())
+    }
+
+    /// Writes the store's part of a checkpoint (see [`SnapshotsCheckpoint`]).
+    fn write_checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| super::storage_needed(NAME))?;
+        let evicted = self
+            .evicted
+            .as_mut()
+            .ok_or_else(|| super::storage_needed(NAME))?;
+        let evicted_mark = evicted.flush()?;
+        let mut files: Vec<FileMark> = evicted.files(&evicted_mark);
+        let images = self
+            .images
+            .get_or_insert_with(|| Images::new(storage, POOL_IMAGE, None));
+        let (pool, members, sketch, audit) = (&self.pool, &self.members, &self.sketch, &self.audit);
+        let (image, image_files) = images.write(storage, |w| {
+            let mut buf = Vec::new();
+            w.push(&sketch.registers)?;
+            if let Some(a) = audit {
+                let hashes: Vec<u64> = a.seen.iter().copied().collect();
+                for c in hashes.chunks(CHUNK) {
+                    buf.clear();
+                    for h in c {
+                        buf.extend_from_slice(&h.to_le_bytes());
+                    }
+                    w.push(&buf)?;
+                }
+            }
+            for e in &pool.entries {
+                buf.clear();
+                if let Some(e) = e {
+                    buf.extend_from_slice(&e.id.to_le_bytes());
+                    buf.push(e.backtrack as u8);
+                    buf.extend_from_slice(&(e.snaps.len() as u32).to_le_bytes());
+                    for h in &e.snaps {
+                        buf.extend_from_slice(&h.to_le_bytes());
+                    }
+                    buf.extend_from_slice(&e.state);
+                }
+                w.push(&buf)?;
+            }
+            put_u32s(w, &pool.free, &mut buf)?;
+            for m in members {
+                w.push(&(m.len() as u64).to_le_bytes())?;
+                put_u32s(w, m, &mut buf)?;
+            }
+            Ok(())
+        })?;
+        files.extend(image_files);
+        let c = SnapshotsCheckpoint {
+            stream: self.stream.clone(),
+            numbered: self.numbered,
+            backtrack_states: self.backtrack_states,
+            open_now: self.open_now,
+            peak_held: self.peak_held,
+            peak_snapshot_states: self.peak_snapshot_states,
+            peak_open: self.peak_open,
+            level_states_dropped: self.level_states_dropped,
+            evicted_snapshots: self.evicted_snapshots,
+            evicted_states: self.evicted_states,
+            backtrack_hits: self.backtrack_hits,
+            snapshot_hits: self.snapshot_hits,
+            learned_rule1: self.learned_rule1,
+            learned_rule2: self.learned_rule2,
+            watch_at: self.watch_at,
+            watchdog_fired: self.watchdog_fired,
+            audit: self.audit.as_ref().map(|a| {
+                (
+                    a.seen.len() as u64,
+                    a.redundant_states,
+                    a.redundant_transitions,
+                )
+            }),
+            pool_slots: self.pool.entries.len() as u64,
+            pool_free: self.pool.free.len() as u64,
+            pool_live: self.pool.live,
+            pool_bytes: self.pool.bytes,
+            handles: self.members.len() as u64,
+            evicted: evicted_mark,
+            image,
+        };
+        Ok(StoreMark {
+            blob: encode_blob(&c),
+            files,
+        })
+    }
+
+    /// A resumed engine's Open set: `states` states in `bytes` bytes, as it holds them now
+    /// (its arrays' capacities, not the interrupted process's), so that the store's RAM
+    /// figure is what this process holds. The peaks are left as recorded: the Open set has
+    /// not changed since the checkpoint.
+    pub fn resume_open(&mut self, states: u64, bytes: u64) {
+        self.open_now = states;
+        self.open_bytes = bytes;
+    }
+}
+
 /// Which of the paper's rules added a state to the Backtrack set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
@@ -599,6 +976,10 @@ impl StateStore for SnapshotStore {
 
     fn as_snapshots(&mut self) -> Option<&mut SnapshotStore> {
         Some(self)
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        self.write_checkpoint()
     }
 
     fn states_back(&self) -> StatesBack {

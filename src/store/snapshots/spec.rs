@@ -25,7 +25,7 @@ pub enum Sampling {
 /// A sampling function running: it takes an offer at position `at` (a level number in BFS,
 /// an offer count in DFS) when `at` is at least its next sample, then moves the next sample
 /// on by the period (which an increasing-period function then lengthens).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Sampler {
     sampling: Sampling,
     next: u64,
