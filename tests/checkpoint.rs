@@ -266,6 +266,19 @@ const STORES: &[(&[&str], Option<&str>)] = &[
     ),
     (&["--store", "tree"], Some("slts")),
     (&["--store", "tree", "--order", "dfs"], Some("aut")),
+    (&["--store", "snapshots"], Some("slts")),
+    // Random replacement (the generator's state), LRU, an increasing period, the Backtrack
+    // set (about 11,600 states learned) and redundant states (about 100,000).
+    (SNAPSHOTS_VARIANT, Some("aut")),
+];
+
+/// `--store snapshots` with the Backtrack set and a cache stream of its own.
+const SNAPSHOTS_VARIANT: &[&str] = &[
+    "--store",
+    "snapshots",
+    "--backtrack",
+    "--caches",
+    "(c1,LRU,2)(3,RND,3)",
 ];
 
 /// The heavy variant's stores: as [`STORES`], but ComBack in DFS keeps its cache (without
@@ -284,6 +297,8 @@ const HEAVY_STORES: &[(&[&str], Option<&str>)] = &[
     ),
     (&["--store", "tree"], Some("slts")),
     (&["--store", "tree", "--order", "dfs"], Some("aut")),
+    (&["--store", "snapshots"], Some("slts")),
+    (SNAPSHOTS_VARIANT, Some("aut")),
 ];
 
 fn kill_suite(rel: &str, kills: usize, sig: Sig, stores: &[(&[&str], Option<&str>)]) {
@@ -1191,4 +1206,180 @@ fn a_resumed_run_still_reports_the_error_state_found_before_the_checkpoint() {
     // The error state and the state where Q and R have counted to their bounds.
     assert_eq!(v["deadlocks"], 2, "{v}");
     assert_eq!(v["error_transition"], "P.s->t", "{v}");
+}
+
+/// BFS with snapshots (`--store snapshots`), on a net the test writes itself: a run stopped
+/// after its first checkpoint resumes — with other `--threads` and `--memory` — to the
+/// uninterrupted run's LTS byte for byte, its counts and its store figures (the evicted
+/// file's size aside: a checkpoint seals its partial block). Before that, damaged images of
+/// its levels and pool are refused with exit 5 and one line naming the file, and an image
+/// whose records do not match its mark is refused the same way, without a panic.
+#[test]
+fn a_snapshots_run_resumes_exactly_and_refuses_damaged_images() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // The default preset on 2^19 states (no state forgotten); random replacement, LFU, an
+    // increasing period and the audit set on 2^16 (about 56,000 redundant states).
+    let cases: [(&str, u32, &[&str]); 2] = [
+        ("default", 19, &["--store", "snapshots"]),
+        (
+            "variant",
+            16,
+            &[
+                "--store",
+                "snapshots",
+                "--backtrack",
+                "--caches",
+                "(c2,RND,2)(2,LFU,3)",
+                "--snapshots-audit",
+            ],
+        ),
+    ];
+    for (name, k, args) in cases {
+        let model = common::toggles_file(t, k);
+        let reference = t.join(format!("{name}.ref.slts"));
+        let o = Command::new(bin())
+            .arg("explore")
+            .arg(&model)
+            .args(args)
+            .args(["-q", "--no-progress", "--stats-json", "-", "-o"])
+            .arg(&reference)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let uninterrupted: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+
+        let dir = t.join(name);
+        let out = t.join(format!("{name}.slts"));
+        let mut child = checkpointed(&model, "0.05s", &dir)
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .spawn()
+            .unwrap();
+        assert!(
+            wait_for_checkpoint(&mut child, &dir, None).is_none(),
+            "{name}: finished too early"
+        );
+        stop(&mut child);
+
+        let manifest = spillway::checkpoint::load(&dir).unwrap();
+        let image = |prefix: &str| {
+            let f = manifest
+                .files
+                .iter()
+                .find(|f| f.name.starts_with(prefix))
+                .unwrap_or_else(|| panic!("{name}: the checkpoint names no {prefix} image"));
+            dir.join(&f.name)
+        };
+        let (open, pool) = (image("snapshots.open."), image("snapshots.pool."));
+        let before = snapshot(&dir, &out);
+        type Damage = fn(&Path);
+        let cases: [(&Path, Damage, &str); 3] = [
+            (
+                &pool,
+                |p| {
+                    let mut b = std::fs::read(p).unwrap();
+                    let i = b.len() / 2;
+                    b[i] ^= 0x04;
+                    std::fs::write(p, b).unwrap();
+                },
+                "changed since the checkpoint",
+            ),
+            (
+                &open,
+                |p| {
+                    let b = std::fs::read(p).unwrap();
+                    std::fs::write(p, &b[..b.len() - 1]).unwrap();
+                },
+                "truncated",
+            ),
+            (&pool, |p| std::fs::remove_file(p).unwrap(), "missing"),
+        ];
+        for (file, damage, says) in cases {
+            let good = std::fs::read(file).unwrap();
+            damage(file);
+            let damaged = snapshot(&dir, &out);
+            let o = resume(&dir);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(5),
+                "{name}: {}: {err}",
+                file.display()
+            );
+            assert!(
+                err.contains(&file.display().to_string())
+                    && err.contains(says)
+                    && err.lines().count() == 1,
+                "{name}: one line naming {} and saying '{says}': {err}",
+                file.display()
+            );
+            assert!(snapshot(&dir, &out) == damaged, "{name}: nothing changed");
+            std::fs::write(file, good).unwrap();
+        }
+        assert!(snapshot(&dir, &out) == before);
+
+        // A mark that promises one state more than the image of the levels holds (only a
+        // spillway that recorded it wrong could leave one: the manifest's CRC catches any
+        // change on disk).
+        let good = std::fs::read(dir.join("manifest")).unwrap();
+        rewrite_manifest(&dir, |m| {
+            if let spillway::checkpoint::EngineMark::Snapshots { next_states, .. } = &mut m.engine {
+                *next_states += 1;
+            }
+        });
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{name}: {err}");
+        assert!(
+            err.contains(&open.display().to_string())
+                && err.contains("damaged checkpoint image")
+                && err.lines().count() == 1,
+            "{name}: {err}"
+        );
+        std::fs::write(dir.join("manifest"), good).unwrap();
+
+        let o = Command::new(bin())
+            .arg("resume")
+            .arg(&dir)
+            .args([
+                "-q",
+                "--no-progress",
+                "--threads",
+                "2",
+                "--memory",
+                "256M",
+                "--stats-json",
+                "-",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let resumed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+            "{name}: the resumed LTS differs from the uninterrupted one"
+        );
+        assert!(
+            !dir.exists(),
+            "{name}: a finished run removes its directory"
+        );
+        assert_eq!(counts(&resumed), counts(&uninterrupted), "{name}");
+        assert!(resumed["resumed_from"].as_u64().is_some(), "{name}");
+        let (mut a, mut b) = (
+            uninterrupted["store_details"].clone(),
+            resumed["store_details"].clone(),
+        );
+        for d in [&mut a, &mut b] {
+            d.as_object_mut().unwrap().remove("evicted_disk_bytes");
+        }
+        assert_eq!(a, b, "{name}: the store's figures");
+        // The levels and the pool read back are in the store's RAM figure.
+        assert!(
+            resumed["store_ram_bytes"].as_u64().unwrap() > 1 << 20,
+            "{name}: {}",
+            resumed["store_ram_bytes"]
+        );
+    }
 }

@@ -300,8 +300,6 @@ fn backtrack_set_learns_and_is_counted_in_the_states_held() {
 fn bad_streams_and_run_shapes_are_refused_with_a_reason() {
     let model = common::shipped("Philosophers-PT-000005.pnml");
     let m = model.to_str().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("run");
     for (args, code, needle) in [
         (
             vec!["--store", "snapshots", "--caches", "(c2,LLNR,5"],
@@ -335,18 +333,6 @@ fn bad_streams_and_run_shapes_are_refused_with_a_reason() {
             vec!["--store", "snapshots", "--order", "dfs"],
             2,
             "not integrated yet",
-        ),
-        (
-            vec![
-                "--store",
-                "snapshots",
-                "--workdir",
-                work.to_str().unwrap(),
-                "--checkpoint-every",
-                "1m",
-            ],
-            2,
-            "cannot be checkpointed",
         ),
     ] {
         let mut all = vec!["explore", m, "-q"];
