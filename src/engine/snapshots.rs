@@ -220,18 +220,17 @@ fn resume_levels(
             let state = r.record();
             let hash = state_hash(state);
             if level.full() || level.find(state, hash).is_some() {
-                return Err(
-                    StorageError::from(r.bad("a state its level does not hold yet")).into(),
-                );
+                return Err(r.bad("a state its level does not hold yet").into());
             }
             level.push(state, hash, first + k);
         }
         if level.bytes.len() as u64 != bytes {
-            return Err(StorageError::from(r.bad(&format!(
-                "the last state of a level of {bytes} bytes (found {})",
-                level.bytes.len()
-            )))
-            .into());
+            return Err(r
+                .bad(&format!(
+                    "the last state of a level of {bytes} bytes (found {})",
+                    level.bytes.len()
+                ))
+                .into());
         }
         level.first_id = first;
     }
