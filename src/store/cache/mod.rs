@@ -21,7 +21,7 @@ use crate::model::Model;
 use crate::storage::budget::Account;
 use crate::storage::Storage;
 use hashbrown::HashTable;
-use replacement::{Policy, Strategy};
+use replacement::{Policy, Slots, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -298,6 +298,8 @@ pub struct CacheStore {
     free: Vec<u32>,
     /// The stream of caches (one for `--cache-size`).
     tiers: Vec<Tier>,
+    /// The caches' per-slot bookkeeping, one set of arrays for them all.
+    slots: Slots,
     /// Numbers handed out: visits, repetitions included.
     numbered: u64,
     on_stack: u64,
@@ -330,6 +332,7 @@ impl CacheStore {
             },
             free: Vec::new(),
             tiers,
+            slots: Slots::default(),
             numbered: 0,
             on_stack: 0,
             peak: 0,
@@ -362,7 +365,7 @@ impl CacheStore {
         } else {
             self.matched_cache += 1;
             let t = &mut self.tiers[e.tier as usize];
-            t.policy.hit(slot);
+            t.policy.hit(&mut self.slots, slot);
             t.hits += 1;
             Some((Found::Cache(e.id), slot))
         }
@@ -390,7 +393,9 @@ impl CacheStore {
     pub fn reopen(&mut self, slot: u32) {
         let e = &mut self.entries[slot as usize];
         if e.on_stack == 0 {
-            self.tiers[e.tier as usize].policy.remove(slot);
+            self.tiers[e.tier as usize]
+                .policy
+                .remove(&mut self.slots, slot);
         }
         e.on_stack += 1;
         self.on_stack += 1;
@@ -456,8 +461,9 @@ impl CacheStore {
             Vectors::Fixed { width, .. } => *width as u64,
             Vectors::Var(_) => 32,
         };
-        // The doubled arrays' new half, and the largest array's old copy while it moves.
-        let more = len.saturating_mul(ENTRY_BYTES + 2 * width);
+        // The doubled arrays' new half, and the largest array's old copy while it moves;
+        // the caches' per-slot arrays follow the slots.
+        let more = len.saturating_mul(ENTRY_BYTES + 2 * width + self.slots.bytes_per_slot());
         crate::sys::check_budget_more(more, || {
             (
                 format!(
@@ -513,10 +519,15 @@ impl CacheStore {
                 }
                 return;
             }
-            let victim = if t.full() { t.policy.evict() } else { None };
+            let victim = if t.full() {
+                t.policy.evict(&mut self.slots)
+            } else {
+                None
+            };
             let e = &mut self.entries[slot as usize];
             e.tier = i as u8;
-            t.policy.insert_at(slot, e.kind, e.depth as u64);
+            t.policy
+                .insert_at(&mut self.slots, slot, e.kind, e.depth as u64);
             t.taken += 1;
             let Some(v) = victim else {
                 return;
@@ -616,6 +627,7 @@ impl StateStore for CacheStore {
             + self.vectors.ram_bytes()
             + self.free.capacity() as u64 * 4
             + self.tiers.iter().map(|t| t.policy.ram_bytes()).sum::<u64>()
+            + self.slots.ram_bytes()
             + self
                 .slept
                 .values()

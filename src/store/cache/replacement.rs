@@ -73,25 +73,82 @@ impl Strategy {
 
 const NIL: u32 = u32::MAX;
 
-/// The bookkeeping of one strategy over the slots currently in the cache.
+/// The per-slot bookkeeping of every cache of a stream, shared: a slot is in one cache at
+/// a time, so one array serves them all. Each cache had kept its own arrays indexed by the
+/// global slot number, so a Pebble stream (`--caches '(c1,LRU,10)+'`, up to 255 caches)
+/// took 255 arrays as long as the whole table: 2.4 GiB on HouseConstruction-PT-00005,
+/// against 91 MiB for the same states in one cache. An array grows only when a strategy
+/// that needs it takes a slot past its end.
+#[derive(Default)]
+pub struct Slots {
+    /// Random and type: each slot's index in its cache's dense list.
+    pos: Vec<u32>,
+    /// Type: each slot's kind.
+    kinds: Vec<u8>,
+    /// LRU/MRU: the doubly linked list of the slot's cache.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    /// LFU/MFU: hits and last use; LLNR: 0 and the depth.
+    hits: Vec<u32>,
+    stamp: Vec<u64>,
+}
+
+impl Slots {
+    fn grow(&mut self, strategy: Strategy, slot: u32) {
+        let need = slot as usize + 1;
+        match strategy {
+            Strategy::Random | Strategy::Type => {
+                if self.pos.len() < need {
+                    self.pos.resize(need, NIL);
+                    self.kinds.resize(need, 0);
+                }
+            }
+            Strategy::Lru | Strategy::Mru => {
+                if self.prev.len() < need {
+                    self.prev.resize(need, NIL);
+                    self.next.resize(need, NIL);
+                }
+            }
+            Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
+                if self.hits.len() < need {
+                    self.hits.resize(need, 0);
+                    self.stamp.resize(need, 0);
+                }
+            }
+        }
+    }
+
+    /// Bytes a slot takes in the arrays of the strategies in use (what a doubling of the
+    /// slots adds per slot).
+    pub fn bytes_per_slot(&self) -> u64 {
+        let used = |len: usize, bytes: u64| if len > 0 { bytes } else { 0 };
+        used(self.pos.len(), 5) + used(self.prev.len(), 8) + used(self.hits.len(), 12)
+    }
+
+    /// Bytes of RAM the arrays hold.
+    pub fn ram_bytes(&self) -> u64 {
+        (self.pos.capacity() * 4
+            + self.kinds.capacity()
+            + self.prev.capacity() * 4
+            + self.next.capacity() * 4
+            + self.hits.capacity() * 4
+            + self.stamp.capacity() * 8) as u64
+    }
+}
+
+/// The bookkeeping of one strategy over the slots currently in its cache; the per-slot
+/// arrays are the stream's [`Slots`], passed in.
 pub struct Policy {
     strategy: Strategy,
     rng: u64,
-    /// Random and type: the slots in the cache, densely, and each slot's index there.
+    /// Random and type: the slots in the cache, densely.
     dense: Vec<u32>,
-    pos: Vec<u32>,
-    /// LRU/MRU: a doubly linked list, most recent at `head`.
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    /// LRU/MRU: the list's ends, most recent at `head`.
     head: u32,
     tail: u32,
-    /// LFU/MFU: hits and last use per slot, ordered; LLNR: 0 and the depth.
-    hits: Vec<u32>,
-    stamp: Vec<u64>,
+    /// LFU/MFU/LLNR: the slots ordered by `(hits, stamp)`.
     order: BTreeSet<(u32, u64, u32)>,
     clock: u64,
-    /// Type: each slot's kind.
-    kinds: Vec<u8>,
     len: usize,
 }
 
@@ -102,16 +159,10 @@ impl Policy {
             // xorshift must not start at 0.
             rng: (seed ^ 0x9E37_79B9_7F4A_7C15) | 1,
             dense: Vec::new(),
-            pos: Vec::new(),
-            prev: Vec::new(),
-            next: Vec::new(),
             head: NIL,
             tail: NIL,
-            hits: Vec::new(),
-            stamp: Vec::new(),
             order: BTreeSet::new(),
             clock: 0,
-            kinds: Vec::new(),
             len: 0,
         }
     }
@@ -139,127 +190,103 @@ impl Policy {
         ((x as u128 * below as u128) >> 64) as usize
     }
 
-    fn grow(&mut self, slot: u32) {
-        let need = slot as usize + 1;
-        match self.strategy {
-            Strategy::Random | Strategy::Type => {
-                if self.pos.len() < need {
-                    self.pos.resize(need, NIL);
-                    self.kinds.resize(need, 0);
-                }
-            }
-            Strategy::Lru | Strategy::Mru => {
-                if self.prev.len() < need {
-                    self.prev.resize(need, NIL);
-                    self.next.resize(need, NIL);
-                }
-            }
-            Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
-                if self.hits.len() < need {
-                    self.hits.resize(need, 0);
-                    self.stamp.resize(need, 0);
-                }
-            }
-        }
-    }
-
-    fn unlink(&mut self, s: u32) {
-        let (p, n) = (self.prev[s as usize], self.next[s as usize]);
+    fn unlink(&mut self, sl: &mut Slots, s: u32) {
+        let (p, n) = (sl.prev[s as usize], sl.next[s as usize]);
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            sl.next[p as usize] = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            sl.prev[n as usize] = p;
         }
     }
 
-    fn link_front(&mut self, s: u32) {
-        self.prev[s as usize] = NIL;
-        self.next[s as usize] = self.head;
+    fn link_front(&mut self, sl: &mut Slots, s: u32) {
+        sl.prev[s as usize] = NIL;
+        sl.next[s as usize] = self.head;
         if self.head == NIL {
             self.tail = s;
         } else {
-            self.prev[self.head as usize] = s;
+            sl.prev[self.head as usize] = s;
         }
         self.head = s;
     }
 
     /// `slot` enters the cache; `kind` is what the type-oriented strategy ranks it by.
-    pub fn insert(&mut self, slot: u32, kind: u8) {
-        self.insert_at(slot, kind, 0);
+    pub fn insert(&mut self, sl: &mut Slots, slot: u32, kind: u8) {
+        self.insert_at(sl, slot, kind, 0);
     }
 
     /// [`Policy::insert`] of a state entered at DFS `depth` (what LLNR ranks by).
-    pub fn insert_at(&mut self, slot: u32, kind: u8, depth: u64) {
-        self.grow(slot);
+    pub fn insert_at(&mut self, sl: &mut Slots, slot: u32, kind: u8, depth: u64) {
+        sl.grow(self.strategy, slot);
         self.len += 1;
         match self.strategy {
             Strategy::Random | Strategy::Type => {
-                self.pos[slot as usize] = self.dense.len() as u32;
+                sl.pos[slot as usize] = self.dense.len() as u32;
                 self.dense.push(slot);
-                self.kinds[slot as usize] = kind;
+                sl.kinds[slot as usize] = kind;
             }
-            Strategy::Lru | Strategy::Mru => self.link_front(slot),
+            Strategy::Lru | Strategy::Mru => self.link_front(sl, slot),
             Strategy::Lfu | Strategy::Mfu => {
                 self.clock += 1;
-                self.hits[slot as usize] = 0;
-                self.stamp[slot as usize] = self.clock;
+                sl.hits[slot as usize] = 0;
+                sl.stamp[slot as usize] = self.clock;
                 self.order.insert((0, self.clock, slot));
             }
             Strategy::Llnr => {
-                self.hits[slot as usize] = 0;
-                self.stamp[slot as usize] = depth;
+                sl.hits[slot as usize] = 0;
+                sl.stamp[slot as usize] = depth;
                 self.order.insert((0, depth, slot));
             }
         }
     }
 
     /// `slot` (in the cache) was matched.
-    pub fn hit(&mut self, slot: u32) {
+    pub fn hit(&mut self, sl: &mut Slots, slot: u32) {
         match self.strategy {
             Strategy::Random | Strategy::Type | Strategy::Llnr => {}
             Strategy::Lru | Strategy::Mru => {
-                self.unlink(slot);
-                self.link_front(slot);
+                self.unlink(sl, slot);
+                self.link_front(sl, slot);
             }
             Strategy::Lfu | Strategy::Mfu => {
                 let s = slot as usize;
-                self.order.remove(&(self.hits[s], self.stamp[s], slot));
+                self.order.remove(&(sl.hits[s], sl.stamp[s], slot));
                 self.clock += 1;
-                self.hits[s] = self.hits[s].saturating_add(1);
-                self.stamp[s] = self.clock;
-                self.order.insert((self.hits[s], self.clock, slot));
+                sl.hits[s] = sl.hits[s].saturating_add(1);
+                sl.stamp[s] = self.clock;
+                self.order.insert((sl.hits[s], self.clock, slot));
             }
         }
     }
 
     /// Takes `slot` out of the cache.
-    pub fn remove(&mut self, slot: u32) {
+    pub fn remove(&mut self, sl: &mut Slots, slot: u32) {
         self.len -= 1;
         match self.strategy {
             Strategy::Random | Strategy::Type => {
-                let i = self.pos[slot as usize] as usize;
+                let i = sl.pos[slot as usize] as usize;
                 let last = self.dense.pop().expect("the slot is in the cache");
                 if last != slot {
                     self.dense[i] = last;
-                    self.pos[last as usize] = i as u32;
+                    sl.pos[last as usize] = i as u32;
                 }
-                self.pos[slot as usize] = NIL;
+                sl.pos[slot as usize] = NIL;
             }
-            Strategy::Lru | Strategy::Mru => self.unlink(slot),
+            Strategy::Lru | Strategy::Mru => self.unlink(sl, slot),
             Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
                 let s = slot as usize;
-                self.order.remove(&(self.hits[s], self.stamp[s], slot));
+                self.order.remove(&(sl.hits[s], sl.stamp[s], slot));
             }
         }
     }
 
     /// Chooses the entry to evict and takes it out of the cache; `None` when empty.
-    pub fn evict(&mut self) -> Option<u32> {
+    pub fn evict(&mut self, sl: &mut Slots) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
@@ -273,11 +300,11 @@ impl Policy {
                 let start = self.random(n);
                 let mut best = self.dense[start];
                 for k in 1..TYPE_SCAN.min(n) {
-                    if self.kinds[best as usize] == 0 {
+                    if sl.kinds[best as usize] == 0 {
                         break;
                     }
                     let s = self.dense[(start + k) % n];
-                    if self.kinds[s as usize] < self.kinds[best as usize] {
+                    if sl.kinds[s as usize] < sl.kinds[best as usize] {
                         best = s;
                     }
                 }
@@ -288,19 +315,13 @@ impl Policy {
             Strategy::Lfu | Strategy::Llnr => self.order.first().expect("non-empty").2,
             Strategy::Mfu => self.order.last().expect("non-empty").2,
         };
-        self.remove(victim);
+        self.remove(sl, victim);
         Some(victim)
     }
 
-    /// Bytes of RAM the bookkeeping holds.
+    /// Bytes of RAM the bookkeeping holds (the shared [`Slots`] apart).
     pub fn ram_bytes(&self) -> u64 {
         (self.dense.capacity() * 4
-            + self.pos.capacity() * 4
-            + self.prev.capacity() * 4
-            + self.next.capacity() * 4
-            + self.hits.capacity() * 4
-            + self.stamp.capacity() * 8
-            + self.kinds.capacity()
             // A B-tree entry is 16 bytes of key plus about as much of node overhead.
             + self.order.len() * 32) as u64
     }
@@ -310,66 +331,66 @@ impl Policy {
 mod tests {
     use super::*;
 
-    fn fill(p: &mut Policy, n: u32) {
+    fn fill(p: &mut Policy, sl: &mut Slots, n: u32) {
         for s in 0..n {
-            p.insert(s, (s % 3) as u8);
+            p.insert(sl, s, (s % 3) as u8);
         }
     }
 
     #[test]
     fn lru_and_mru_follow_use() {
-        let mut p = Policy::new(Strategy::Lru, 1);
-        fill(&mut p, 4);
-        p.hit(0);
-        assert_eq!(p.evict(), Some(1));
-        assert_eq!(p.evict(), Some(2));
-        let mut p = Policy::new(Strategy::Mru, 1);
-        fill(&mut p, 4);
-        p.hit(1);
-        assert_eq!(p.evict(), Some(1));
-        assert_eq!(p.evict(), Some(3));
+        let (mut p, mut sl) = (Policy::new(Strategy::Lru, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
+        p.hit(&mut sl, 0);
+        assert_eq!(p.evict(&mut sl), Some(1));
+        assert_eq!(p.evict(&mut sl), Some(2));
+        let (mut p, mut sl) = (Policy::new(Strategy::Mru, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
+        p.hit(&mut sl, 1);
+        assert_eq!(p.evict(&mut sl), Some(1));
+        assert_eq!(p.evict(&mut sl), Some(3));
     }
 
     #[test]
     fn lfu_and_mfu_follow_hits() {
-        let mut p = Policy::new(Strategy::Lfu, 1);
-        fill(&mut p, 4);
+        let (mut p, mut sl) = (Policy::new(Strategy::Lfu, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
         for s in [0, 0, 1, 2, 3, 3, 3] {
-            p.hit(s);
+            p.hit(&mut sl, s);
         }
-        assert_eq!(p.evict(), Some(1));
-        assert_eq!(p.evict(), Some(2));
-        let mut p = Policy::new(Strategy::Mfu, 1);
-        fill(&mut p, 4);
+        assert_eq!(p.evict(&mut sl), Some(1));
+        assert_eq!(p.evict(&mut sl), Some(2));
+        let (mut p, mut sl) = (Policy::new(Strategy::Mfu, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
         for s in [0, 0, 1, 2, 3, 3, 3] {
-            p.hit(s);
+            p.hit(&mut sl, s);
         }
-        assert_eq!(p.evict(), Some(3));
-        assert_eq!(p.evict(), Some(0));
+        assert_eq!(p.evict(&mut sl), Some(3));
+        assert_eq!(p.evict(&mut sl), Some(0));
     }
 
     #[test]
     fn type_evicts_the_lowest_kind_in_reach() {
         // Fewer entries than the scan: the lowest kind always goes first.
-        let mut p = Policy::new(Strategy::Type, 7);
-        fill(&mut p, 9);
+        let (mut p, mut sl) = (Policy::new(Strategy::Type, 7), Slots::default());
+        fill(&mut p, &mut sl, 9);
         for _ in 0..3 {
-            let v = p.evict().unwrap();
+            let v = p.evict(&mut sl).unwrap();
             assert_eq!(v % 3, 0, "evicted {v} of kind {}", v % 3);
         }
-        let v = p.evict().unwrap();
+        let v = p.evict(&mut sl).unwrap();
         assert_eq!(v % 3, 1);
     }
 
     #[test]
     fn llnr_evicts_the_shallowest_entry_whatever_its_hits() {
-        let mut p = Policy::new(Strategy::Llnr, 1);
+        let (mut p, mut sl) = (Policy::new(Strategy::Llnr, 1), Slots::default());
         for (slot, depth) in [(0, 7), (1, 3), (2, 9), (3, 3), (4, 5)] {
-            p.insert_at(slot, 0, depth);
+            p.insert_at(&mut sl, slot, 0, depth);
         }
-        p.hit(1);
-        p.remove(4);
-        let order: Vec<u32> = std::iter::from_fn(|| p.evict()).collect();
+        p.hit(&mut sl, 1);
+        p.remove(&mut sl, 4);
+        let order: Vec<u32> = std::iter::from_fn(|| p.evict(&mut sl)).collect();
         assert_eq!(order, [1, 3, 0, 2]);
         assert_eq!(Strategy::parse("llnr"), Ok(Strategy::Llnr));
     }
@@ -377,16 +398,16 @@ mod tests {
     #[test]
     fn every_strategy_evicts_each_entry_once() {
         for s in Strategy::ALL.into_iter().chain([Strategy::Llnr]) {
-            let mut p = Policy::new(s, 3);
-            fill(&mut p, 100);
-            p.remove(42);
+            let (mut p, mut sl) = (Policy::new(s, 3), Slots::default());
+            fill(&mut p, &mut sl, 100);
+            p.remove(&mut sl, 42);
             for h in 0..50 {
                 if h != 42 {
-                    p.hit(h);
+                    p.hit(&mut sl, h);
                 }
             }
             let mut seen = std::collections::HashSet::new();
-            while let Some(v) = p.evict() {
+            while let Some(v) = p.evict(&mut sl) {
                 assert!(
                     v != 42 && seen.insert(v),
                     "{s:?} evicted {v} twice or after removal"
