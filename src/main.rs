@@ -241,6 +241,9 @@ fn print_stats(s: &ExploreStats, out: &mut impl Write) -> std::io::Result<()> {
         s.store,
         match (s.exact, s.forgotten_states) {
             (true, _) => "exact".to_string(),
+            (false, Some(0)) => "complete; no state forgotten".to_string(),
+            (false, Some(1)) =>
+                "complete; 1 state forgotten, so counts include states visited again".to_string(),
             (false, Some(n)) =>
                 format!("complete; {n} states forgotten, so counts include states visited again"),
             (false, None) => format!("omission probability <= {:.3e}", s.omission_probability),

@@ -231,8 +231,9 @@ pub struct CacheArgs {
     #[arg(long)]
     pub sleep_sets: bool,
 
-    /// Seed of the random and type strategies and of RND caches in --caches (runs with
-    /// equal seeds are identical); refused when no cache uses one.
+    /// Seed of the random and type strategies and of RND caches in --caches, for --store
+    /// cache (runs with equal seeds are identical); refused when no cache uses one. BFS with
+    /// snapshots gives its RND caches a fixed seed.
     #[arg(long, value_name = "SEED", default_value_t = 1)]
     pub cache_seed: u64,
 }
@@ -284,8 +285,8 @@ pub struct CombackArgs {
     #[arg(long, overrides_with = "comback_backward")]
     pub no_comback_backward: bool,
 
-    /// BFS waiting set: state numbers only (states rebuilt on dequeue) or (number, vector)
-    /// records. BFS only.
+    /// BFS waiting set: `state-numbers` (numbers only, states rebuilt on dequeue) or
+    /// `vectors` ((number, vector) records). BFS only.
     #[arg(long, default_value = "state-numbers", value_parser = parse_waiting)]
     pub comback_waiting: WaitingSet,
 
