@@ -93,7 +93,7 @@ impl StoreSpec for CacheOptions {
                     "the --store cache table",
                     states.saturating_mul(per),
                     0,
-                    &format!("{states} cached states of about {per} bytes each"),
+                    &format!("{states} cached states of about {per} bytes each, once the caches are full; a cache larger than the state space never fills, so lower --cache-size (or the caches of --caches) to what the model can reach"),
                 )?;
             }
         }
