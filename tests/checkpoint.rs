@@ -359,17 +359,14 @@ fn stopped_run(args: &[&str]) -> Option<(tempfile::TempDir, PathBuf, PathBuf, Pa
     assert!(st.success());
     let dir = t.join("run");
     let out = t.join("run.slts");
-    let mut child = checkpointed(&m.path, "0.02s", &dir)
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_for_checkpoint(&mut child, &dir, None).is_none(),
-        "finished too early"
+    stop_after_first(
+        checkpointed(&m.path, "0.02s", &dir)
+            .args(args)
+            .arg("-o")
+            .arg(&out),
+        &dir,
+        "",
     );
-    stop(&mut child);
     Some((tmp, dir, out, reference))
 }
 
@@ -607,9 +604,7 @@ fn resume_refuses_a_changed_model() {
     let copy = tmp.path().join("model.pnml");
     std::fs::copy(&m.path, &copy).unwrap();
     let dir = tmp.path().join("run");
-    let mut child = checkpointed(&copy, "0.02s", &dir).spawn().unwrap();
-    assert!(wait_for_checkpoint(&mut child, &dir, None).is_none());
-    stop(&mut child);
+    stop_after_first(&mut checkpointed(&copy, "0.02s", &dir), &dir, "");
     let mut text = std::fs::read_to_string(&copy).unwrap();
     text.push_str("\n<!-- edited -->\n");
     std::fs::write(&copy, text).unwrap();
@@ -910,14 +905,22 @@ fn stopped_toggles(tmp: &Path, name: &str, args: &[&str]) -> PathBuf {
 /// Runs `model` on one thread with checkpoints every `interval` in `dir` and stops it by
 /// SIGINT after the first.
 fn stop_after_first_checkpoint(model: &Path, dir: &Path, interval: &str, args: &[&str]) {
-    let mut child = checkpointed(model, interval, dir)
-        .args(["--threads", "1"])
-        .args(args)
-        .spawn()
-        .unwrap();
+    stop_after_first(
+        checkpointed(model, interval, dir)
+            .args(["--threads", "1"])
+            .args(args),
+        dir,
+        "",
+    );
+}
+
+/// Runs `cmd`, a checkpointed run writing its checkpoints in `dir`, and stops it by SIGINT
+/// after the first; `what` names the run in the failure message.
+fn stop_after_first(cmd: &mut Command, dir: &Path, what: &str) {
+    let mut child = cmd.spawn().unwrap();
     assert!(
         wait_for_checkpoint(&mut child, dir, None).is_none(),
-        "finished too early"
+        "{what}finished too early"
     );
     stop(&mut child);
 }
@@ -1251,17 +1254,14 @@ fn a_snapshots_run_resumes_exactly_and_refuses_damaged_images() {
 
         let dir = t.join(name);
         let out = t.join(format!("{name}.slts"));
-        let mut child = checkpointed(&model, "0.05s", &dir)
-            .args(args)
-            .arg("-o")
-            .arg(&out)
-            .spawn()
-            .unwrap();
-        assert!(
-            wait_for_checkpoint(&mut child, &dir, None).is_none(),
-            "{name}: finished too early"
+        stop_after_first(
+            checkpointed(&model, "0.05s", &dir)
+                .args(args)
+                .arg("-o")
+                .arg(&out),
+            &dir,
+            &format!("{name}: "),
         );
-        stop(&mut child);
 
         let manifest = spillway::checkpoint::load(&dir).unwrap();
         let image = |prefix: &str| {
