@@ -442,3 +442,97 @@ fn killed_run_leaves_no_segment_files() {
         assert!(left.is_empty(), "{} still holds {left:?}", d.display());
     }
 }
+
+// ---------------------------------------------------------------- memory of the lts tools
+// (here rather than in tests/post.rs, whose in-process tests grow the test process's RSS,
+// from which a child's measured peak starts: `common::run_measured`)
+
+#[test]
+fn memory_estimates_of_huge_headers_do_not_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("huge.aut");
+    // 2^63 - 1 declared states: the estimates once wrapped around to "about 0.0 MiB".
+    std::fs::write(&a, "des (0, 1, 9223372036854775807)\n(0, \"a\", 1)\n").unwrap();
+    let p = a.to_str().unwrap();
+    let o = dir.path().join("o.aut");
+    for (args, figure) in [
+        (
+            vec!["lts", "reduce", p, o.to_str().unwrap()],
+            "needs about 480.0 EiB",
+        ),
+        (vec!["lts", "deadlocks", p], "needs about 128.0 EiB"),
+        (vec!["lts", "compare", p, p], "needs about 960.0 EiB"),
+    ] {
+        let out = spillway(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(figure), "{args:?}: {err}");
+        assert!(!err.contains(" 0.0 MiB"), "{args:?}: {err}");
+        // Then refused cleanly, before allocating.
+        assert_eq!(out.status.code(), Some(6), "{args:?}: {err}");
+    }
+    // 2^32 - 2 declared states fit the u32 arrays but not this machine (reduce: 240 GiB):
+    // refused before anything is allocated, not left to the OOM killer.
+    std::fs::write(&a, "des (0, 1, 4294967294)\n(0, \"a\", 1)\n").unwrap();
+    for args in [
+        vec!["lts", "reduce", p, o.to_str().unwrap()],
+        vec!["lts", "deadlocks", p],
+        vec!["lts", "compare", p, p],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        let err = m.stderr();
+        assert_eq!(m.code, Some(6), "{args:?}: {err}");
+        assert!(err.contains("more than this machine's"), "{args:?}: {err}");
+        assert!(m.max_rss < 64 << 20, "{args:?}: {} MiB", m.max_rss >> 20);
+    }
+}
+
+#[test]
+fn info_and_convert_memory_does_not_follow_the_declared_state_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("big.aut");
+    // 2^35 declared states, two transitions: one bit per declared state would be 4 GiB.
+    std::fs::write(
+        &a,
+        "des (0, 2, 34359738368)\n(0, \"a\", 1)\n(34359738367, \"b\", 0)\n",
+    )
+    .unwrap();
+    let native = dir.path().join("big.slts");
+    let back = dir.path().join("back.aut");
+    for args in [
+        vec!["lts", "info", a.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            a.to_str().unwrap(),
+            native.to_str().unwrap(),
+        ],
+        vec!["lts", "info", "--json", native.to_str().unwrap()],
+        vec![
+            "lts",
+            "convert",
+            native.to_str().unwrap(),
+            back.to_str().unwrap(),
+        ],
+    ] {
+        let m = common::run_measured(Command::new(env!("CARGO_BIN_EXE_spillway")).args(&args));
+        assert_eq!(m.code, Some(0), "{args:?}: {}", m.stderr());
+        assert!(
+            m.max_rss < 64 << 20,
+            "{args:?}: peak RSS {} MiB",
+            m.max_rss >> 20
+        );
+        if args[2] == "--json" {
+            let j: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
+            assert_eq!(j["states"], 34359738368u64);
+            assert_eq!(j["deadlocks"], 34359738368u64 - 2);
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&back)
+            .unwrap()
+            .lines()
+            .nth(2)
+            .unwrap(),
+        "(34359738367, \"b\", 0)"
+    );
+}
