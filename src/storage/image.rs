@@ -143,9 +143,30 @@ pub struct ImageWriter {
     queue: SegQueue,
 }
 
+/// Values per record of an image's arrays of words ([`ImageWriter::push_words`]): 64 KiB
+/// of `u32`, 128 KiB of `u64`, far below a record's 4 GiB bound whatever the array's size.
+pub const CHUNK: usize = 16384;
+
 impl ImageWriter {
     pub fn push(&mut self, rec: &[u8]) -> Result<(), StorageError> {
         self.queue.push(rec)
+    }
+
+    /// Pushes `values` as words of `W` little-endian bytes (`W` at most 8, each value's low
+    /// bytes), [`CHUNK`] a record; [`ImageReader::words`] reads them back.
+    pub fn push_words<const W: usize, T: Copy + Into<u64>>(
+        &mut self,
+        values: &[T],
+    ) -> Result<(), StorageError> {
+        let mut buf = Vec::with_capacity(values.len().min(CHUNK) * W);
+        for c in values.chunks(CHUNK) {
+            buf.clear();
+            for &v in c {
+                buf.extend_from_slice(&v.into().to_le_bytes()[..W]);
+            }
+            self.queue.push(&buf)?;
+        }
+        Ok(())
     }
 }
 
@@ -173,6 +194,31 @@ impl ImageReader {
             });
         }
         self.read += 1;
+        Ok(())
+    }
+
+    /// Reads `n` words of `W` bytes that [`ImageWriter::push_words`] wrote (`what` names
+    /// them in the errors), each handed to `f`.
+    pub fn words<const W: usize>(
+        &mut self,
+        n: u64,
+        what: &str,
+        mut f: impl FnMut(u64),
+    ) -> Result<(), StorageError> {
+        let mut left = n;
+        while left > 0 {
+            let want = left.min(CHUNK as u64);
+            self.next(what)?;
+            if self.buf.len() as u64 != want * W as u64 {
+                return Err(self.bad(what));
+            }
+            for b in self.buf.chunks_exact(W) {
+                let mut v = [0u8; 8];
+                v[..W].copy_from_slice(b);
+                f(u64::from_le_bytes(v));
+            }
+            left -= want;
+        }
         Ok(())
     }
 

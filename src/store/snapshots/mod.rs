@@ -587,12 +587,12 @@ impl SnapshotStore {
 /// order, with the counts below saying how many records each takes:
 ///
 /// 1. the sketch's registers (one record);
-/// 2. the audit set's hashes (`u64` LE, [`CHUNK`] a record), when the run keeps one;
+/// 2. the audit set's hashes (`u64` LE, [`crate::storage::image::CHUNK`] a record), when the run keeps one;
 /// 3. one record per pool slot, empty for a free slot, else `id: u64 | backtrack: u8 |
 ///    n: u32 | n snapshot handles: u32 | state` (all LE);
-/// 4. the free slots, in the order they are taken again (`u32`, [`CHUNK`] a record);
+/// 4. the free slots, in the order they are taken again (`u32`, [`crate::storage::image::CHUNK`] a record);
 /// 5. per snapshot handle, its member count (`u64`) then its members' slots (`u32`,
-///    [`CHUNK`] a record).
+///    [`crate::storage::image::CHUNK`] a record).
 #[derive(Serialize, Deserialize)]
 struct SnapshotsCheckpoint {
     stream: Stream,
@@ -622,52 +622,8 @@ struct SnapshotsCheckpoint {
     image: ImageMark,
 }
 
-/// Values per record of the image's `u32` and `u64` arrays (64 KiB and 128 KiB records:
-/// far below a record's 4 GiB bound, whatever the level sizes).
-const CHUNK: usize = 16384;
-
 /// Name of the pool's images.
 const POOL_IMAGE: &str = "snapshots.pool";
-
-fn put_u32s(
-    w: &mut crate::storage::image::ImageWriter,
-    values: &[u32],
-    buf: &mut Vec<u8>,
-) -> Result<(), StorageError> {
-    for c in values.chunks(CHUNK) {
-        buf.clear();
-        for v in c {
-            buf.extend_from_slice(&v.to_le_bytes());
-        }
-        w.push(buf)?;
-    }
-    Ok(())
-}
-
-/// Reads `n` values of `W` bytes (`u32` or `u64`, [`CHUNK`] a record), each handed to `f`.
-fn get_words<const W: usize>(
-    r: &mut ImageReader,
-    n: u64,
-    what: &str,
-    mut f: impl FnMut(u64),
-) -> Result<(), StorageError> {
-    let mut left = n;
-    while left > 0 {
-        let want = left.min(CHUNK as u64);
-        r.next(what)?;
-        let rec = r.record();
-        if rec.len() as u64 != want * W as u64 {
-            return Err(r.bad(what));
-        }
-        for b in rec.chunks_exact(W) {
-            let mut v = [0u8; 8];
-            v[..W].copy_from_slice(b);
-            f(u64::from_le_bytes(v));
-        }
-        left -= want;
-    }
-    Ok(())
-}
 
 impl SnapshotStore {
     /// Reopens the store of a checkpoint: the stream and the counters from the blob, the
@@ -753,7 +709,7 @@ impl SnapshotStore {
         self.sketch.registers.copy_from_slice(r.record());
         if let (Some(a), Some((seen, states, transitions))) = (&mut self.audit, c.audit) {
             a.seen.reserve(seen as usize);
-            get_words::<8>(r, seen, "the audit set's hashes", |h| {
+            r.words::<8>(seen, "the audit set's hashes", |h| {
                 a.seen.insert(h);
             })?;
             a.redundant_states = states;
@@ -816,7 +772,7 @@ impl SnapshotStore {
             )));
         }
         let mut bad_free = false;
-        get_words::<4>(r, c.pool_free, "the pool's free slots", |i| {
+        r.words::<4>(c.pool_free, "the pool's free slots", |i| {
             bad_free |= pool.entries.get(i as usize).is_none_or(|e| e.is_some());
             pool.free.push(i as u32);
         })?;
@@ -831,7 +787,7 @@ impl SnapshotStore {
             };
             let mut members = Vec::with_capacity(count.min(1 << 24) as usize);
             let mut bad = false;
-            get_words::<4>(r, count, "a snapshot's members", |i| {
+            r.words::<4>(count, "a snapshot's members", |i| {
                 // A member is a live slot that names this snapshot.
                 bad |= pool
                     .entries
@@ -869,13 +825,7 @@ impl SnapshotStore {
             w.push(&sketch.registers)?;
             if let Some(a) = audit {
                 let hashes: Vec<u64> = a.seen.iter().copied().collect();
-                for c in hashes.chunks(CHUNK) {
-                    buf.clear();
-                    for h in c {
-                        buf.extend_from_slice(&h.to_le_bytes());
-                    }
-                    w.push(&buf)?;
-                }
+                w.push_words::<8, u64>(&hashes)?;
             }
             for e in &pool.entries {
                 buf.clear();
@@ -890,10 +840,10 @@ impl SnapshotStore {
                 }
                 w.push(&buf)?;
             }
-            put_u32s(w, &pool.free, &mut buf)?;
+            w.push_words::<4, u32>(&pool.free)?;
             for m in members {
                 w.push(&(m.len() as u64).to_le_bytes())?;
-                put_u32s(w, m, &mut buf)?;
+                w.push_words::<4, u32>(m)?;
             }
             Ok(())
         })?;
