@@ -34,7 +34,7 @@ pub const MANIFEST: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 pub const MAGIC: &[u8; 8] = b"SPILLCKP";
 /// Manifest format version; a manifest of another version is refused.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 /// Magic + version + payload length.
 const PREFIX_LEN: usize = 8 + 4 + 8;
 
@@ -168,6 +168,20 @@ pub enum EngineMark {
         /// The decoded top frame, encoded as a stack record.
         top: Vec<u8>,
         stack: StackMark,
+    },
+    /// DFS with state space caching (`--store cache`, `engine/caching.rs`): a stack as
+    /// [`EngineMark::Dfs`]'s (its frames also name the state's slot in the store and the
+    /// sleep-set updates to undo on backtrack), and the sleep set itself; the table, the
+    /// caches and the deadlocks are the store's part.
+    Caching {
+        /// Frames on the stack plus the top.
+        depth: u64,
+        /// The decoded top frame, encoded as a stack record.
+        top: Vec<u8>,
+        stack: StackMark,
+        /// The sleep set's members, in the order the engine keeps them (empty without
+        /// `--sleep-sets`).
+        sleep: Vec<u32>,
     },
 }
 

@@ -43,13 +43,14 @@
 //! records that number, the stats' `deadlock_visits`.
 
 use super::observe::{Phase, Position};
-use super::{EngineOptions, ExploreStats, Order, Run, Session};
-use crate::error::ExploreError;
+use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
+use crate::checkpoint::EngineMark;
+use crate::error::{CheckpointError, ExploreError};
 use crate::lts::LtsSink;
 use crate::model::{Model, TransitionId};
 use crate::storage::frontier::Stack;
+use crate::storage::Storage;
 use crate::store::cache::{CacheOptions, CacheStore, Found};
-use std::collections::HashSet;
 
 /// The decoded top frame.
 #[derive(Default)]
@@ -89,6 +90,21 @@ fn encode(top: &Top, out: &mut Vec<u8>) {
         put(out, t);
     }
     out.extend_from_slice(&top.state);
+}
+
+/// Whether `rec` is a whole frame ([`decode`] indexes it unchecked): the checkpoint's top
+/// frame is checked before it is decoded.
+fn frame_fits(rec: &[u8]) -> bool {
+    let u32_at = |at: usize| {
+        rec.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64)
+    };
+    match (u32_at(16), u32_at(20), u32_at(24), u32_at(28)) {
+        (Some(cursor), Some(n), Some(r), Some(a)) => {
+            cursor <= n && 32 + 4 * (n + r + a) <= rec.len() as u64
+        }
+        _ => false,
+    }
 }
 
 fn decode(rec: &[u8], top: &mut Top) {
@@ -186,7 +202,6 @@ pub(crate) fn explore(
     opts: &EngineOptions,
     mut session: Session,
 ) -> Result<ExploreStats, ExploreError> {
-    session.refuse_checkpoints("--store cache")?;
     search(model, store, sink, opts, &mut session, &mut |_| {})
 }
 
@@ -241,33 +256,56 @@ fn search(
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<ExploreStats, ExploreError> {
     let sleeping = store.options().sleep_sets;
+    let storage = session.storage;
     let mut run = Run::new(model, sink, opts, session.observer.take())?;
-    let mut frames = match session.storage {
-        Some(st) => Stack::Spilled(Box::new(st.stack(STACK)?)),
-        None => Stack::Ram(Vec::new()),
-    };
     let mut sleep = Sleep::new(if sleeping {
         model.transition_count()
     } else {
         0
     });
-    let mut deadlocks: HashSet<Vec<u8>> = HashSet::new();
     let mut rec: Vec<u8> = Vec::new();
     let mut succ: Vec<u8> = Vec::new();
     let mut removed: Vec<u32> = Vec::new();
     let mut awake: Vec<u32> = Vec::new();
     let mut top = Top::default();
-
-    model.initial_state(&mut top.state)?;
-    let (slot, id) = store.push(&top.state, 0)?;
-    (top.slot, top.id, top.via) = (slot, id, ROOT);
-    visit(&top.state);
-    enter(model, store, &mut top, &sleep, &mut deadlocks, &mut run)?;
     let mut depth: u64 = 1;
-    run.max_depth = 1;
+    let mut frames = match session.resume.take() {
+        Some((mark, counters)) => {
+            let (stack, d) = resume_top(mark, storage, model, store, &mut top, &mut sleep)?;
+            run.restore(&counters);
+            depth = d;
+            stack
+        }
+        None => {
+            let frames = match storage {
+                Some(st) => Stack::Spilled(Box::new(st.stack(STACK)?)),
+                None => Stack::Ram(Vec::new()),
+            };
+            model.initial_state(&mut top.state)?;
+            let (slot, id) = store.push(&top.state, 0)?;
+            (top.slot, top.id, top.via) = (slot, id, ROOT);
+            visit(&top.state);
+            enter(model, store, &mut top, &sleep, &mut run)?;
+            run.max_depth = 1;
+            frames
+        }
+    };
     let mut steps: u64 = 0;
     run.phase = Phase::Expanding;
     loop {
+        // Between two steps: the top frame, the stack, the sleep set and the store are a
+        // consistent cut.
+        if let Some((ck, due)) = session.poll(steps) {
+            let (stack, files) = frames.checkpoint(STACK)?;
+            encode(&top, &mut rec);
+            let mark = EngineMark::Caching {
+                depth,
+                top: rec.clone(),
+                stack,
+                sleep: sleep.members.clone(),
+            };
+            commit_checkpoint(ck, due, &mut run, &mut *store, mark, files)?;
+        }
         if top.cursor < top.enabled.len() {
             let t = top.enabled[top.cursor];
             top.cursor += 1;
@@ -323,7 +361,7 @@ fn search(
                     std::mem::swap(&mut top.removed, &mut removed);
                     (top.id, top.slot, top.via, top.cursor) = (id, slot, t.0, 0);
                     top.added.clear();
-                    enter(model, store, &mut top, &sleep, &mut deadlocks, &mut run)?;
+                    enter(model, store, &mut top, &sleep, &mut run)?;
                     depth += 1;
                     run.max_depth = run.max_depth.max(depth);
                 }
@@ -356,7 +394,7 @@ fn search(
             run.tick(&*store, Position::Dfs { depth })?;
         }
     }
-    store.engine.deadlocks = deadlocks.len() as u64;
+    store.engine.deadlocks = store.distinct_deadlocks();
     run.position = Position::Dfs { depth: 0 };
     if store.evictions() > 0 {
         run.sink.states_may_repeat();
@@ -364,8 +402,70 @@ fn search(
     run.finish(&*store)?;
     let mut stats = run.stats(&*store, Order::Dfs);
     // The run counted deadlock visits (what the LTS holds); the stats give distinct ones.
-    stats.deadlocks = deadlocks.len() as u64;
+    stats.deadlocks = store.distinct_deadlocks();
     Ok(stats)
+}
+
+/// Reads a checkpoint's engine mark back: the top frame into `top`, the sleep set into
+/// `sleep`, and the stack reopened at its mark; returns the stack and the depth. What the
+/// manifest holds is checked before it is used (a frame that does not decode, a top that
+/// is not on the store's stack, a sleeping transition the model does not have), so that a
+/// checkpoint that does not fit is refused as corrupt, not a panic.
+fn resume_top(
+    mark: EngineMark,
+    storage: Option<&Storage>,
+    model: &dyn Model,
+    store: &CacheStore,
+    top: &mut Top,
+    sleep: &mut Sleep,
+) -> Result<(Stack, u64), ExploreError> {
+    let (
+        EngineMark::Caching {
+            depth,
+            top: t,
+            stack,
+            sleep: members,
+        },
+        Some(st),
+    ) = (mark, storage)
+    else {
+        return Err(ExploreError::Config(
+            "the checkpoint is not of a DFS run with --store cache and segment storage".into(),
+        ));
+    };
+    let corrupt = |problem: String| {
+        ExploreError::Checkpoint(CheckpointError::Corrupt {
+            path: st.dir().join(crate::checkpoint::MANIFEST),
+            problem,
+        })
+    };
+    if !frame_fits(&t) {
+        return Err(corrupt(format!(
+            "the caching search's top frame ({} bytes) does not decode",
+            t.len()
+        )));
+    }
+    decode(&t, top);
+    if depth == 0 || !store.holds_on_stack(top.slot, &top.state) {
+        return Err(corrupt(format!(
+            "the caching search's top frame (slot {}, depth {depth}) is not on the store's stack",
+            top.slot
+        )));
+    }
+    let transitions = model.transition_count();
+    let sleeping = store.options().sleep_sets;
+    for &m in &members {
+        if !sleeping || m as usize >= transitions || sleep.contains(m) {
+            return Err(corrupt(format!(
+                "the caching search's sleep set names transition {m} (of {transitions}) wrongly"
+            )));
+        }
+        sleep.insert(m);
+    }
+    Ok((
+        Stack::Spilled(Box::new(st.open_stack(STACK, stack)?)),
+        depth,
+    ))
 }
 
 /// A state was just pushed as `top` (id, slot, via, removed set): reads its enabled
@@ -375,16 +475,12 @@ fn enter(
     store: &mut CacheStore,
     top: &mut Top,
     sleep: &Sleep,
-    deadlocks: &mut HashSet<Vec<u8>>,
     run: &mut Run,
 ) -> Result<(), ExploreError> {
     model.enabled(&top.state, &mut top.enabled)?;
     if top.enabled.is_empty() {
         run.deadlocks += 1;
-        store.engine.deadlock_visits += 1;
-        if !deadlocks.contains(&top.state) {
-            deadlocks.insert(top.state.clone());
-        }
+        store.note_deadlock(&top.state);
     } else if !sleep.members.is_empty() {
         let slept: Vec<u32> = top
             .enabled

@@ -454,17 +454,6 @@ pub(crate) fn explore_session(
 const POLL_EVERY: u64 = 256;
 
 impl Session<'_> {
-    /// Refuses a session that resumes or takes checkpoints, for an engine whose store
-    /// (`what`, e.g. `--store cache`) records neither.
-    pub(crate) fn refuse_checkpoints(&self, what: &str) -> Result<(), ExploreError> {
-        if self.resume.is_some() || self.checkpoint.is_some() {
-            return Err(ExploreError::Config(format!(
-                "{what} cannot be checkpointed or resumed"
-            )));
-        }
-        Ok(())
-    }
-
     /// The engines' one checkpoint poll, called once per expansion (BFS) or step (DFS)
     /// with a counter: every [`POLL_EVERY`] calls it asks the checkpointer, if the run has
     /// one, whether a checkpoint is due, and hands it back with the reason.

@@ -374,7 +374,9 @@ fn starting_line(
             level: *depth,
             level_states: *cur_states,
         },
-        (Some(EngineMark::Dfs { depth, .. }), _) => Position::Dfs { depth: *depth },
+        (Some(EngineMark::Dfs { depth, .. } | EngineMark::Caching { depth, .. }), _) => {
+            Position::Dfs { depth: *depth }
+        }
         (None, Order::Bfs) => Position::Bfs {
             level: 0,
             level_states: 1,

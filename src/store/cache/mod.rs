@@ -15,13 +15,17 @@
 pub mod replacement;
 
 use super::snapshots::spec::{Growth, Replacement, Sampler, Sampling, StreamSpec};
-use super::{Exactness, Insert, StateId, StateStore, StatesBack, StoreMark, StoreSpec, Via};
-use crate::error::StoreError;
+use super::{
+    decode_blob, encode_blob, Exactness, Insert, StateId, StateStore, StatesBack, StoreMark,
+    StoreSpec, Via,
+};
+use crate::error::{StorageError, StoreError};
 use crate::model::Model;
 use crate::storage::budget::Account;
+use crate::storage::image::{ImageMark, ImageReader, Images};
 use crate::storage::Storage;
 use hashbrown::HashTable;
-use replacement::{Policy, Slots, Strategy};
+use replacement::{Policy, PolicyMark, Slots, SlotsMark, Strategy};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -70,11 +74,6 @@ impl StoreSpec for CacheOptions {
                 "--sleep-sets cannot write an LTS (-o): sleep sets skip transitions by design (every state is visited, but not every transition is explored), so the graph would lack edges; drop -o, or drop --sleep-sets to write an LTS in which re-explored states appear more than once".into(),
             );
         }
-        if run.checkpointed {
-            return Some(
-                "--store cache cannot be checkpointed yet (its table and sleep sets are not recorded in a checkpoint): drop --checkpoint-every".into(),
-            );
-        }
         None
     }
 
@@ -84,36 +83,31 @@ impl StoreSpec for CacheOptions {
         storage: Option<&Storage>,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         if let Some(st) = storage {
-            // Refused up front when the caches, full, cannot fit the budget (the stack comes
-            // on top; the engines' backstop catches the rest): an estimate per state of its
-            // vector plus the entry, its table slot and the strategy's bookkeeping.
-            if let Some(states) = self.capacity() {
-                let per = model.state_len().unwrap_or(32) as u64 + ENTRY_BYTES;
-                st.budget.claim(
-                    "the --store cache table",
-                    states.saturating_mul(per),
-                    0,
-                    &format!("{states} cached states of about {per} bytes each, once the caches are full; a cache larger than the state space never fills, so lower --cache-size (or the caches of --caches) to what the model can reach"),
-                )?;
-            }
+            self.claim(model, st)?;
         }
-        Ok(Box::new(CacheStore::new(
+        let mut store = CacheStore::new(
             self.clone(),
             model.state_len(),
             storage.map(|st| st.budget.account("cache.table")),
-        )))
+        );
+        store.storage = storage.map(Storage::handle);
+        Ok(Box::new(store))
     }
 
     fn resume<'m>(
         &self,
-        _model: &'m dyn Model,
-        _storage: &Storage,
-        _mark: &StoreMark,
+        model: &'m dyn Model,
+        storage: &Storage,
+        mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
-        Err(StoreError::Invalid {
-            store: "cache",
-            message: "a cache run has no checkpoint to resume from".into(),
-        })
+        // The same up-front refusal as a fresh run's: the budget may have changed.
+        self.claim(model, storage)?;
+        Ok(Box::new(CacheStore::resume(
+            self.clone(),
+            model.state_len(),
+            storage,
+            mark,
+        )?))
     }
 }
 
@@ -126,6 +120,22 @@ impl StoreSpec for CacheOptions {
 const ENTRY_BYTES: u64 = 112;
 
 impl CacheOptions {
+    /// Refuses up front the caches that, full, cannot fit the budget (the stack comes on
+    /// top; the engines' backstop catches the rest): an estimate per state of its vector
+    /// plus the entry, its table slot and the strategy's bookkeeping.
+    fn claim(&self, model: &dyn Model, st: &Storage) -> Result<(), StoreError> {
+        if let Some(states) = self.capacity() {
+            let per = model.state_len().unwrap_or(32) as u64 + ENTRY_BYTES;
+            st.budget.claim(
+                "the --store cache table",
+                states.saturating_mul(per),
+                0,
+                &format!("{states} cached states of about {per} bytes each, once the caches are full; a cache larger than the state space never fills, so lower --cache-size (or the caches of --caches) to what the model can reach"),
+            )?;
+        }
+        Ok(())
+    }
+
     /// States the caches hold when full; `None` when a cache or the stream is unbounded.
     pub fn capacity(&self) -> Option<u64> {
         match &self.stream {
@@ -204,7 +214,7 @@ impl Vectors {
 }
 
 /// Counters the caching engine keeps for the report (Table 1 of the paper and sleep sets).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct EngineCounters {
     /// Distinct deadlock states (remembered exactly, see `engine/caching.rs`).
     pub deadlocks: u64,
@@ -312,8 +322,16 @@ pub struct CacheStore {
     /// has executed yet (asleep when it was entered).
     slept: hashbrown::HashMap<u32, Vec<u32>>,
     reopened: u64,
+    /// The deadlock states found, kept so that the count is of distinct states though a
+    /// deadlock may be visited several times (deadlocks are few in the models worth
+    /// caching). The engine's, kept here so that the store's checkpoint records it.
+    deadlocks: std::collections::HashSet<Vec<u8>>,
     /// Written by the engine, read by the report.
     pub engine: EngineCounters,
+    /// The run's storage (a handle on it), where checkpoints write the table's images.
+    storage: Option<Storage>,
+    /// The table's images, made at the first checkpoint (or from the resumed one).
+    images: Option<Images>,
 }
 
 impl CacheStore {
@@ -342,8 +360,38 @@ impl CacheStore {
             account,
             slept: hashbrown::HashMap::new(),
             reopened: 0,
+            deadlocks: std::collections::HashSet::new(),
             engine: EngineCounters::default(),
+            storage: None,
+            images: None,
         }
+    }
+
+    /// Records a visit of the deadlock `state`; returns the distinct deadlocks so far.
+    pub fn note_deadlock(&mut self, state: &[u8]) -> u64 {
+        self.engine.deadlock_visits += 1;
+        if !self.deadlocks.contains(state) {
+            self.deadlocks.insert(state.to_vec());
+        }
+        self.deadlocks.len() as u64
+    }
+
+    /// Distinct deadlock states found.
+    pub fn distinct_deadlocks(&self) -> u64 {
+        self.deadlocks.len() as u64
+    }
+
+    /// Whether `slot` holds `state` with a frame of it on the stack: what a resumed engine
+    /// checks of its top frame before it pops into the table.
+    pub fn holds_on_stack(&self, slot: u32, state: &[u8]) -> bool {
+        self.entries
+            .get(slot as usize)
+            .is_some_and(|e| e.on_stack > 0 && !self.is_free(slot))
+            && self.vectors.get(slot) == state
+    }
+
+    fn is_free(&self, slot: u32) -> bool {
+        !live_at(&self.table, &self.entries, slot)
     }
 
     pub fn options(&self) -> &CacheOptions {
@@ -591,6 +639,437 @@ impl CacheStore {
     }
 }
 
+/// The store's part of a checkpoint's manifest (its blob): the stream's small state and the
+/// counters, with the sizes of what the table's image (`cache.table.G`,
+/// [`crate::storage::image`]) holds, in this order:
+///
+/// 1. one record per slot, empty for a free slot, else `id: u64 | kind: u8 | tier: u8 |
+///    depth: u32 | on_stack: u32 | state` (all LE);
+/// 2. the free slots, in the order they are taken again (`u32`);
+/// 3. the shared per-slot arrays of the replacement strategies ([`Slots`]): `pos` (`u32`),
+///    `kinds` (`u8`), `prev`, `next`, `hits` (`u32`), `stamp` (`u64`);
+/// 4. for each cache whose strategy is random or type, in stream order, its dense list of
+///    slots (`u32`);
+/// 5. one record per state with transitions left asleep: `slot: u32 | transitions: u32…`;
+/// 6. one record per deadlock state found (its vector).
+///
+/// Arrays of words are [`crate::storage::image::CHUNK`] values a record. The hash table is
+/// not written: it is rebuilt from the slots (its order decides nothing). The LFU/MFU/LLNR
+/// ordered sets are rebuilt from `hits` and `stamp`, which hold their keys.
+#[derive(Serialize, Deserialize)]
+struct CacheCheckpoint {
+    tiers: Vec<TierMark>,
+    numbered: u64,
+    on_stack: u64,
+    peak: u64,
+    matched_stack: u64,
+    matched_cache: u64,
+    evictions: u64,
+    reopened: u64,
+    engine: EngineCounters,
+    /// Slots (live and free), the entry array's capacity (restored, so that the table grows
+    /// — and asks the budget — when the uninterrupted run's does), free slots, and the live
+    /// states' bytes.
+    slots: u64,
+    capacity: u64,
+    free: u64,
+    state_bytes: u64,
+    arrays: SlotsMark,
+    /// States with transitions left asleep, and those transitions.
+    slept: u64,
+    slept_transitions: u64,
+    /// Distinct deadlocks and their bytes.
+    deadlocks: u64,
+    deadlock_bytes: u64,
+    image: ImageMark,
+}
+
+/// One cache of the stream in a checkpoint: its policy's mark and [`Tier`]'s fields.
+#[derive(Serialize, Deserialize)]
+struct TierMark {
+    policy: PolicyMark,
+    cap: Option<u64>,
+    sampler: Sampler,
+    appended: bool,
+    offers: u64,
+    taken: u64,
+    evicted: u64,
+    declined: u64,
+    hits: u64,
+}
+
+/// Name of the table's images.
+const TABLE_IMAGE: &str = "cache.table";
+
+/// Bytes of a slot record before its state.
+const SLOT_HEAD: usize = 8 + 1 + 1 + 4 + 4;
+
+impl CacheStore {
+    /// Writes the store's part of a checkpoint (see [`CacheCheckpoint`]).
+    fn write_checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| super::storage_needed("cache"))?;
+        let images = self
+            .images
+            .get_or_insert_with(|| Images::new(storage, TABLE_IMAGE, None));
+        let mut free = vec![false; self.entries.len()];
+        for &f in &self.free {
+            free[f as usize] = true;
+        }
+        let mut state_bytes = 0u64;
+        let (entries, vectors, tiers, slots) =
+            (&self.entries, &self.vectors, &self.tiers, &self.slots);
+        let (slept, deadlocks) = (&self.slept, &self.deadlocks);
+        let free_list = &self.free;
+        let (image, files) = images.write(storage, |w| {
+            let mut buf = Vec::new();
+            for (slot, e) in entries.iter().enumerate() {
+                buf.clear();
+                if !free[slot] {
+                    let state = vectors.get(slot as u32);
+                    buf.extend_from_slice(&e.id.to_le_bytes());
+                    buf.push(e.kind);
+                    buf.push(e.tier);
+                    buf.extend_from_slice(&e.depth.to_le_bytes());
+                    buf.extend_from_slice(&e.on_stack.to_le_bytes());
+                    buf.extend_from_slice(state);
+                    state_bytes += state.len() as u64;
+                }
+                w.push(&buf)?;
+            }
+            w.push_words::<4, u32>(free_list)?;
+            let (pos, kinds, prev, next, hits, stamp) = slots.arrays();
+            w.push_words::<4, u32>(pos)?;
+            w.push_words::<1, u8>(kinds)?;
+            w.push_words::<4, u32>(prev)?;
+            w.push_words::<4, u32>(next)?;
+            w.push_words::<4, u32>(hits)?;
+            w.push_words::<8, u64>(stamp)?;
+            for t in tiers {
+                w.push_words::<4, u32>(t.policy.dense())?;
+            }
+            for (&slot, asleep) in slept {
+                buf.clear();
+                buf.extend_from_slice(&slot.to_le_bytes());
+                for t in asleep {
+                    buf.extend_from_slice(&t.to_le_bytes());
+                }
+                w.push(&buf)?;
+            }
+            for d in deadlocks {
+                w.push(d)?;
+            }
+            Ok(())
+        })?;
+        let c = CacheCheckpoint {
+            tiers: self
+                .tiers
+                .iter()
+                .map(|t| TierMark {
+                    policy: t.policy.mark(),
+                    cap: t.cap,
+                    sampler: t.sampler,
+                    appended: t.appended,
+                    offers: t.offers,
+                    taken: t.taken,
+                    evicted: t.evicted,
+                    declined: t.declined,
+                    hits: t.hits,
+                })
+                .collect(),
+            numbered: self.numbered,
+            on_stack: self.on_stack,
+            peak: self.peak,
+            matched_stack: self.matched_stack,
+            matched_cache: self.matched_cache,
+            evictions: self.evictions,
+            reopened: self.reopened,
+            engine: self.engine,
+            slots: self.entries.len() as u64,
+            capacity: self.entries.capacity() as u64,
+            free: self.free.len() as u64,
+            state_bytes,
+            arrays: self.slots.mark(),
+            slept: self.slept.len() as u64,
+            slept_transitions: self.slept.values().map(|v| v.len() as u64).sum(),
+            deadlocks: self.deadlocks.len() as u64,
+            deadlock_bytes: self.deadlocks.iter().map(|d| d.len() as u64).sum(),
+            image,
+        };
+        Ok(StoreMark {
+            blob: encode_blob(&c),
+            files,
+        })
+    }
+
+    /// Reopens the store of a checkpoint: the stream and the counters from the blob, the
+    /// table, the replacement bookkeeping, the sleep-set records and the deadlocks from the
+    /// image. Before reading the image, asks the `--memory` backstop whether they fit (the
+    /// process's baseline was taken before the store was reopened, so what it reads counts
+    /// against the budget as in the uninterrupted run).
+    fn resume(
+        opts: CacheOptions,
+        width: Option<usize>,
+        storage: &Storage,
+        mark: &StoreMark,
+    ) -> Result<CacheStore, StoreError> {
+        let c: CacheCheckpoint = decode_blob("cache", &mark.blob)?;
+        let more = c
+            .slots
+            .saturating_mul(ENTRY_BYTES)
+            .saturating_add(c.state_bytes)
+            .saturating_add(c.deadlock_bytes)
+            .saturating_add(c.deadlocks.saturating_mul(48))
+            .saturating_add(c.slept_transitions.saturating_mul(4))
+            .saturating_add(c.slept.saturating_mul(48));
+        crate::sys::check_budget_more(more, || {
+            (
+                format!(
+                    "resuming, the cache store would take back its {} states ({} MiB)",
+                    c.slots.saturating_sub(c.free),
+                    more >> 20
+                ),
+                ", or cache fewer states (--cache-size, --caches)",
+            )
+        })?;
+        let mut store = CacheStore::new(opts, width, Some(storage.budget.account("cache.table")));
+        store.storage = Some(storage.handle());
+        let images = Images::new(storage, TABLE_IMAGE, Some(&c.image));
+        let mut r = images.read(storage, &c.image)?;
+        store.read_image(&mut r, &c)?;
+        r.finish()?;
+        store.images = Some(images);
+        (store.numbered, store.on_stack, store.peak) = (c.numbered, c.on_stack, c.peak);
+        (store.matched_stack, store.matched_cache) = (c.matched_stack, c.matched_cache);
+        (store.evictions, store.reopened) = (c.evictions, c.reopened);
+        store.engine = c.engine;
+        store.engine.deadlocks = store.deadlocks.len() as u64;
+        Ok(store)
+    }
+
+    /// Reads the image (the layout of [`CacheCheckpoint`]) into this new store, checking
+    /// what the methods rely on (they index by slot and expect the table, the free list,
+    /// the caches and the stack to partition the slots): a checkpoint that breaks it is
+    /// refused naming the image, instead of a panic or a wrong count later.
+    fn read_image(&mut self, r: &mut ImageReader, c: &CacheCheckpoint) -> Result<(), StorageError> {
+        const SLOT: &str = "a slot (id, kind, cache, depth, frames on the stack, state)";
+        let base = Tier::stream(&self.opts);
+        let pebble = matches!(&self.opts.stream, Some(s) if s.growth == Growth::Pebble);
+        let tiers_fit = !base.is_empty()
+            && c.tiers.len() <= u8::MAX as usize
+            && (c.tiers.len() == base.len() || (pebble && c.tiers.len() > base.len()))
+            && c.tiers
+                .iter()
+                .enumerate()
+                .all(|(i, t)| t.policy.strategy == base[i.min(base.len() - 1)].policy.strategy());
+        if !tiers_fit || c.slots > u32::MAX as u64 + 1 || c.free > c.slots {
+            return Err(r.bad(&format!(
+                "the table of the checkpoint's description ({} caches for {} of the options, {} slots, {} free)",
+                c.tiers.len(),
+                base.len(),
+                c.slots,
+                c.free
+            )));
+        }
+        let n = c.slots as usize;
+        let width = match &self.vectors {
+            Vectors::Fixed { width, .. } => Some(*width),
+            Vectors::Var(_) => None,
+        };
+        // The entry array at the recorded capacity (no more than a doubling past the slots:
+        // what a vector's growth leaves).
+        let capacity = (c.capacity as usize).clamp(n, n.saturating_mul(2).max(16));
+        self.entries = Vec::with_capacity(capacity);
+        let (mut live, mut on_stack, mut state_bytes) = (0u64, 0u64, 0u64);
+        // The cache each slot is in (`u8::MAX`: free or on the stack), and its members.
+        let mut cache_of = vec![u8::MAX; n];
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); c.tiers.len()];
+        let blank = Entry {
+            hash: 0,
+            id: 0,
+            kind: 0,
+            tier: 0,
+            depth: 0,
+            on_stack: 0,
+        };
+        for slot in 0..n as u32 {
+            r.next(SLOT)?;
+            let rec = r.record();
+            if rec.is_empty() {
+                self.entries.push(blank);
+                continue;
+            }
+            if rec.len() < SLOT_HEAD {
+                return Err(r.bad(SLOT));
+            }
+            let word =
+                |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&rec[..8]);
+            let state = &rec[SLOT_HEAD..];
+            let e = Entry {
+                hash: super::full::state_hash(state),
+                id: u64::from_le_bytes(id),
+                kind: rec[8],
+                tier: rec[9],
+                depth: word(10),
+                on_stack: word(14),
+            };
+            if e.id >= c.numbered
+                || width.is_some_and(|w| w != state.len())
+                || (e.on_stack == 0 && e.tier as usize >= c.tiers.len())
+            {
+                return Err(r.bad(SLOT));
+            }
+            let (entries, vectors) = (&self.entries, &self.vectors);
+            if self
+                .table
+                .find(e.hash, |&s| {
+                    entries[s as usize].hash == e.hash && vectors.get(s) == state
+                })
+                .is_some()
+            {
+                return Err(r.bad("a slot whose state no other slot holds"));
+            }
+            if e.on_stack == 0 {
+                cache_of[slot as usize] = e.tier;
+                members[e.tier as usize].push(slot);
+            }
+            live += 1;
+            on_stack += e.on_stack as u64;
+            state_bytes += state.len() as u64;
+            self.vectors.set(slot, state);
+            self.entries.push(e);
+            let entries = &self.entries;
+            self.table
+                .insert_unique(e.hash, slot, |&s| entries[s as usize].hash);
+        }
+        if live + c.free != c.slots || on_stack != c.on_stack || state_bytes != c.state_bytes {
+            return Err(r.bad(&format!(
+                "the last of {} slots, {} of them free, {} frames on the stack, {} bytes of states (found {} live, {} frames, {} bytes)",
+                c.slots, c.free, c.on_stack, c.state_bytes, live, on_stack, state_bytes
+            )));
+        }
+        // Free slots: each one whose record was empty, once.
+        let mut taken = vec![false; n];
+        let mut bad = false;
+        let mut free = Vec::with_capacity(c.free as usize);
+        r.words::<4>(c.free, "the free slots", |s| {
+            let s = s as usize;
+            bad |= s >= n
+                || taken[s]
+                || self.entries[s].on_stack > 0
+                || live_at(&self.table, &self.entries, s as u32);
+            if s < n {
+                taken[s] = true;
+            }
+            free.push(s as u32);
+        })?;
+        if bad {
+            return Err(r.bad("the free slots, each a free slot once"));
+        }
+        self.free = free;
+        // The strategies' arrays: no longer than the slots (they grow to the largest slot a
+        // cache took).
+        let a = c.arrays;
+        if a.pos > c.slots || a.prev > c.slots || a.hits > c.slots {
+            return Err(r.bad("the replacement arrays, no longer than the slots"));
+        }
+        let mut pos = Vec::with_capacity(a.pos as usize);
+        r.words::<4>(a.pos, "the replacement positions", |v| pos.push(v as u32))?;
+        let mut kinds = Vec::with_capacity(a.pos as usize);
+        r.words::<1>(a.pos, "the replacement kinds", |v| kinds.push(v as u8))?;
+        let mut prev = Vec::with_capacity(a.prev as usize);
+        r.words::<4>(a.prev, "the recency links", |v| prev.push(v as u32))?;
+        let mut next = Vec::with_capacity(a.prev as usize);
+        r.words::<4>(a.prev, "the recency links", |v| next.push(v as u32))?;
+        let mut hits = Vec::with_capacity(a.hits as usize);
+        r.words::<4>(a.hits, "the hit counts", |v| hits.push(v as u32))?;
+        let mut stamp = Vec::with_capacity(a.hits as usize);
+        r.words::<8>(a.hits, "the use stamps", |v| stamp.push(v))?;
+        self.slots = Slots::from_arrays(pos, kinds, prev, next, hits, stamp)
+            .ok_or_else(|| r.bad("the replacement arrays"))?;
+        self.tiers.clear();
+        for (i, t) in c.tiers.iter().enumerate() {
+            let mut dense = Vec::new();
+            if Policy::keeps_dense(t.policy.strategy) {
+                r.words::<4>(t.policy.len, "a cache's list of slots", |s| {
+                    dense.push(s as u32)
+                })?;
+            }
+            let policy = Policy::restore(&t.policy, dense, &members[i], &self.slots, |s| {
+                cache_of.get(s as usize) == Some(&(i as u8))
+            })
+            .map_err(|why| r.bad(&format!("cache {} of the stream: {why}", i + 1)))?;
+            self.tiers.push(Tier {
+                policy,
+                cap: t.cap,
+                sampler: t.sampler,
+                appended: t.appended,
+                offers: t.offers,
+                taken: t.taken,
+                evicted: t.evicted,
+                declined: t.declined,
+                hits: t.hits,
+            });
+        }
+        let mut transitions = 0u64;
+        for _ in 0..c.slept {
+            const WHAT: &str = "a slot and its transitions left asleep";
+            r.next(WHAT)?;
+            let rec = r.record();
+            if rec.len() < 8 || !rec.len().is_multiple_of(4) {
+                return Err(r.bad(WHAT));
+            }
+            let words: Vec<u32> = rec
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let slot = words[0];
+            if slot as usize >= n
+                || !live_at(&self.table, &self.entries, slot)
+                || self.slept.contains_key(&slot)
+            {
+                return Err(r.bad("a live slot's transitions left asleep, once"));
+            }
+            transitions += words.len() as u64 - 1;
+            self.slept.insert(slot, words[1..].to_vec());
+        }
+        if transitions != c.slept_transitions {
+            return Err(r.bad(&format!(
+                "the last of the {} transitions left asleep (found {transitions})",
+                c.slept_transitions
+            )));
+        }
+        let mut bytes = 0u64;
+        for _ in 0..c.deadlocks {
+            r.next("a deadlock state")?;
+            let d = r.record();
+            if width.is_some_and(|w| w != d.len()) || self.deadlocks.contains(d) {
+                return Err(r.bad("a deadlock state found once"));
+            }
+            bytes += d.len() as u64;
+            self.deadlocks.insert(d.to_vec());
+        }
+        if bytes != c.deadlock_bytes {
+            return Err(r.bad(&format!(
+                "the last deadlock state of {} bytes (found {bytes})",
+                c.deadlock_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `slot` holds a state (it is in the table).
+fn live_at(table: &HashTable<u32>, entries: &[Entry], slot: u32) -> bool {
+    entries
+        .get(slot as usize)
+        .is_some_and(|e| table.find(e.hash, |&s| s == slot).is_some())
+}
+
 impl StateStore for CacheStore {
     fn name(&self) -> &'static str {
         "cache"
@@ -632,6 +1111,11 @@ impl StateStore for CacheStore {
                 .slept
                 .values()
                 .map(|v| v.capacity() as u64 * 4 + 32)
+                .sum::<u64>()
+            + self
+                .deadlocks
+                .iter()
+                .map(|d| d.capacity() as u64 + 48)
                 .sum::<u64>()
     }
 
@@ -709,6 +1193,10 @@ impl StateStore for CacheStore {
 
     fn as_cache(&mut self) -> Option<&mut CacheStore> {
         Some(self)
+    }
+
+    fn checkpoint(&mut self) -> Result<StoreMark, StoreError> {
+        self.write_checkpoint()
     }
 
     fn sync_accounts(&self) {

@@ -327,6 +327,173 @@ impl Policy {
     }
 }
 
+/// What a checkpoint records of a [`Policy`] besides its dense list (written with the
+/// table's image) and its ordered set (rebuilt from the shared [`Slots`]): the strategy,
+/// the random generator (so that a resumed random or type-oriented cache picks the victims
+/// the uninterrupted one picks), the list's ends, the clock and the size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyMark {
+    pub strategy: Strategy,
+    pub rng: u64,
+    pub head: u32,
+    pub tail: u32,
+    pub clock: u64,
+    pub len: u64,
+}
+
+/// The lengths of the [`Slots`] arrays (`kinds` follows `pos`, `next` follows `prev`,
+/// `stamp` follows `hits`: they grow together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotsMark {
+    pub pos: u64,
+    pub prev: u64,
+    pub hits: u64,
+}
+
+impl Slots {
+    pub fn mark(&self) -> SlotsMark {
+        SlotsMark {
+            pos: self.pos.len() as u64,
+            prev: self.prev.len() as u64,
+            hits: self.hits.len() as u64,
+        }
+    }
+
+    /// The arrays, for a checkpoint's image: `(pos, kinds, prev, next, hits, stamp)`.
+    #[allow(clippy::type_complexity)]
+    pub fn arrays(&self) -> (&[u32], &[u8], &[u32], &[u32], &[u32], &[u64]) {
+        (
+            &self.pos,
+            &self.kinds,
+            &self.prev,
+            &self.next,
+            &self.hits,
+            &self.stamp,
+        )
+    }
+
+    /// Slots rebuilt from a checkpoint's arrays; `None` when their lengths break the
+    /// pairing the methods rely on (`kinds` as long as `pos`, and so on).
+    pub fn from_arrays(
+        pos: Vec<u32>,
+        kinds: Vec<u8>,
+        prev: Vec<u32>,
+        next: Vec<u32>,
+        hits: Vec<u32>,
+        stamp: Vec<u64>,
+    ) -> Option<Slots> {
+        let paired =
+            pos.len() == kinds.len() && prev.len() == next.len() && hits.len() == stamp.len();
+        paired.then_some(Slots {
+            pos,
+            kinds,
+            prev,
+            next,
+            hits,
+            stamp,
+        })
+    }
+}
+
+impl Policy {
+    pub fn mark(&self) -> PolicyMark {
+        PolicyMark {
+            strategy: self.strategy,
+            rng: self.rng,
+            head: self.head,
+            tail: self.tail,
+            clock: self.clock,
+            len: self.len as u64,
+        }
+    }
+
+    /// Random and type: the slots in the cache in their dense order (which the random
+    /// choice of a victim indexes, so a checkpoint keeps it); empty for the others.
+    pub fn dense(&self) -> &[u32] {
+        &self.dense
+    }
+
+    /// Whether the strategy keeps a dense list ([`Policy::dense`]).
+    pub fn keeps_dense(strategy: Strategy) -> bool {
+        matches!(strategy, Strategy::Random | Strategy::Type)
+    }
+
+    /// The policy of a checkpoint: `mark`, and `dense` (random, type) or the cache's
+    /// `members` (the others: their list or ordered set lives in `sl`). Checks what the
+    /// methods rely on, so that a policy read back wrong is refused here instead of
+    /// panicking or looping later: every slot it holds is a member with its bookkeeping in
+    /// `sl`, the dense positions and the list's links agree, the size is the members'.
+    /// `member(s)`: whether slot `s` is in this cache.
+    pub fn restore(
+        mark: &PolicyMark,
+        dense: Vec<u32>,
+        members: &[u32],
+        sl: &Slots,
+        member: impl Fn(u32) -> bool,
+    ) -> Result<Policy, String> {
+        let mut p = Policy::new(mark.strategy, 0);
+        p.rng = mark.rng;
+        p.clock = mark.clock;
+        if p.rng == 0 {
+            return Err("a random generator at 0 (xorshift never leaves it)".into());
+        }
+        if mark.len != members.len() as u64 {
+            return Err(format!(
+                "{} entries counted, {} held",
+                mark.len,
+                members.len()
+            ));
+        }
+        p.len = members.len();
+        if !Policy::keeps_dense(mark.strategy) && !dense.is_empty() {
+            return Err("a dense list for a strategy that keeps none".into());
+        }
+        match mark.strategy {
+            Strategy::Random | Strategy::Type => {
+                if dense.len() != p.len {
+                    return Err(format!("a list of {} entries for {}", dense.len(), p.len));
+                }
+                for (i, &s) in dense.iter().enumerate() {
+                    // Each slot at the position it names: no slot twice, and with the
+                    // count equal to the members', every member once.
+                    if !member(s) || sl.pos.get(s as usize) != Some(&(i as u32)) {
+                        return Err(format!("slot {s} at position {i} of the list"));
+                    }
+                }
+                p.dense = dense;
+            }
+            Strategy::Lru | Strategy::Mru => {
+                // Walks the list from the head: `len` members, each linked back to the one
+                // before it (which rules out a repeat), then the end.
+                let (mut at, mut before, mut n) = (mark.head, NIL, 0usize);
+                while at != NIL {
+                    if n == p.len || !member(at) || sl.prev.get(at as usize) != Some(&before) {
+                        return Err(format!("slot {at} at place {n} of the recency list"));
+                    }
+                    (before, at, n) = (at, sl.next[at as usize], n + 1);
+                }
+                if n != p.len || mark.tail != before {
+                    return Err(format!(
+                        "a recency list of {n} entries ending at {} for {} ending at {}",
+                        before, p.len, mark.tail
+                    ));
+                }
+                (p.head, p.tail) = (mark.head, mark.tail);
+            }
+            Strategy::Lfu | Strategy::Mfu | Strategy::Llnr => {
+                for &s in members {
+                    let (Some(&h), Some(&t)) = (sl.hits.get(s as usize), sl.stamp.get(s as usize))
+                    else {
+                        return Err(format!("slot {s} without its hits and stamp"));
+                    };
+                    p.order.insert((h, t, s));
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
