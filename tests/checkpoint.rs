@@ -270,6 +270,36 @@ const STORES: &[(&[&str], Option<&str>)] = &[
     // Random replacement (the generator's state), LRU, an increasing period, the Backtrack
     // set (about 11,600 states learned) and redundant states (about 100,000).
     (SNAPSHOTS_VARIANT, Some("aut")),
+    // DFS with state space caching: a random cache of 180,000 (about 19,000 evictions, 400
+    // states explored again), and LRU with sleep sets (no LTS) on 100,000 (about 92,000
+    // states explored again).
+    (
+        &[
+            "--store",
+            "cache",
+            "--order",
+            "dfs",
+            "--cache-size",
+            "180000",
+            "--replacement",
+            "random",
+        ],
+        Some("aut"),
+    ),
+    (
+        &[
+            "--store",
+            "cache",
+            "--order",
+            "dfs",
+            "--cache-size",
+            "100000",
+            "--replacement",
+            "lru",
+            "--sleep-sets",
+        ],
+        None,
+    ),
 ];
 
 /// `--store snapshots` with the Backtrack set and a cache stream of its own.
@@ -299,6 +329,22 @@ const HEAVY_STORES: &[(&[&str], Option<&str>)] = &[
     (&["--store", "tree", "--order", "dfs"], Some("aut")),
     (&["--store", "snapshots"], Some("slts")),
     (SNAPSHOTS_VARIANT, Some("aut")),
+    // 1,700,000 of 1,830,519 states: about 187,000 evictions and as many states explored
+    // again, 11 s uninterrupted (LRU with sleep sets and a cache of 1,000,000 ran for more
+    // than 100 s).
+    (
+        &[
+            "--store",
+            "cache",
+            "--order",
+            "dfs",
+            "--cache-size",
+            "1700000",
+            "--replacement",
+            "random",
+        ],
+        Some("aut"),
+    ),
 ];
 
 fn kill_suite(rel: &str, kills: usize, sig: Sig, stores: &[(&[&str], Option<&str>)]) {
@@ -1382,4 +1428,296 @@ fn a_snapshots_run_resumes_exactly_and_refuses_damaged_images() {
             resumed["store_ram_bytes"]
         );
     }
+}
+
+/// DFS with state space caching (`--store cache`) on the shipped Philosophers-PT-000005
+/// (243 states) with caches far smaller than its DFS needs, so that states are evicted and
+/// explored again hundreds of thousands of times: a run stopped after its first checkpoint
+/// resumes — under `--memory` — to the uninterrupted run's counts and store figures
+/// (visits, matches, evictions, peak, reopened states, slept transitions, each cache of a
+/// stream), and without sleep sets to its LTS byte for byte. Random (the generator's
+/// state), LRU (the list), type-oriented (kinds and the generator) and a stream of an LFU
+/// and a sampling LLNR cache (ordered sets rebuilt from the shared arrays); with sleep sets
+/// (the sleep set, the transitions left asleep, reopened states), random, LRU and type.
+#[test]
+fn a_cache_run_resumes_exactly_with_and_without_sleep_sets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let model = common::shipped("Philosophers-PT-000005.pnml");
+    let cases: [(&str, &[&str], Option<&str>); 7] = [
+        (
+            "random",
+            &["--cache-size", "135", "--replacement", "random"],
+            Some("aut"),
+        ),
+        (
+            "lru",
+            &["--cache-size", "150", "--replacement", "lru"],
+            Some("slts"),
+        ),
+        (
+            "type",
+            &["--cache-size", "145", "--replacement", "type"],
+            Some("aut"),
+        ),
+        (
+            "stream",
+            &["--caches", "(c1,LFU,50)(c2,LLNR,60)"],
+            Some("slts"),
+        ),
+        (
+            "random-sleep",
+            &[
+                "--cache-size",
+                "100",
+                "--replacement",
+                "random",
+                "--sleep-sets",
+            ],
+            None,
+        ),
+        (
+            "lru-sleep",
+            &[
+                "--cache-size",
+                "135",
+                "--replacement",
+                "lru",
+                "--sleep-sets",
+            ],
+            None,
+        ),
+        (
+            "type-sleep",
+            &[
+                "--cache-size",
+                "100",
+                "--replacement",
+                "type",
+                "--sleep-sets",
+            ],
+            None,
+        ),
+    ];
+    for (name, args, ext) in cases {
+        let base = ["--order", "dfs", "--store", "cache"];
+        let reference = t.join(format!("{name}.ref.{}", ext.unwrap_or("")));
+        let mut cmd = Command::new(bin());
+        cmd.arg("explore").arg(&model).args(base).args(args).args([
+            "-q",
+            "--no-progress",
+            "--stats-json",
+            "-",
+        ]);
+        if ext.is_some() {
+            cmd.arg("-o").arg(&reference);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let uninterrupted: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            uninterrupted["store_details"]["evictions"]
+                .as_u64()
+                .unwrap()
+                > 1000,
+            "{name}: the cache evicts ({uninterrupted})"
+        );
+
+        let dir = t.join(name);
+        let out = t.join(format!("{name}.{}", ext.unwrap_or("")));
+        let mut cmd = checkpointed(&model, "0.03s", &dir);
+        cmd.args(["--threads", "1"]).args(base).args(args);
+        if ext.is_some() {
+            cmd.arg("-o").arg(&out);
+        }
+        stop_after_first(&mut cmd, &dir, &format!("{name}: "));
+        let o = Command::new(bin())
+            .arg("resume")
+            .arg(&dir)
+            .args([
+                "-q",
+                "--no-progress",
+                "--memory",
+                "256M",
+                "--stats-json",
+                "-",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let resumed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(resumed["resumed_from"].as_u64().is_some(), "{name}");
+        for k in ["states", "transitions", "deadlocks", "max_depth"] {
+            assert_eq!(resumed[k], uninterrupted[k], "{name}: {k}");
+        }
+        assert_eq!(
+            resumed["store_details"], uninterrupted["store_details"],
+            "{name}: the store's figures"
+        );
+        if ext.is_some() {
+            assert!(
+                std::fs::read(&out).unwrap() == std::fs::read(&reference).unwrap(),
+                "{name}: the resumed LTS differs from the uninterrupted one"
+            );
+        }
+        assert!(
+            !dir.exists(),
+            "{name}: a finished run removes its directory"
+        );
+    }
+}
+
+/// A damaged checkpoint of a cache run is refused with exit 5 and one line naming what is
+/// damaged, and nothing on disk changes: the table's image changed, truncated or missing,
+/// the stack truncated, and (a spillway that recorded them wrong could leave these: the
+/// manifest's CRC catches any change on disk) a top frame that does not decode, one whose
+/// slot is not on the store's stack, a sleep set naming a transition the net lacks. The
+/// checkpoint, repaired, resumes to the uninterrupted counts.
+#[test]
+fn a_damaged_cache_checkpoint_is_refused_without_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let model = common::shipped("Philosophers-PT-000005.pnml");
+    let args = [
+        "--order",
+        "dfs",
+        "--store",
+        "cache",
+        "--cache-size",
+        "135",
+        "--replacement",
+        "lru",
+        "--sleep-sets",
+    ];
+    let dir = t.join("run");
+    // The run directory's files with their bytes (the run writes no output).
+    let files = |dir: &Path| {
+        let mut f: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| (e.path(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        f.sort();
+        f
+    };
+    stop_after_first(
+        checkpointed(&model, "0.03s", &dir)
+            .args(["--threads", "1"])
+            .args(args),
+        &dir,
+        "",
+    );
+    let manifest = spillway::checkpoint::load(&dir).unwrap();
+    let table = manifest
+        .files
+        .iter()
+        .find(|f| f.name.starts_with("cache.table."))
+        .map(|f| dir.join(&f.name))
+        .expect("the checkpoint names the table's image");
+    let stack = dir.join("cache.stack.seg");
+    assert!(stack.exists(), "the caching search's stack file");
+    type Damage = fn(&Path);
+    let flip: Damage = |p| {
+        let mut b = std::fs::read(p).unwrap();
+        let i = b.len() / 2;
+        b[i] ^= 0x10;
+        std::fs::write(p, b).unwrap();
+    };
+    let truncate: Damage = |p| {
+        let b = std::fs::read(p).unwrap();
+        std::fs::write(p, &b[..b.len() - 1]).unwrap();
+    };
+    let remove: Damage = |p| std::fs::remove_file(p).unwrap();
+    let cases: [(&Path, Damage, &str); 4] = [
+        (&table, flip, "changed since the checkpoint"),
+        (&table, truncate, "truncated"),
+        (&table, remove, "missing"),
+        (&stack, truncate, "truncated"),
+    ];
+    let before = files(&dir);
+    for (file, damage, says) in cases {
+        let good = std::fs::read(file).unwrap();
+        damage(file);
+        let damaged = files(&dir);
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{}: {err}", file.display());
+        assert!(
+            err.contains(&file.display().to_string())
+                && err.contains(says)
+                && err.lines().count() == 1
+                && !err.contains("panicked"),
+            "one line naming {} and saying '{says}': {err}",
+            file.display()
+        );
+        assert!(files(&dir) == damaged, "nothing changed");
+        std::fs::write(file, good).unwrap();
+    }
+    assert!(files(&dir) == before);
+
+    assert!(
+        matches!(
+            manifest.engine,
+            spillway::checkpoint::EngineMark::Caching { .. }
+        ),
+        "{:?}",
+        manifest.engine
+    );
+    type Change = fn(&mut spillway::checkpoint::Manifest);
+    let changes: [(Change, &str); 3] = [
+        (
+            |m| {
+                if let spillway::checkpoint::EngineMark::Caching { top, .. } = &mut m.engine {
+                    top.truncate(20);
+                }
+            },
+            "does not decode",
+        ),
+        (
+            |m| {
+                if let spillway::checkpoint::EngineMark::Caching { top, .. } = &mut m.engine {
+                    top[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+                }
+            },
+            "is not on the store's stack",
+        ),
+        (
+            |m| {
+                if let spillway::checkpoint::EngineMark::Caching { sleep, .. } = &mut m.engine {
+                    sleep.push(1 << 20);
+                }
+            },
+            "sleep set names transition",
+        ),
+    ];
+    let good = std::fs::read(dir.join("manifest")).unwrap();
+    for (change, says) in changes {
+        rewrite_manifest(&dir, change);
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{says}: {err}");
+        assert!(
+            err.contains(&dir.join("manifest").display().to_string())
+                && err.contains(says)
+                && err.lines().count() == 1,
+            "one line naming the manifest and saying '{says}': {err}"
+        );
+        std::fs::write(dir.join("manifest"), &good).unwrap();
+    }
+
+    let resumed = resume_stats(&dir);
+    let o = Command::new(bin())
+        .arg("explore")
+        .arg(&model)
+        .args(args)
+        .args(["-q", "--no-progress", "--stats-json", "-"])
+        .output()
+        .unwrap();
+    let uninterrupted: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(counts(&resumed), counts(&uninterrupted));
+    assert_eq!(resumed["store_details"], uninterrupted["store_details"]);
 }

@@ -584,4 +584,50 @@ mod tests {
             assert!(p.is_empty());
         }
     }
+
+    /// A policy restored from its mark and the shared arrays evicts as the original does;
+    /// lists, positions or sizes that disagree with the cache's members are refused.
+    #[test]
+    fn restore_gives_the_same_victims_and_refuses_what_does_not_fit() {
+        for s in Strategy::ALL.into_iter().chain([Strategy::Llnr]) {
+            let (mut p, mut sl) = (Policy::new(s, 5), Slots::default());
+            fill(&mut p, &mut sl, 20);
+            for h in [3, 3, 7, 11, 0] {
+                p.hit(&mut sl, h);
+            }
+            p.remove(&mut sl, 9);
+            let members: Vec<u32> = (0..20).filter(|&m| m != 9).collect();
+            let member = |m: u32| m < 20 && m != 9;
+            let (pos, kinds, prev, next, hits, stamp) = sl.arrays();
+            let mut sl2 = Slots::from_arrays(
+                pos.to_vec(),
+                kinds.to_vec(),
+                prev.to_vec(),
+                next.to_vec(),
+                hits.to_vec(),
+                stamp.to_vec(),
+            )
+            .unwrap();
+            let mut q =
+                Policy::restore(&p.mark(), p.dense().to_vec(), &members, &sl2, member).unwrap();
+            let a: Vec<u32> = std::iter::from_fn(|| p.evict(&mut sl)).collect();
+            let b: Vec<u32> = std::iter::from_fn(|| q.evict(&mut sl2)).collect();
+            assert_eq!(a, b, "{s:?}");
+        }
+        let (mut p, mut sl) = (Policy::new(Strategy::Lru, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
+        let all = [0, 1, 2, 3];
+        let ok = |m: u32| m < 4;
+        assert!(Policy::restore(&p.mark(), vec![], &all[..3], &sl, ok).is_err());
+        sl.prev[2] = 0;
+        assert!(Policy::restore(&p.mark(), vec![], &all, &sl, ok).is_err());
+        let (mut p, mut sl) = (Policy::new(Strategy::Random, 1), Slots::default());
+        fill(&mut p, &mut sl, 4);
+        assert!(Policy::restore(&p.mark(), vec![0, 1, 3, 2], &all, &sl, ok).is_err());
+        assert!(Policy::restore(&p.mark(), vec![0, 1, 2, 2], &all, &sl, ok).is_err());
+        assert!(Policy::restore(&p.mark(), vec![0, 1, 2, 3], &all, &sl, ok).is_ok());
+        let mut zero = p.mark();
+        zero.rng = 0;
+        assert!(Policy::restore(&zero, vec![0, 1, 2, 3], &all, &sl, ok).is_err());
+    }
 }
