@@ -40,7 +40,16 @@
 //! deadlocks it found (a set: deadlocks are few in the models worth caching) so that the
 //! count it reports is of distinct states, equal to a full store's. The LTS output, whose
 //! re-explored states have new numbers, holds one deadlock state per visit; its footer
-//! records that number, the stats' `deadlock_visits`.
+//! records that number, the stats' `deadlock_visits`. The set lives in the store, whose
+//! checkpoint records it.
+//!
+//! **Checkpoints.** Polled between two steps, as in `engine/dfs.rs`: the stack is flushed
+//! and its mark, the encoded top frame, the depth and the sleep set's members (in their
+//! order) go into `EngineMark::Caching`; the store writes its table (the slots, caches,
+//! transitions left asleep and deadlocks). A resumed search decodes the top frame after
+//! checking it fits and is on the store's stack, rebuilds the sleep set and continues: it
+//! meets the same states against the same table, so it counts, evicts and numbers exactly
+//! as the uninterrupted one.
 
 use super::observe::{Phase, Position};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};

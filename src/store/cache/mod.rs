@@ -11,6 +11,14 @@
 //! the xxh3 hash of the vector (stored in the entry, so growth never rehashes vectors), and a
 //! free list of slots. An entry is on the stack or in the cache; only cache entries are known
 //! to the replacement policy, so a state on the stack is never evicted.
+//!
+//! A checkpoint records the table whole (`CacheCheckpoint`): the slots with their states,
+//! the free list, the strategies' per-slot arrays and dense lists, the transitions left
+//! asleep and the deadlocks in an image (`cache.table.G`, [`crate::storage::image`]), each
+//! cache's small state (random generator, list ends, clock, sampler, counters) in the blob.
+//! Slot numbers are kept as they are: they decide LLNR's ties, the random victim (an index
+//! into a dense list) and which slot a new state takes, so a resumed store evicts and
+//! numbers exactly as the uninterrupted one.
 
 pub mod replacement;
 
