@@ -1721,3 +1721,51 @@ fn a_damaged_cache_checkpoint_is_refused_without_a_panic() {
     assert_eq!(counts(&resumed), counts(&uninterrupted));
     assert_eq!(resumed["store_details"], uninterrupted["store_details"]);
 }
+
+/// A DFS checkpoint whose top frame does not fit the model (cut short, at depth 0, naming
+/// a transition the net lacks or a state not stored) is refused with exit 5 naming the
+/// manifest, not decoded into a panic; the manifest, put back, resumes. Such a mark can only
+/// come from a spillway that recorded it wrong (the manifest's CRC catches any change on
+/// disk), so the test writes it with a valid checksum.
+#[test]
+fn a_dfs_top_frame_that_does_not_fit_is_corruption() {
+    use spillway::checkpoint::EngineMark;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = stopped_toggles(tmp.path(), "run", &["--order", "dfs"]);
+    let good = std::fs::read(dir.join("manifest")).unwrap();
+    type Change = fn(&mut Vec<u8>, &mut u64);
+    let changes: [(Change, &str); 4] = [
+        (
+            |top, _| top.truncate(top.len() - 1),
+            "does not fit the model",
+        ),
+        (|_, depth| *depth = 0, "does not fit the model"),
+        (
+            |top, _| top[16..20].copy_from_slice(&u32::MAX.to_le_bytes()),
+            "does not fit the model",
+        ),
+        (
+            |top, _| top[0..8].copy_from_slice(&u64::MAX.to_le_bytes()),
+            "names state 18446744073709551615",
+        ),
+    ];
+    for (change, says) in changes {
+        rewrite_manifest(&dir, |m| {
+            let EngineMark::Dfs { top, depth, .. } = &mut m.engine else {
+                panic!("not a DFS mark: {:?}", m.engine);
+            };
+            assert!(top.len() > 20, "a frame with an enabled transition");
+            change(top, depth);
+        });
+        let o = resume(&dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(5), "{says}: {err}");
+        assert!(
+            err.contains("manifest") && err.contains(says) && !err.contains("panicked"),
+            "{says}: {err}"
+        );
+        std::fs::write(dir.join("manifest"), &good).unwrap();
+    }
+    let o = resume(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

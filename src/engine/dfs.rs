@@ -11,7 +11,7 @@
 use super::observe::{Phase, Position};
 use super::{commit_checkpoint, EngineOptions, ExploreStats, Order, Run, Session};
 use crate::checkpoint::EngineMark;
-use crate::error::ExploreError;
+use crate::error::{CheckpointError, ExploreError};
 use crate::lts::LtsSink;
 use crate::model::{Model, TransitionId};
 use crate::storage::frontier::Stack;
@@ -35,6 +35,29 @@ fn encode(top: &Top, out: &mut Vec<u8>) {
         out.extend_from_slice(&t.0.to_le_bytes());
     }
     out.extend_from_slice(&top.state);
+}
+
+/// Whether `rec` is a whole frame of a model whose states are `state_len` bytes (if fixed)
+/// and which has `transitions` transitions ([`decode`] indexes it unchecked): a
+/// checkpoint's top frame is checked before it is decoded.
+fn frame_fits(rec: &[u8], state_len: Option<usize>, transitions: usize) -> bool {
+    let u32_at = |at: usize| {
+        rec.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let (Some(cursor), Some(n)) = (u32_at(8), u32_at(12)) else {
+        return false;
+    };
+    let Some(state) = (16 + 4 * n as u64)
+        .try_into()
+        .ok()
+        .and_then(|at: usize| rec.len().checked_sub(at))
+    else {
+        return false;
+    };
+    cursor <= n
+        && state_len.is_none_or(|l| l == state)
+        && (0..n).all(|i| u32_at(16 + 4 * i).is_some_and(|t| t < transitions))
 }
 
 fn decode(rec: &[u8], top: &mut Top) {
@@ -77,9 +100,28 @@ pub fn explore(
                     "the checkpoint is not of a DFS run with segment storage".into(),
                 ));
             };
+            if d == 0 || !frame_fits(&t, model.state_len(), model.transition_count()) {
+                return Err(ExploreError::Checkpoint(CheckpointError::Corrupt {
+                    path: st.dir().join(crate::checkpoint::MANIFEST),
+                    problem: format!(
+                        "the DFS's top frame ({} bytes, depth {d}) does not fit the model",
+                        t.len()
+                    ),
+                }));
+            }
             run.restore(&counters);
             depth = d;
             decode(&t, &mut top);
+            if top.id >= store.len() {
+                return Err(ExploreError::Checkpoint(CheckpointError::Corrupt {
+                    path: st.dir().join(crate::checkpoint::MANIFEST),
+                    problem: format!(
+                        "the DFS's top frame names state {}, of {} stored",
+                        top.id,
+                        store.len()
+                    ),
+                }));
+            }
             store.on_search_path(PathStep::Expand {
                 id: top.id,
                 depth: depth - 1,
