@@ -82,7 +82,19 @@ pub fn make_store<'m>(
 ) -> Result<Box<dyn StateStore + 'm>, ExploreError> {
     let spec = cfg.store.spec();
     Ok(match (mark, storage) {
-        (Some(m), Some(st)) => spec.resume(model, st, m)?,
+        // The store's record in the manifest is checksummed with it, so a record the store
+        // cannot take back (it does not decode, or it contradicts itself or the model) was
+        // written wrong: corrupted checkpoint data (exit 5) naming the manifest, not an
+        // internal error.
+        (Some(m), Some(st)) => spec.resume(model, st, m).map_err(|e| match e {
+            crate::error::StoreError::Invalid { store, message } => {
+                ExploreError::Checkpoint(CheckpointError::Corrupt {
+                    path: st.dir().join(checkpoint::MANIFEST),
+                    problem: format!("the {store} store's record: {message}"),
+                })
+            }
+            e => e.into(),
+        })?,
         (Some(_), None) => {
             return Err(ExploreError::Config(
                 "resuming a store needs the run's kept storage".into(),
