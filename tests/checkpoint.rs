@@ -1772,7 +1772,7 @@ fn a_dfs_top_frame_that_does_not_fit_is_corruption() {
 
 /// A store's record in the manifest that does not decode (cut short, or with a byte left
 /// over) is corrupted checkpoint data for every store that can be checkpointed: exit 5
-/// naming the manifest and the store, not an internal error (it had been exit 70); the
+/// naming the manifest and the store, not an internal error (it had been exit 1); the
 /// manifest, put back, resumes.
 #[test]
 fn a_store_record_that_does_not_decode_is_corruption() {
