@@ -69,8 +69,9 @@ pub fn explore(
                 open,
             } = mark
             else {
-                return Err(ExploreError::Config(
-                    "the checkpoint is of a DFS run, not BFS".into(),
+                return Err(super::corrupt_mark(
+                    storage,
+                    "the engine's mark is not of a BFS run".into(),
                 ));
             };
             run.restore(&counters);
@@ -81,6 +82,17 @@ pub fn explore(
                 level_states: s,
             };
             match (open, storage) {
+                // The open set is the ids `[next, len)`: a `next` past the stored states
+                // would expand states that do not exist.
+                (OpenMark::ById { next }, _) if next > store.len() => {
+                    return Err(super::corrupt_mark(
+                        storage,
+                        format!(
+                            "the BFS's open set starts at state {next}, of {} stored",
+                            store.len()
+                        ),
+                    ))
+                }
                 (OpenMark::ById { next }, _) => Open::ById { next },
                 (OpenMark::Queue(m), Some(st)) => {
                     Open::Queue(Queue::Spilled(Box::new(st.open_queue(OPEN, &m)?)))

@@ -438,8 +438,9 @@ fn resume_top(
         Some(st),
     ) = (mark, storage)
     else {
-        return Err(ExploreError::Config(
-            "the checkpoint is not of a DFS run with --store cache and segment storage".into(),
+        return Err(super::corrupt_mark(
+            storage,
+            "the engine's mark is not of a DFS run with --store cache and segment storage".into(),
         ));
     };
     let corrupt = |problem: String| {
@@ -455,13 +456,25 @@ fn resume_top(
         )));
     }
     decode(&t, top);
+    // A transition the model lacks would be fired as if enabled (a model error, exit 3).
+    let transitions = model.transition_count();
+    if let Some(bad) = top
+        .enabled
+        .iter()
+        .map(|t| t.0 as usize)
+        .chain(top.removed.iter().chain(&top.added).map(|&m| m as usize))
+        .find(|&t| t >= transitions)
+    {
+        return Err(corrupt(format!(
+            "the caching search's top frame names transition {bad}; the model has {transitions}"
+        )));
+    }
     if depth == 0 || !store.holds_on_stack(top.slot, &top.state) {
         return Err(corrupt(format!(
             "the caching search's top frame (slot {}, depth {depth}) is not on the store's stack",
             top.slot
         )));
     }
-    let transitions = model.transition_count();
     let sleeping = store.options().sleep_sets;
     for &m in &members {
         if !sleeping || m as usize >= transitions || sleep.contains(m) {

@@ -96,8 +96,9 @@ pub fn explore(
                 Some(st),
             ) = (mark, storage)
             else {
-                return Err(ExploreError::Config(
-                    "the checkpoint is not of a DFS run with segment storage".into(),
+                return Err(super::corrupt_mark(
+                    storage,
+                    "the engine's mark is not of a DFS run with segment storage".into(),
                 ));
             };
             if d == 0 || !frame_fits(&t, model.state_len(), model.transition_count()) {
@@ -119,6 +120,21 @@ pub fn explore(
                         "the DFS's top frame names state {}, of {} stored",
                         top.id,
                         store.len()
+                    ),
+                }));
+            }
+            // The frame's transitions are the ones its state enables: a state changed in
+            // the frame (its transitions then fired where they are disabled) had been a
+            // model error, exit 3.
+            let mut enabled = Vec::new();
+            model.enabled(&top.state, &mut enabled)?;
+            if enabled != top.enabled {
+                return Err(ExploreError::Checkpoint(CheckpointError::Corrupt {
+                    path: st.dir().join(crate::checkpoint::MANIFEST),
+                    problem: format!(
+                        "the DFS's top frame lists {} transitions its state does not enable (it enables {})",
+                        top.enabled.len(),
+                        enabled.len()
                     ),
                 }));
             }

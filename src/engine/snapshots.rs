@@ -178,8 +178,9 @@ fn resume_levels(
         image,
     } = mark
     else {
-        return Err(ExploreError::Config(
-            "the checkpoint is not of a BFS-with-snapshots run (--store snapshots)".into(),
+        return Err(super::corrupt_mark(
+            storage,
+            "the engine's mark is not of a BFS-with-snapshots run (--store snapshots)".into(),
         ));
     };
     let Some(storage) = storage else {
@@ -236,9 +237,18 @@ fn resume_levels(
     }
     r.finish()?;
     if position > cur_states || (position == cur_states && cur_states > 0) {
-        return Err(ExploreError::Config(format!(
-            "the checkpoint's position {position} is past its level of {cur_states} states"
-        )));
+        return Err(super::corrupt_mark(
+            Some(storage),
+            format!("the snapshots engine's position {position} is past its level of {cur_states} states"),
+        ));
+    }
+    // Every level before this one holds a state, numbered before this level's first: a
+    // deeper level cannot be (a depth near u64::MAX wrapped and kept the search going).
+    if depth > cur_first {
+        return Err(super::corrupt_mark(
+            Some(storage),
+            format!("the snapshots engine's depth {depth} is past its level's first state number {cur_first}"),
+        ));
     }
     Ok(Resumed {
         depth,

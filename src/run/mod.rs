@@ -190,7 +190,16 @@ fn explore_model_from(
         checkpointed: cfg.checkpoint.is_some(),
     };
     if let Some(why) = cfg.store.spec().refuse(&shape) {
-        return Err(ExploreError::Config(why));
+        // A resumed configuration is the one the manifest records (checksummed with it):
+        // one its own run would have refused was recorded wrong.
+        return Err(match (resume, &cfg.checkpoint) {
+            (Some(_), Some(ck)) => CheckpointError::Corrupt {
+                path: ck.dir.join(checkpoint::MANIFEST),
+                problem: format!("the recorded configuration: {why}"),
+            }
+            .into(),
+            _ => ExploreError::Config(why),
+        });
     }
     // Declared before the store so that it is dropped after it: the work directory goes last.
     // ComBack and Δ always keep their records in segment files (a scratch storage when the
@@ -876,6 +885,26 @@ fn resume_dir(
             path: dir.join(checkpoint::MANIFEST),
             problem: format!("the recorded configuration {e}"),
         })?;
+    let corrupt = |problem: String| -> ExploreError {
+        CheckpointError::Corrupt {
+            path: dir.join(checkpoint::MANIFEST),
+            problem,
+        }
+        .into()
+    };
+    // Recorded absolute and non-empty by the run: an empty path names no file (it had been
+    // exit 4 with a message naming nothing).
+    if manifest.run.model.as_os_str().is_empty() {
+        return Err(corrupt("the recorded model path is empty".into()));
+    }
+    if manifest
+        .run
+        .output
+        .as_ref()
+        .is_some_and(|o| o.as_os_str().is_empty())
+    {
+        return Err(corrupt("the recorded output path is empty".into()));
+    }
     let digest = checkpoint::file_digest(&manifest.run.model)?;
     if digest != manifest.run.model_digest {
         return Err(CheckpointError::Refused(format!(
@@ -951,6 +980,14 @@ fn resume_dir(
     let result = match source {
         Source::Aut(m) => run_checkpointed(&m, &cfg, &path, 0, Some(&manifest), &start),
         Source::Dve(m) => run_checkpointed(m.as_ref(), &cfg, &path, 0, Some(&manifest), &start),
+        // The counter width the run used: one the nets do not have was recorded wrong (it
+        // had been a model error, exit 3).
+        Source::Pnml(_) if !matches!(manifest.run.token_bits, 8 | 16 | 32) => {
+            Err(corrupt(format!(
+                "the recorded place-counter width is {} bits; a P/T net's run uses 8, 16 or 32",
+                manifest.run.token_bits
+            )))
+        }
         Source::Pnml(net) => explore_net(
             &net,
             manifest.run.token_bits,

@@ -127,6 +127,19 @@ impl SegQueue {
         }
         q.records = mark.records;
         if mark.read_offset > 0 {
+            // The head is the first block not consumed: a mark past every block was recorded
+            // wrong (it had panicked looking for the block).
+            if q.pending.is_empty() {
+                return Err(StorageError::Corrupt(Corruption {
+                    path: file_path(dir, name, q.files.back().map_or(0, |f| f.no)),
+                    offset: 0,
+                    expected: format!(
+                        "block {} to hold {} bytes (the recorded read position)",
+                        mark.read_block, mark.read_offset
+                    ),
+                    found: format!("{} blocks", q.next_block),
+                }));
+            }
             q.next_head()?;
             q.head_pos = mark.read_offset as usize;
             if q.head_pos > q.head.len() {

@@ -735,11 +735,21 @@ impl StoreSpec for FullOptions {
 
     fn resume<'m>(
         &self,
-        _model: &'m dyn Model,
+        model: &'m dyn Model,
         storage: &Storage,
         mark: &StoreMark,
     ) -> Result<Box<dyn StateStore + 'm>, StoreError> {
         let mut s = FullStore::resume(storage, mark)?;
+        // The record's state width is the model's (a wrong one had sliced past the states
+        // read back: a panic).
+        if let (Some(model_len), Some(w)) = (model.state_len(), s.width) {
+            if model_len != w {
+                return Err(StoreError::Invalid {
+                    store: "full",
+                    message: format!("states of {w} bytes; the model's have {model_len}"),
+                });
+            }
+        }
         s.index_slots = self.index_slots;
         Ok(Box::new(s))
     }
@@ -924,7 +934,21 @@ impl FullStore {
                     store: "full",
                     message: format!("cannot read the {} states back into RAM: {e}", m.count),
                 })?;
-            states.scan(|_, st| bytes.extend_from_slice(&st[..m.width]))?;
+            // A state shorter than the record's width: the width was recorded wrong (it had
+            // sliced past the state, a panic).
+            let mut short = None;
+            states.scan(|id, st| match st.get(..m.width) {
+                Some(b) => bytes.extend_from_slice(b),
+                None => {
+                    short.get_or_insert((id, st.len()));
+                }
+            })?;
+            if let Some((id, len)) = short {
+                return Err(StoreError::Invalid {
+                    store: "full",
+                    message: format!("states of {} bytes, but state {id} has {len}", m.width),
+                });
+            }
             s.mirror_in_ram(bytes, storage)?;
         }
         match m.window {

@@ -510,6 +510,15 @@ impl<'m> DeltaStore<'m> {
         mark: &StoreMark,
     ) -> Result<Self, StoreError> {
         let c: DeltaCheckpoint = decode_blob(STORE, &mark.blob)?;
+        // The index's hash width is one the index can hold (another had failed an assertion
+        // in the index: a panic).
+        if !(8..=index::MAX_HASH_BITS).contains(&c.index_hash_bits) {
+            return Err(invalid(format!(
+                "an index of {}-bit hashes; the index keeps 8 to {}",
+                c.index_hash_bits,
+                index::MAX_HASH_BITS
+            )));
+        }
         if c.opts.k != opts.k || c.opts.collapse != opts.collapse {
             return Err(invalid(format!(
                 "the checkpoint was made with kδ = {} and collapsing {:?}, not kδ = {} and {:?}",
@@ -571,6 +580,12 @@ impl<'m> DeltaStore<'m> {
         from: u64,
         to: u64,
     ) -> Result<Index, StoreError> {
+        // The slot count comes from a checkpoint: an index larger than the machine can hold
+        // is a resource limit (exit 6), not an allocation that aborts the process.
+        crate::sys::check_structure(
+            &format!("the delta store's index of {slots} slots"),
+            slots.checked_mul(8),
+        )?;
         let mut ix = Index::new(slots, hash_bits);
         self.hashes_in(from, to, |id, h| {
             if !ix.has_room(1) {
