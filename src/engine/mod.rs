@@ -393,8 +393,6 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Fires `t`, which the model listed as enabled in `state`, into `succ`; a model that then
-/// says otherwise breaks its determinism contract, an error rather than a panic.
 /// A checkpoint's engine mark that does not fit the run resuming it (a mark of another
 /// engine, a position past what the store or level holds): the manifest's CRC held, so a
 /// spillway recorded it wrong — corrupted checkpoint data naming the manifest (exit 5).
@@ -408,6 +406,8 @@ pub(crate) fn corrupt_mark(storage: Option<&Storage>, problem: String) -> Explor
     }
 }
 
+/// Fires `t`, which the model listed as enabled in `state`, into `succ`; a model that then
+/// says otherwise breaks its determinism contract, an error rather than a panic.
 pub(crate) fn fire_enabled(
     model: &dyn Model,
     state: &[u8],
