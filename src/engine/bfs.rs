@@ -307,11 +307,39 @@ pub fn explore(
                     Some(*next - 1)
                 }
             }
-            Open::Queue(q) => q.pop_with(&mut rec, |r| {
-                state.clear();
-                state.extend_from_slice(&r[8..]);
-                u64::from_le_bytes(r[..8].try_into().unwrap())
-            })?,
+            Open::Queue(q) => {
+                // A record is a state number and a state: one of another shape, or naming a
+                // state not numbered, comes from a queue or mark recorded wrong (a resumed
+                // checkpoint's; the blocks' checksums held), not from this run.
+                let width = model.state_len();
+                let popped = q.pop_with(&mut rec, |r| {
+                    if r.len() < 8 || width.is_some_and(|w| r.len() != 8 + w) {
+                        return Err(r.len());
+                    }
+                    state.clear();
+                    state.extend_from_slice(&r[8..]);
+                    Ok(u64::from_le_bytes(r[..8].try_into().unwrap()))
+                })?;
+                match popped {
+                    None => None,
+                    Some(Ok(id)) if id < store.len() => Some(id),
+                    Some(bad) => {
+                        return Err(super::corrupt_mark(
+                            storage,
+                            match bad {
+                                Err(len) => format!(
+                                    "the BFS's open queue holds a record of {len} bytes, not a state number and a state{}",
+                                    width.map_or(String::new(), |w| format!(" of {w} bytes"))
+                                ),
+                                Ok(id) => format!(
+                                    "the BFS's open queue names state {id}, of {} stored",
+                                    store.len()
+                                ),
+                            },
+                        ))
+                    }
+                }
+            }
         };
         let Some(head) = head else {
             if p.parents.is_empty() {

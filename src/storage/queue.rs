@@ -292,10 +292,19 @@ impl SegQueue {
                 self.finish_head()?;
                 let avail = self.tail.len() - self.tail_pos;
                 if avail < n - done {
-                    return Err(StorageError::Invalid(format!(
-                        "queue {}: record runs past the end of the queued bytes",
-                        self.name
-                    )));
+                    // Only a read mark or a record length recorded wrong gets here (the
+                    // blocks' checksums held): corrupted data, naming the queue's last file.
+                    let no = self.files.back().map_or(0, |f| f.no);
+                    return Err(StorageError::Corrupt(Corruption {
+                        path: file_path(&self.dir, &self.name, no),
+                        offset: 0,
+                        expected: format!(
+                            "{} more bytes of a record ({} records left to read)",
+                            n - done,
+                            self.records
+                        ),
+                        found: format!("{avail} bytes left in the queue"),
+                    }));
                 }
                 let k = n - done;
                 f(&self.tail[self.tail_pos..self.tail_pos + k], done);
