@@ -6,7 +6,7 @@
 //! For each checkpointable configuration (`--store full` BFS and DFS, `hashcompact`,
 //! `bitstate --order dfs`, `comback`, `delta`, `tree`, `snapshots`, `cache --order dfs`
 //! with and without sleep sets; with `-o OUT.slts` / `-o OUT.aut` where the store writes an
-//! LTS) a run of the toggles net (2^14 states, 2^16 if the run ends before it can be
+//! LTS) a run of the toggles net (2^14 states; 2^16, then 2^18, if the run ends before it can be
 //! stopped) is stopped by SIGINT after its first checkpoint, and mutants of its manifest are
 //! resumed by the binary, each from a fresh copy of the run directory and the partial
 //! output:
